@@ -1,0 +1,46 @@
+package v1beta1
+
+// Condition types of a Pipeline.
+const (
+	// ConditionAvailable is True when the storage is bound and every step is available.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the storage or a step is still being rolled out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when something needs a person's attention; the reason says what.
+	ConditionDegraded = "Degraded"
+	// ConditionReconciled carries the outcome of the operator's last pass: False with the
+	// error when it could not make the cluster match the spec.
+	ConditionReconciled = "Reconciled"
+)
+
+// Reasons of the Available condition.
+const (
+	ReasonAllStepsAvailable = "AllStepsAvailable"
+	ReasonStorageNotBound   = "StorageNotBound"
+	ReasonStepsUnavailable  = "StepsUnavailable"
+)
+
+// Reasons of the Progressing condition.
+const (
+	ReasonRollingOut      = "RollingOut"
+	ReasonRolloutComplete = "RolloutComplete"
+	ReasonRolloutFailed   = "RolloutFailed"
+)
+
+// Reasons of the Degraded condition.
+const (
+	ReasonAsExpected      = "AsExpected"
+	ReasonStepFailed      = "StepFailed"
+	ReasonNodeNotFound    = "NodeNotFound"
+	ReasonStorageFailed   = "StorageFailed"
+	ReasonClaimNotFound   = "ClaimNotFound"
+	ReasonNameConflict    = "NameConflict"
+	ReasonReconcileFailed = "ReconcileFailed"
+)
+
+// Reasons of the Reconciled condition.
+const (
+	ReasonReconcileSucceeded = "ReconcileSucceeded"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonDeleteFailed       = "DeleteFailed"
+)

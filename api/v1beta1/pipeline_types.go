@@ -1,0 +1,349 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StorageType says where the models of a Pipeline live and how the operator provides them.
+// +kubebuilder:validation:Enum=nfs;csi;storageClass;existingClaim
+type StorageType string
+
+const (
+	// StorageTypeNFS is an NFS export (csiParameter.server and csiParameter.share) mounted
+	// through an in-tree NFS PersistentVolume that the operator creates.
+	StorageTypeNFS StorageType = "nfs"
+	// StorageTypeCSI is a CSI PersistentVolume that the operator creates: the driver comes from
+	// csiParameter.driver (default nfs.csi.k8s.io), the other entries are its volumeAttributes.
+	StorageTypeCSI StorageType = "csi"
+	// StorageTypeStorageClass is a claim that a StorageClass provisions dynamically.
+	StorageTypeStorageClass StorageType = "storageClass"
+	// StorageTypeExistingClaim is a PersistentVolumeClaim the user owns; the operator only mounts it.
+	StorageTypeExistingClaim StorageType = "existingClaim"
+)
+
+// DefaultCSIDriver is the CSI driver of type csi storage when csiParameter.driver is not set.
+const DefaultCSIDriver = "nfs.csi.k8s.io"
+
+// CSIDriverParameter is the csiParameter key naming the CSI driver of type csi storage.
+const CSIDriverParameter = "driver"
+
+// ListenPortArg is the step argument that sets the step's container port and Service port.
+const ListenPortArg = "listenPort"
+
+// ArgValue is the value of a step argument.
+// +kubebuilder:validation:MaxLength=4096
+type ArgValue string
+
+// Step is one stage of a Pipeline: a container that loads one model, pinned to one node.
+// +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.args) || !('listenPort' in self.args) || self.args['listenPort'] == string(self.port)",message="port and args.listenPort disagree: set only one of them"
+type Step struct {
+	// name identifies the step; it names the step's Deployment and Service
+	// (<pipeline>-<name>). Unnamed steps are called step-<1-based index>.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// image is the container image of the step.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// location is the name of the node the step must run on
+	// (a node selector on kubernetes.io/hostname). Empty lets the scheduler choose.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Location string `json:"location,omitempty"`
+
+	// model is the model's directory inside the model storage; the step finds it at
+	// MODEL_PATH (<mountPath>/<model>).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.]?(/|$)')",message="model must not contain '.' or '..' path segments"
+	Model string `json:"model"`
+
+	// args is the configuration handed to the step: each entry becomes an environment
+	// variable of the same name. listenPort, when present, is also the container and
+	// Service port.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[!-<>-~]+$'))",message="args keys must be printable ASCII characters without spaces or '='"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['MODEL_NAME', 'MODEL_PATH', 'PIPELINE_NAME', 'STEP_NAME', 'STEP_INDEX', 'NEXT_STEP_URL']))",message="args must not set MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX or NEXT_STEP_URL: the operator sets them"
+	// +kubebuilder:validation:XValidation:rule="!('listenPort' in self) || self['listenPort'].matches('^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')",message="args.listenPort must be a port number from 1 to 65535"
+	Args map[string]ArgValue `json:"args,omitempty"`
+
+	// replicas is the number of pods of the step.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// port is the port the step's container listens on, and the port of its Service.
+	// Defaults to args.listenPort, else 80.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"`
+
+	// resources are the compute resources of the step's container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// env are extra environment variables of the step's container, set after args.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// nodeSelector adds node labels the step's pods require, besides location.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the step's pods run on tainted nodes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// ModelStorage is the shared storage the steps load their models from.
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || (has(self.csiParameter) && 'server' in self.csiParameter && 'share' in self.csiParameter)",message="modelStorage of type nfs needs csiParameter.server and csiParameter.share"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || !has(self.csiParameter) || !('share' in self.csiParameter) || self.csiParameter.share.startsWith('/')",message="csiParameter.share must be an absolute path on the NFS server"
+// +kubebuilder:validation:XValidation:rule="self.type != 'csi' || (has(self.csiParameter) && self.csiParameter.exists(k, k != 'driver'))",message="modelStorage of type csi needs the driver's volume attributes in csiParameter (and optionally csiParameter.driver)"
+// +kubebuilder:validation:XValidation:rule="self.type != 'storageClass' || has(self.storageClassName)",message="modelStorage of type storageClass needs storageClassName"
+// +kubebuilder:validation:XValidation:rule="self.type != 'existingClaim' || has(self.claimName)",message="modelStorage of type existingClaim needs claimName"
+type ModelStorage struct {
+	// type is how the model storage is provided: nfs, csi, storageClass or existingClaim.
+	// +optional
+	// +kubebuilder:default=nfs
+	Type StorageType `json:"type,omitempty"`
+
+	// csiParameter describes the volume. For nfs: server and share. For csi: driver
+	// (default nfs.csi.k8s.io) and the driver's volume attributes (for nfs.csi.k8s.io,
+	// server and share).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	CSIParameter map[string]string `json:"csiParameter,omitempty"`
+
+	// storageClassName is the StorageClass that provisions the claim (type storageClass).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// claimName is the PersistentVolumeClaim, in the Pipeline's namespace, that holds the
+	// models (type existingClaim). The operator mounts it and never changes or deletes it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+
+	// capacity is the size of the volume and of the claim. Defaults to 1Gi.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// accessModes of the volume and the claim. Defaults to [ReadOnlyMany].
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+
+	// mountPath is where every step finds the model storage.
+	// +optional
+	// +kubebuilder:default=/models
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// PipelineSpec is the desired state of a Pipeline.
+type PipelineSpec struct {
+	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
+	// Service URL of the step after it.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || self.exists_one(t, has(t.name) && t.name == s.name))",message="step names must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[0-9]+$'))",message="step names of the form step-<number> are reserved for unnamed steps"
+	Steps []Step `json:"steps"`
+
+	// modelStorage is the shared storage every step mounts read-only.
+	// +required
+	ModelStorage ModelStorage `json:"modelStorage"`
+}
+
+// PipelinePhase is the summary of a Pipeline's state.
+// +kubebuilder:validation:Enum=creating;running;failed;deleting
+type PipelinePhase string
+
+const (
+	// PipelinePhaseCreating means the children exist or are being made but not every step is available yet.
+	PipelinePhaseCreating PipelinePhase = "creating"
+	// PipelinePhaseRunning means the storage is bound and every step is available.
+	PipelinePhaseRunning PipelinePhase = "running"
+	// PipelinePhaseFailed means something needs attention; the Degraded condition says what.
+	PipelinePhaseFailed PipelinePhase = "failed"
+	// PipelinePhaseDeleting means the Pipeline is being deleted and its children removed.
+	PipelinePhaseDeleting PipelinePhase = "deleting"
+)
+
+// DeploymentPhase is the state of a step's Deployment.
+// +kubebuilder:validation:Enum=Pending;Progressing;Available;Failed
+type DeploymentPhase string
+
+const (
+	// DeploymentPhasePending means the Deployment does not exist yet.
+	DeploymentPhasePending DeploymentPhase = "Pending"
+	// DeploymentPhaseProgressing means the Deployment is rolling out.
+	DeploymentPhaseProgressing DeploymentPhase = "Progressing"
+	// DeploymentPhaseAvailable means every replica of the current revision is available.
+	DeploymentPhaseAvailable DeploymentPhase = "Available"
+	// DeploymentPhaseFailed means the rollout exceeded its progress deadline or cannot create pods.
+	DeploymentPhaseFailed DeploymentPhase = "Failed"
+)
+
+// ServicePhase is the state of a step's Service.
+// +kubebuilder:validation:Enum=Pending;Ready
+type ServicePhase string
+
+const (
+	// ServicePhasePending means the Service does not exist yet or has no cluster IP.
+	ServicePhasePending ServicePhase = "Pending"
+	// ServicePhaseReady means the Service exists and has its cluster IP.
+	ServicePhaseReady ServicePhase = "Ready"
+)
+
+// StepStatus is the observed state of one step.
+type StepStatus struct {
+	// name is the step's name (step-<index> when the step is unnamed).
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// deploymentName is the name of the step's Deployment.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	DeploymentName string `json:"deploymentName,omitempty"`
+
+	// deploymentPhase is the state of the step's Deployment.
+	// +optional
+	DeploymentPhase DeploymentPhase `json:"deploymentPhase,omitempty"`
+
+	// servicePhase is the state of the step's Service.
+	// +optional
+	ServicePhase ServicePhase `json:"servicePhase,omitempty"`
+
+	// url is the in-cluster URL of the step's Service.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	URL string `json:"url,omitempty"`
+
+	// replicas is the number of pods the step should have.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of the step's pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+}
+
+// DetailPhase is the state of every child of a Pipeline.
+type DetailPhase struct {
+	// pvPhase is the phase of the model PersistentVolume (nfs and csi storage).
+	// +optional
+	PVPhase corev1.PersistentVolumePhase `json:"pvPhase,omitempty"`
+
+	// pvcPhase is the phase of the model PersistentVolumeClaim.
+	// +optional
+	PVCPhase corev1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
+
+	// stepsPhase holds one entry per step, in spec order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	StepsPhase []StepStatus `json:"stepsPhase,omitempty"`
+}
+
+// PipelineStatus is the observed state of a Pipeline, rebuilt from the cluster on every pass.
+type PipelineStatus struct {
+	// phase summarises the Pipeline: creating, running, failed or deleting.
+	// +optional
+	Phase PipelinePhase `json:"phase,omitempty"`
+
+	// detailPhase is the state of the storage and of every step.
+	// +optional
+	DetailPhase DetailPhase `json:"detailPhase,omitempty"`
+
+	// readySteps is "<available steps>/<steps>".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ReadySteps string `json:"readySteps,omitempty"`
+
+	// pvName is the name of the model PersistentVolume (nfs and csi storage).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PVName string `json:"pvName,omitempty"`
+
+	// pvcName is the name of the claim every step mounts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PVCName string `json:"pvcName,omitempty"`
+
+	// observedGeneration is the generation of the spec the last successful pass applied.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Available, Progressing, Degraded and Reconciled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Pipeline is a multi-step ML inference pipeline: shared model storage and one
+// Deployment and Service per step, each pinned to its node.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pl;pls,categories=all
+// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.spec.steps[*].model`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.readySteps`
+// +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
+type Pipeline struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired pipeline.
+	// +required
+	Spec PipelineSpec `json:"spec"`
+
+	// status is the observed state of the pipeline.
+	// +optional
+	Status PipelineStatus `json:"status,omitempty"`
+}
+
+// PipelineList is a list of Pipelines.
+// +kubebuilder:object:root=true
+type PipelineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Pipeline `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Pipeline{}, &PipelineList{})
+}

@@ -1,0 +1,67 @@
+package controller
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+func TestContains(t *testing.T) {
+	tests := []struct {
+		name       string
+		have, want any
+		ok         bool
+	}{
+		{"equal scalars", "a", "a", true},
+		{"different scalars", "a", "b", false},
+		{"extra map keys are someone else's", map[string]any{"a": 1.0, "b": 2.0}, map[string]any{"a": 1.0}, true},
+		{"missing map key", map[string]any{"b": 2.0}, map[string]any{"a": 1.0}, false},
+		{"lists must match in length", []any{"a", "b"}, []any{"a"}, false},
+		{"list elements may carry defaults", []any{map[string]any{"name": "x", "protocol": "TCP"}}, []any{map[string]any{"name": "x"}}, true},
+		{"list element changed", []any{map[string]any{"name": "y"}}, []any{map[string]any{"name": "x"}}, false},
+		{"type mismatch", "a", map[string]any{}, false},
+		{"an omitted empty field matches an empty value", map[string]any{}, map[string]any{"storageClassName": ""}, true},
+		{"an omitted field does not match a value", map[string]any{}, map[string]any{"storageClassName": "fast"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := contains(tt.have, tt.want); got != tt.ok {
+				t.Errorf("contains(%v, %v) = %v, want %v", tt.have, tt.want, got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	p := loadSample(t, "default")
+	a, err := newAppliedObject(desiredStepDeployment(p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the apiserver would hold after the apply: the applied content plus defaults.
+	d := typed[appsv1.Deployment](t, a.content)
+	d.Spec.RevisionHistoryLimit = new(int32)
+	d.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	if ok, err := a.upToDate(d); err != nil || !ok {
+		t.Fatalf("applied object with defaults is not up to date: %v %v", ok, err)
+	}
+
+	drifted := d.DeepCopy()
+	drifted.Spec.Template.Spec.Containers[0].Image = "nginx:1.0"
+	if ok, _ := a.upToDate(drifted); ok {
+		t.Errorf("an edited image went unnoticed")
+	}
+
+	// A spec that drops a field changes the hash even though the old object contains the new one.
+	p.Spec.Steps[0].Args = nil
+	b, err := newAppliedObject(desiredStepDeployment(p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.hash == a.hash {
+		t.Fatalf("different configurations share hash %s", a.hash)
+	}
+	if ok, _ := b.upToDate(d); ok {
+		t.Errorf("a removed arg went unnoticed")
+	}
+}

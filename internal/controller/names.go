@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// maxNameLength is the longest name the operator gives a child: a DNS label.
+const maxNameLength = 63
+
+// hashLength is the number of hex digits of a hash suffix.
+const hashLength = 8
+
+// childName joins parts with '-'. A name longer than a DNS label keeps its readable start and
+// ends in a hash of the whole, so that distinct long names stay distinct.
+func childName(parts ...string) string {
+	name := strings.Join(parts, "-")
+	if len(name) <= maxNameLength {
+		return name
+	}
+	prefix := strings.TrimRight(name[:maxNameLength-hashLength-1], "-.")
+	return prefix + "-" + shortHash(name)
+}
+
+// shortHash is the first hashLength hex digits of the SHA-256 of the parts.
+func shortHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:hashLength]
+}
+
+// stepName is the step's name, step-<1-based index> when the spec gives none.
+func stepName(p *pipelinev1beta1.Pipeline, i int) string {
+	if n := p.Spec.Steps[i].Name; n != "" {
+		return n
+	}
+	return fmt.Sprintf("step-%d", i+1)
+}
+
+// stepObjectName names both the Deployment and the Service of step i.
+func stepObjectName(p *pipelinev1beta1.Pipeline, i int) string {
+	return childName(p.Name, stepName(p, i))
+}
+
+// storageKey identifies the storage spec of a Pipeline. A PersistentVolume's source and most of
+// a claim's spec cannot change in place, so a different storage spec means new objects with
+// new names, and the old ones are removed once the steps have moved over.
+func storageKey(p *pipelinev1beta1.Pipeline) string {
+	s := p.Spec.ModelStorage
+	size := capacity(p)
+	parts := []string{p.Namespace, p.Name, string(storageType(p)), s.StorageClassName, size.String()}
+	for _, m := range accessModes(p) {
+		parts = append(parts, string(m))
+	}
+	keys := make([]string, 0, len(s.CSIParameter))
+	for k := range s.CSIParameter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+s.CSIParameter[k])
+	}
+	return shortHash(parts...)
+}
+
+// pvName names the model PersistentVolume: cluster-wide unique, since the key covers the
+// namespace and name of the Pipeline.
+func pvName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Namespace, p.Name, storageKey(p))
+}
+
+// claimName is the claim every step mounts: the user's for existingClaim, else the operator's.
+func claimName(p *pipelinev1beta1.Pipeline) string {
+	if storageType(p) == pipelinev1beta1.StorageTypeExistingClaim {
+		return p.Spec.ModelStorage.ClaimName
+	}
+	return childName(p.Name, "models", storageKey(p))
+}

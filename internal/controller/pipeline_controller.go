@@ -1,0 +1,328 @@
+// Package controller holds the Pipeline reconciler: it makes the model storage and the
+// Deployment and Service of every step match a Pipeline, and reports what it sees.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// Finalizer lets the operator delete the cluster-scoped PersistentVolume of a Pipeline, which
+// cannot carry an owner reference to it, before the Pipeline goes.
+const Finalizer = "distri-infer.ndsl.cn/cleanup"
+
+// claimRecheckInterval is how often a Pipeline that mounts a claim the operator does not own
+// (and so does not watch) looks at it again until it is bound.
+const claimRecheckInterval = 15 * time.Second
+
+// PipelineReconciler reconciles Pipelines.
+type PipelineReconciler struct {
+	// Client reads through the manager's cache and writes to the apiserver.
+	Client client.Client
+	// APIReader reads the apiserver directly, for objects the cache does not hold.
+	APIReader client.Reader
+	// Recorder records events on Pipelines.
+	Recorder events.EventRecorder
+}
+
+// scope is the state of one pass over one Pipeline.
+type scope struct {
+	pipeline     *pipelinev1beta1.Pipeline
+	obs          *observed
+	requeueAfter time.Duration
+}
+
+func newScope(p *pipelinev1beta1.Pipeline) *scope {
+	return &scope{pipeline: p, obs: &observed{
+		deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
+		services:    make([]*corev1.Service, len(p.Spec.Steps)),
+	}}
+}
+
+func (s *scope) addProblem(reason, format string, args ...any) {
+	s.obs.problems = append(s.obs.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+func (s *scope) conflict(kind, name string) {
+	s.addProblem(pipelinev1beta1.ReasonNameConflict,
+		"%s %s already exists and does not belong to this Pipeline: rename or delete it", kind, name)
+}
+
+// +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile makes the children of one Pipeline match its spec and records its status.
+func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &pipelinev1beta1.Pipeline{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	if !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, p)
+	}
+
+	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		patch := client.MergeFrom(p.DeepCopy())
+		controllerutil.AddFinalizer(p, Finalizer)
+		if err := r.Client.Patch(ctx, p, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		return ctrl.Result{}, nil
+	}
+
+	s := newScope(p)
+	err := r.reconcileNormal(ctx, s)
+	s.obs.err = err
+	if serr := r.updateStatus(ctx, p, computeStatus(p, s.obs)); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+// reconcileNormal runs the phases of a pass that brings the children in line with the spec.
+func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	phases := []func(context.Context, *scope) error{
+		r.reconcileStorage,
+		r.reconcileSteps,
+		r.reconcileStale,
+	}
+	var errs []error
+	for _, phase := range phases {
+		if err := phase(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
+func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	if ownsVolume(p) {
+		pv := &corev1.PersistentVolume{}
+		ok, err := r.applyChild(ctx, s, pv, desiredPV(p))
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.obs.pv = pv
+		}
+	}
+
+	pvc := &corev1.PersistentVolumeClaim{}
+	if ownsStorage(p) {
+		ok, err := r.applyChild(ctx, s, pvc, desiredPVC(p))
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.obs.pvc = pvc
+		}
+		return nil
+	}
+
+	// existingClaim: the claim is the user's; the cache does not hold it.
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: claimName(p)}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.addProblem(pipelinev1beta1.ReasonClaimNotFound,
+			"PersistentVolumeClaim %s named by modelStorage.claimName does not exist in namespace %s", claimName(p), p.Namespace)
+		s.requeueAfter = claimRecheckInterval
+	case err != nil:
+		return fmt.Errorf("get claim %s: %w", claimName(p), err)
+	default:
+		s.obs.pvc = pvc
+		if pvc.Status.Phase != corev1.ClaimBound {
+			s.requeueAfter = claimRecheckInterval
+		}
+	}
+	return nil
+}
+
+// reconcileSteps makes the Deployment and Service of every step exist as the spec says.
+func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	var errs []error
+	for i := range p.Spec.Steps {
+		if err := r.checkLocation(ctx, s, i); err != nil {
+			errs = append(errs, err)
+		}
+
+		d := &appsv1.Deployment{}
+		if ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i)); err != nil {
+			errs = append(errs, fmt.Errorf("step %d (%s): %w", i+1, stepName(p, i), err))
+		} else if ok {
+			s.obs.deployments[i] = d
+		}
+
+		svc := &corev1.Service{}
+		if ok, err := r.applyChild(ctx, s, svc, desiredStepService(p, i)); err != nil {
+			errs = append(errs, fmt.Errorf("step %d (%s): %w", i+1, stepName(p, i), err))
+		} else if ok {
+			s.obs.services[i] = svc
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkLocation reports a step pinned to a node that does not exist: its pods could never be
+// scheduled, and the person who wrote the spec should hear about it now.
+func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int) error {
+	location := s.pipeline.Spec.Steps[i].Location
+	if location == "" {
+		return nil
+	}
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Client.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: location}); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "step %d (%s): node %s does not exist (no node has %s=%s)",
+			i+1, stepName(s.pipeline, i), location, corev1.LabelHostname, location)
+	}
+	return nil
+}
+
+// reconcileStale deletes the children the spec no longer describes: steps that were removed
+// or renamed, and storage that was replaced.
+func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	wanted := map[string]bool{}
+	for i := range p.Spec.Steps {
+		wanted[stepObjectName(p, i)] = true
+	}
+	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{LabelPipeline: p.Name}}
+
+	var errs []error
+	deleteUnwanted := func(list client.ObjectList, kind string, keep func(client.Object) bool, opts ...client.ListOption) {
+		if err := r.Client.List(ctx, list, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("list %s: %w", kind, err))
+			return
+		}
+		for _, obj := range objects(list) {
+			if ownedBy(p, obj) && !keep(obj) {
+				if err := r.deleteChild(ctx, p, obj, kind); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	isStep := func(o client.Object) bool { return wanted[o.GetName()] }
+	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
+	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
+	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
+		return ownsStorage(p) && o.GetName() == claimName(p)
+	}, inNamespace...)
+	deleteUnwanted(&corev1.PersistentVolumeList{}, "PersistentVolume", func(o client.Object) bool {
+		return ownsVolume(p) && o.GetName() == pvName(p)
+	}, volumeSelector(p))
+	return errors.Join(errs...)
+}
+
+// reconcileDelete removes the PersistentVolume of a Pipeline that is being deleted, then lets
+// it go. The garbage collector removes the namespaced children through their owner references.
+func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		return nil
+	}
+	if p.Status.Phase != pipelinev1beta1.PipelinePhaseDeleting {
+		status := p.Status.DeepCopy()
+		status.Phase = pipelinev1beta1.PipelinePhaseDeleting
+		if err := r.updateStatus(ctx, p, *status); err != nil {
+			return err
+		}
+	}
+
+	pvs := &corev1.PersistentVolumeList{}
+	if err := r.Client.List(ctx, pvs, volumeSelector(p)); err != nil {
+		return fmt.Errorf("list persistent volumes: %w", err)
+	}
+	for i := range pvs.Items {
+		if err := r.deleteChild(ctx, p, &pvs.Items[i], "PersistentVolume"); err != nil {
+			return err
+		}
+	}
+
+	patch := client.MergeFrom(p.DeepCopy())
+	controllerutil.RemoveFinalizer(p, Finalizer)
+	if err := r.Client.Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", len(pvs.Items))
+	return nil
+}
+
+// updateStatus writes status when it differs from what p holds, and records the problems that
+// are new since the last status as events.
+func (r *PipelineReconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) error {
+	if equality.Semantic.DeepEqual(p.Status, status) {
+		return nil
+	}
+	r.recordDegraded(p, status)
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Status = status
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// recordDegraded emits a warning event when the Degraded condition turns True or changes its message.
+func (r *PipelineReconciler) recordDegraded(p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) {
+	now := meta.FindStatusCondition(status.Conditions, pipelinev1beta1.ConditionDegraded)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return
+	}
+	before := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded)
+	if before != nil && before.Status == now.Status && before.Message == now.Message {
+		return
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// volumeSelector selects the PersistentVolumes of p.
+func volumeSelector(p *pipelinev1beta1.Pipeline) client.MatchingLabels {
+	return client.MatchingLabels{LabelPipeline: p.Name, LabelPipelineNamespace: p.Namespace}
+}
+
+// objects are the items of a list.
+func objects(list client.ObjectList) []client.Object {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		if obj, ok := item.(client.Object); ok {
+			out = append(out, obj)
+		}
+	}
+	return out
+}

@@ -1,0 +1,534 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// newNamespace creates a namespace of the test's own.
+func newNamespace(ctx context.Context) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "pipeline-test-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// createSample creates the sample Pipeline of the product design, verbatim, in ns.
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	p := loadSample(GinkgoT(), ns)
+	p.UID = ""
+	for _, e := range edit {
+		e(p)
+	}
+	Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	return p
+}
+
+func getPipeline(ctx context.Context, p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	out := &pipelinev1beta1.Pipeline{}
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
+	return out
+}
+
+// updatePipeline applies edit to the latest version of p, retrying on conflicts.
+func updatePipeline(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(*pipelinev1beta1.Pipeline)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		latest := getPipeline(ctx, p)
+		edit(latest)
+		return k8sClient.Update(ctx, latest)
+	}).Should(Succeed())
+}
+
+func phase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.PipelinePhase {
+	return func() pipelinev1beta1.PipelinePhase { return getPipeline(ctx, p).Status.Phase }
+}
+
+func condition(ctx context.Context, p *pipelinev1beta1.Pipeline, t string) func() *metav1.Condition {
+	return func() *metav1.Condition { return meta.FindStatusCondition(getPipeline(ctx, p).Status.Conditions, t) }
+}
+
+// child waits for the object key names and returns it.
+func child[T client.Object](ctx context.Context, obj T, ns, name string) T {
+	GinkgoHelper()
+	Eventually(func() error { return k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj) }).Should(Succeed())
+	return obj
+}
+
+func deploymentOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) *appsv1.Deployment {
+	GinkgoHelper()
+	return child(ctx, &appsv1.Deployment{}, p.Namespace, stepObjectName(p, i))
+}
+
+func serviceOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) *corev1.Service {
+	GinkgoHelper()
+	return child(ctx, &corev1.Service{}, p.Namespace, stepObjectName(p, i))
+}
+
+// bindStorage plays the volume binder: the PV and PVC of p become Bound.
+func bindStorage(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+	GinkgoHelper()
+	if ownsVolume(p) {
+		pv := child(ctx, &corev1.PersistentVolume{}, "", pvName(p))
+		pv.Status.Phase = corev1.VolumeBound
+		Expect(k8sClient.Status().Update(ctx, pv)).To(Succeed())
+	}
+	pvc := child(ctx, &corev1.PersistentVolumeClaim{}, p.Namespace, claimName(p))
+	pvc.Status.Phase = corev1.ClaimBound
+	Expect(k8sClient.Status().Update(ctx, pvc)).To(Succeed())
+}
+
+// rollOut plays the deployment controller: every step's current Deployment becomes available.
+func rollOut(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+	GinkgoHelper()
+	for i := range p.Spec.Steps {
+		Eventually(func() error {
+			d := deploymentOf(ctx, p, i)
+			r := ptr.Deref(d.Spec.Replicas, 1)
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
+				ReadyReplicas: r, AvailableReplicas: r}
+			return k8sClient.Status().Update(ctx, d)
+		}).Should(Succeed())
+	}
+}
+
+// runningSample creates the sample and plays the cluster until it is running.
+func runningSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	p := createSample(ctx, ns, edit...)
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+	bindStorage(ctx, p)
+	rollOut(ctx, p)
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	return getPipeline(ctx, p)
+}
+
+func envOf(d *appsv1.Deployment) map[string]string {
+	return envMap(d.Spec.Template.Spec.Containers[0].Env)
+}
+
+// eventNotes are the notes of the events recorded on p.
+func eventNotes(ctx context.Context, p *pipelinev1beta1.Pipeline) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(p.Namespace))).To(Succeed())
+		var notes []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Pipeline" && e.Regarding.Name == p.Name {
+				notes = append(notes, e.Reason+": "+e.Note)
+			}
+		}
+		return notes
+	}
+}
+
+var _ = Describe("Pipeline reconciler", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("creates every child of the design's Pipeline, applied verbatim", func() {
+		p := createSample(ctx, ns)
+
+		By("storing a finalizer so that the PersistentVolume can be removed")
+		Eventually(func() []string { return getPipeline(ctx, p).Finalizers }).Should(ContainElement(Finalizer))
+
+		By("creating an NFS PersistentVolume reserved for the claim")
+		pv := child(ctx, &corev1.PersistentVolume{}, "", pvName(p))
+		Expect(pv.Spec.NFS).To(Equal(&corev1.NFSVolumeSource{Server: "192.168.20.235", Path: "/home/aiedge/csiTest", ReadOnly: true}))
+		Expect(pv.Spec.ClaimRef.Name).To(Equal(claimName(p)))
+		Expect(pv.Spec.ClaimRef.Namespace).To(Equal(ns))
+		Expect(pv.Labels).To(HaveKeyWithValue("pipeline", p.Name))
+
+		By("creating a claim bound to exactly that volume")
+		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, claimName(p))
+		Expect(pvc.Spec.VolumeName).To(Equal(pv.Name))
+		Expect(pvc.OwnerReferences).To(HaveLen(1))
+
+		By("creating a Deployment and a Service per step, pinned and wired")
+		d1, d2 := deploymentOf(ctx, p, 0), deploymentOf(ctx, p, 1)
+		Expect(d1.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"kubernetes.io/hostname": "xx-test-node236"}))
+		Expect(d2.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"kubernetes.io/hostname": "xx-test-node239"}))
+		Expect(d1.Spec.Template.Spec.Containers[0].Args).To(BeEmpty())
+		Expect(envOf(d1)).To(HaveKeyWithValue("listenPort", "9080"))
+		Expect(envOf(d1)).To(HaveKeyWithValue(EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
+		Expect(envOf(d2)).To(HaveKeyWithValue(EnvNextStepURL, ""))
+		Expect(envOf(d2)).To(HaveKeyWithValue(EnvModelPath, "/models/facedetection-2"))
+		Expect(d1.Labels).To(HaveKeyWithValue("step", "1"))
+		Expect(d2.Labels).To(HaveKeyWithValue("step", "2"))
+		Expect(metav1.IsControlledBy(d1, getPipeline(ctx, p))).To(BeTrue())
+
+		s1, s2 := serviceOf(ctx, p, 0), serviceOf(ctx, p, 1)
+		Expect(s1.Spec.Ports[0].Port).To(Equal(int32(9080)))
+		Expect(s2.Spec.Ports[0].Port).To(Equal(int32(80)))
+		Expect(s1.Spec.Selector).To(Equal(d1.Spec.Selector.MatchLabels))
+		Expect(s1.Spec.ClusterIP).NotTo(BeEmpty())
+
+		By("reporting the truth: creating, with every step listed")
+		Eventually(func(g Gomega) {
+			st := getPipeline(ctx, p).Status
+			g.Expect(st.Phase).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+			g.Expect(st.ReadySteps).To(Equal("0/2"))
+			g.Expect(st.DetailPhase.StepsPhase).To(HaveLen(2))
+			g.Expect(st.DetailPhase.StepsPhase[0].ServicePhase).To(Equal(pipelinev1beta1.ServicePhaseReady))
+			g.Expect(st.DetailPhase.StepsPhase[0].DeploymentPhase).To(Equal(pipelinev1beta1.DeploymentPhaseProgressing))
+			g.Expect(st.DetailPhase.PVCPhase).To(Equal(corev1.ClaimPending))
+			g.Expect(meta.IsStatusConditionFalse(st.Conditions, pipelinev1beta1.ConditionAvailable)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionProgressing)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionReconciled)).To(BeTrue())
+			g.Expect(st.ObservedGeneration).To(Equal(getPipeline(ctx, p).Generation))
+		}).Should(Succeed())
+
+		By("recording an event for every child it created")
+		Eventually(eventNotes(ctx, p)).Should(ContainElements(
+			"Created: Created PersistentVolume "+pv.Name,
+			"Created: Created PersistentVolumeClaim "+pvc.Name,
+			"Created: Created Deployment "+d1.Name,
+			"Created: Created Service "+s2.Name,
+		))
+	})
+
+	It("moves from creating to running to failed as its children change", func() {
+		p := createSample(ctx, ns)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+
+		bindStorage(ctx, p)
+		Eventually(func() corev1.PersistentVolumeClaimPhase { return getPipeline(ctx, p).Status.DetailPhase.PVCPhase }).
+			Should(Equal(corev1.ClaimBound))
+		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		st := getPipeline(ctx, p).Status
+		Expect(st.ReadySteps).To(Equal("2/2"))
+		Expect(st.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
+		Expect(st.DetailPhase.StepsPhase[1].ReadyReplicas).To(Equal(int32(1)))
+		Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionAvailable)).To(BeTrue())
+
+		By("a step whose rollout exceeds its progress deadline fails the Pipeline")
+		d := deploymentOf(ctx, p, 1)
+		d.Status.AvailableReplicas = 0
+		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+			Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
+		Expect(k8sClient.Status().Update(ctx, d)).To(Succeed())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonStepFailed))
+		Expect(deg.Message).To(ContainSubstring("step 2 (step-2)"))
+		Expect(deg.Message).To(ContainSubstring("progress deadline"))
+		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("StepFailed: step 2 (step-2)")))
+
+		By("recovering when the step rolls out")
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+
+		By("a lost claim fails the Pipeline")
+		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, claimName(p))
+		pvc.Status.Phase = corev1.ClaimLost
+		Expect(k8sClient.Status().Update(ctx, pvc)).To(Succeed())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason).To(Equal(pipelinev1beta1.ReasonStorageFailed))
+	})
+
+	It("provides csi storage with the default driver and the remaining entries as attributes", func() {
+		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+				CSIParameter: map[string]string{"server": "nfs.edge.local", "share": "/models"}}
+		})
+		pv := child(ctx, &corev1.PersistentVolume{}, "", pvName(p))
+		Expect(pv.Spec.CSI).NotTo(BeNil())
+		Expect(pv.Spec.CSI.Driver).To(Equal("nfs.csi.k8s.io"))
+		Expect(pv.Spec.CSI.VolumeAttributes).To(Equal(map[string]string{"server": "nfs.edge.local", "share": "/models"}))
+		Expect(pv.Spec.NFS).To(BeNil())
+	})
+
+	It("provides storageClass storage as a claim only", func() {
+		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass,
+				StorageClassName: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}
+		})
+		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, claimName(p))
+		Expect(pvc.Spec.StorageClassName).To(Equal(ptr.To("fast")))
+		Expect(pvc.Spec.VolumeName).To(BeEmpty())
+		Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("5Gi"))
+		pvs := &corev1.PersistentVolumeList{}
+		Expect(k8sClient.List(ctx, pvs, volumeSelector(p))).To(Succeed())
+		Expect(pvs.Items).To(BeEmpty())
+		Expect(getPipeline(ctx, p).Status.PVName).To(BeEmpty())
+	})
+
+	It("mounts an existing claim, waiting for it with a clear reason while it is missing", func() {
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "team-models"}
+		})
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonClaimNotFound))
+		Expect(deg.Message).To(ContainSubstring("team-models"))
+		Expect(deploymentOf(ctx, p, 0).Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("team-models"))
+
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "team-models", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+		}
+		Expect(k8sClient.Create(ctx, claim)).To(Succeed())
+		claim.Status.Phase = corev1.ClaimBound
+		Expect(k8sClient.Status().Update(ctx, claim)).To(Succeed())
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p), "40s").Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+
+		By("never touching the user's claim")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		Expect(claim.OwnerReferences).To(BeEmpty())
+		Expect(claim.Labels).To(BeEmpty())
+		pvs := &corev1.PersistentVolumeList{}
+		Expect(k8sClient.List(ctx, pvs, volumeSelector(p))).To(Succeed())
+		Expect(pvs.Items).To(BeEmpty())
+	})
+
+	It("puts back children that are deleted or edited", func() {
+		p := runningSample(ctx, ns)
+
+		By("recreating a deleted Deployment")
+		d := deploymentOf(ctx, p, 0)
+		Expect(k8sClient.Delete(ctx, d)).To(Succeed())
+		Eventually(func() types.UID { return deploymentOf(ctx, p, 0).UID }).ShouldNot(Equal(d.UID))
+
+		By("restoring an edited image")
+		d = deploymentOf(ctx, p, 1)
+		d.Spec.Template.Spec.Containers[0].Image = "busybox:edited"
+		Expect(k8sClient.Update(ctx, d, client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Eventually(func() string { return deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image }).Should(Equal("nginx:latest"))
+
+		By("restoring an edited Service selector")
+		svc := serviceOf(ctx, p, 0)
+		svc.Spec.Selector[LabelPipeline] = "someone-else"
+		Expect(k8sClient.Update(ctx, svc, client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Eventually(func() map[string]string { return serviceOf(ctx, p, 0).Spec.Selector }).
+			Should(HaveKeyWithValue(LabelPipeline, p.Name))
+
+		By("recreating a deleted Service")
+		svc = serviceOf(ctx, p, 1)
+		Expect(k8sClient.Delete(ctx, svc)).To(Succeed())
+		Eventually(func() types.UID { return serviceOf(ctx, p, 1).UID }).ShouldNot(Equal(svc.UID))
+
+		By("leaving alone the fields it does not own")
+		d = deploymentOf(ctx, p, 0)
+		d.Annotations = map[string]string{"team": "vision"}
+		Expect(k8sClient.Update(ctx, d, client.FieldOwner("kubectl-annotate"))).To(Succeed())
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
+		Eventually(func() string { return deploymentOf(ctx, p, 0).Spec.Template.Spec.Containers[0].Image }).Should(Equal("nginx:1.27"))
+		Expect(deploymentOf(ctx, p, 0).Annotations).To(HaveKeyWithValue("team", "vision"))
+	})
+
+	It("converges when steps are added, removed, reordered or changed", func() {
+		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].Name = "detect"
+			p.Spec.Steps[1].Name = "recognise"
+		})
+
+		By("adding a step")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Name: "align", Image: "nginx:latest", Model: "align-1",
+				Location: "xx-test-node239"})
+		})
+		p = getPipeline(ctx, p)
+		Expect(deploymentOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
+		Expect(serviceOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[EnvNextStepURL] }).
+			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+
+		By("reordering steps: the Deployments keep their names and their forwarding follows the order")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			s := p.Spec.Steps
+			p.Spec.Steps = []pipelinev1beta1.Step{s[0], s[2], s[1]}
+		})
+		p = getPipeline(ctx, p)
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[EnvNextStepURL] }).
+			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
+		Eventually(func() map[string]string { return deploymentOf(ctx, p, 1).Labels }).Should(HaveKeyWithValue("step", "2"))
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[EnvNextStepURL] }).Should(BeEmpty())
+
+		By("removing a step deletes its Deployment and Service")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:2] })
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "facedetection-pipeline-recognise"}, &appsv1.Deployment{}))
+		}).Should(BeTrue())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "facedetection-pipeline-recognise"}, &corev1.Service{}))
+		}).Should(BeTrue())
+		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted Deployment facedetection-pipeline-recognise"))
+
+		By("changing image and args")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].Image = "nginx:1.27"
+			p.Spec.Steps[0].Args = map[string]pipelinev1beta1.ArgValue{"threshold": "0.8"}
+		})
+		p = getPipeline(ctx, p)
+		Eventually(func(g Gomega) {
+			d := deploymentOf(ctx, p, 0)
+			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("nginx:1.27"))
+			g.Expect(envOf(d)).To(HaveKeyWithValue("threshold", "0.8"))
+			g.Expect(envOf(d)).NotTo(HaveKey("listenPort"))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort).To(Equal(int32(80)))
+			g.Expect(serviceOf(ctx, p, 0).Spec.Ports[0].Port).To(Equal(int32(80)))
+		}).Should(Succeed())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+
+		By("changing the storage replaces the volume and claim and removes the old ones")
+		oldPV, oldPVC := pvName(p), claimName(p)
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
+		p = getPipeline(ctx, p)
+		Expect(pvName(p)).NotTo(Equal(oldPV))
+		Expect(child(ctx, &corev1.PersistentVolume{}, "", pvName(p)).Spec.NFS.Path).To(Equal("/srv/models"))
+		Eventually(func() string {
+			return deploymentOf(ctx, p, 0).Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+		}).Should(Equal(claimName(p)))
+		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", oldPV) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolumeClaim{}, ns, oldPVC) }).Should(BeTrue())
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("removes the PersistentVolume and releases its finalizer when deleted", func() {
+		p := runningSample(ctx, ns)
+		pv := pvName(p)
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }).Should(BeTrue())
+		// The namespaced children go with the garbage collector, which follows their owner reference.
+		Expect(deploymentOf(ctx, p, 0).OwnerReferences[0].UID).To(Equal(p.UID))
+		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, claimName(p)).OwnerReferences[0].UID).To(Equal(p.UID))
+	})
+
+	It("makes no write at all when it reconciles a converged Pipeline again", func() {
+		p := runningSample(ctx, ns)
+		// Let the manager finish whatever its last pass started.
+		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
+
+		counter := &writeCounter{}
+		counting := rest.CopyConfig(cfg)
+		counting.Wrap(counter.wrap)
+		c, err := client.New(counting, client.Options{Scheme: testScheme})
+		Expect(err).NotTo(HaveOccurred())
+		recorder := events.NewFakeRecorder(100)
+		r := &PipelineReconciler{Client: c, APIReader: c, Recorder: recorder}
+
+		for range 2 {
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(counter.writes.Load()).To(BeZero())
+		Expect(recorder.Events).To(BeEmpty())
+		Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
+
+		By("the same reconciler does write when something drifted, so the count can see writes")
+		d := deploymentOf(ctx, p, 0)
+		d.Spec.Template.Spec.Containers[0].Image = "busybox:drift"
+		Expect(k8sClient.Update(ctx, d)).To(Succeed())
+		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(counter.writes.Load()).To(BeNumerically(">", 0))
+	})
+
+	It("reports a step pinned to a node that does not exist, and recovers when it joins", func() {
+		node := "edge-node-" + ns[len(ns)-5:]
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = node })
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Expect(deg.Message).To(ContainSubstring("step 2 (step-2): node " + node + " does not exist"))
+		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("NodeNotFound: step 2 (step-2): node " + node)))
+
+		createNode(node)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("leaves alone an object of the same name that is not its own", func() {
+		foreign := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "facedetection-pipeline-step-2", Namespace: ns},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}},
+		}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		p := createSample(ctx, ns)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNameConflict))
+		Expect(deg.Message).To(ContainSubstring("Service facedetection-pipeline-step-2 already exists"))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
+		Expect(foreign.OwnerReferences).To(BeEmpty())
+		Expect(foreign.Spec.Ports[0].Port).To(Equal(int32(5432)))
+	})
+
+	DescribeTable("refuses invalid Pipelines at admission with a specific message",
+		func(edit func(*pipelinev1beta1.Pipeline), message string) {
+			p := loadSample(GinkgoT(), ns)
+			p.UID = ""
+			edit(p)
+			err := k8sClient.Create(ctx, p)
+			Expect(err).To(HaveOccurred())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = nil }, "spec.steps"),
+		Entry("nfs without a server", func(p *pipelinev1beta1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
+			"modelStorage of type nfs needs csiParameter.server and csiParameter.share"),
+		Entry("an unknown storage type", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Type = "s3" }, "Unsupported value: \"s3\""),
+		Entry("a listenPort that is no port", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "http" },
+			"args.listenPort must be a port number from 1 to 65535"),
+		Entry("an arg that overrides an injected variable", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"} },
+			"args must not set MODEL_NAME"),
+		Entry("duplicate step names", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "a", "a" },
+			"step names must be unique"),
+		Entry("a model path escaping the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
+			"model must not contain '.' or '..' path segments"),
+		Entry("a name that cannot name a Service", func(p *pipelinev1beta1.Pipeline) { p.Name = "face.detection" },
+			"metadata.name must be at most 63 characters"),
+		Entry("existingClaim without a claim", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim}
+		}, "modelStorage of type existingClaim needs claimName"),
+	)
+})
+
+// gone reports whether the object is deleted, or is only waiting on other controllers'
+// finalizers (envtest runs none of the controllers that would remove them).
+func gone(ctx context.Context, obj client.Object, ns, name string) bool {
+	err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && !obj.GetDeletionTimestamp().IsZero() && !strings.Contains(strings.Join(obj.GetFinalizers(), ","), Finalizer)
+}

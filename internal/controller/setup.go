@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// CacheOptions limit the manager's cache to the objects the operator manages, without their
+// managedFields: the cluster's other Deployments, Services and volumes cost it no memory.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: ManagedBy})
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:            {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
+			&corev1.PersistentVolume{}:      {Label: managed},
+		},
+	}
+}
+
+// WithMaxConcurrentReconciles sets how many Pipelines are reconciled in parallel.
+func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
+	return func(b *builder.Builder) {
+		b.WithOptions(controller.Options{MaxConcurrentReconciles: n})
+	}
+}
+
+// SetupWithManager registers the reconciler: it watches Pipelines, their children and the
+// appearance or disappearance of nodes.
+func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&pipelinev1beta1.Pipeline{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
+		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
+			builder.WithPredicates(nodeMembershipChanged())).
+		Named("pipeline")
+	for _, o := range opts {
+		o(b)
+	}
+	return b.Complete(r)
+}
+
+// pipelineOfVolume maps a PersistentVolume to the Pipeline its labels name.
+func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request {
+	l := obj.GetLabels()
+	if l[LabelPipeline] == "" || l[LabelPipelineNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelPipelineNamespace], Name: l[LabelPipeline]}}}
+}
+
+// pipelinesOnNode maps a node to the Pipelines with a step located on it.
+func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	hostname := obj.GetLabels()[corev1.LabelHostname]
+	if hostname == "" {
+		hostname = obj.GetName()
+	}
+	list := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, p := range list.Items {
+		for _, s := range p.Spec.Steps {
+			if s.Location == hostname || s.Location == obj.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// nodeMembershipChanged passes node events that can change whether a location exists: a node
+// added or removed, or its hostname label changed. Status heartbeats are ignored.
+func nodeMembershipChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[corev1.LabelHostname] != e.ObjectNew.GetLabels()[corev1.LabelHostname]
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

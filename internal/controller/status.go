@@ -1,0 +1,251 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// problem is something about a Pipeline that needs a person: a Degraded reason and message.
+type problem struct {
+	reason  string
+	message string
+}
+
+// observed is what one pass saw of a Pipeline's children, the input of its status.
+type observed struct {
+	// pv is the model PersistentVolume; nil when missing or when the storage type has none.
+	pv *corev1.PersistentVolume
+	// pvc is the claim the steps mount; nil when missing.
+	pvc *corev1.PersistentVolumeClaim
+	// deployments and services are indexed like spec.steps; nil entries are missing.
+	deployments []*appsv1.Deployment
+	services    []*corev1.Service
+	// problems found while reconciling (name conflicts, missing nodes or claims).
+	problems []problem
+	// err is the error that stopped the pass, if any.
+	err error
+}
+
+// stepState is the state of one step derived from its children.
+type stepState struct {
+	status  pipelinev1beta1.StepStatus
+	failure string
+	waiting string
+}
+
+// computeStatus rebuilds the status of p from what the pass observed. Conditions keep their
+// last transition time while their status does not change.
+func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.PipelineStatus {
+	st := pipelinev1beta1.PipelineStatus{
+		ObservedGeneration: p.Status.ObservedGeneration,
+		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
+	}
+	if obs.err == nil {
+		st.ObservedGeneration = p.Generation
+	}
+
+	problems := append([]problem(nil), obs.problems...)
+	var waiting []string
+
+	// Storage.
+	if ownsVolume(p) {
+		st.PVName = pvName(p)
+		if obs.pv == nil {
+			waiting = append(waiting, fmt.Sprintf("PersistentVolume %s does not exist yet", st.PVName))
+		} else {
+			st.DetailPhase.PVPhase = obs.pv.Status.Phase
+			if obs.pv.Status.Phase == corev1.VolumeFailed {
+				problems = append(problems, problem{pipelinev1beta1.ReasonStorageFailed,
+					fmt.Sprintf("PersistentVolume %s failed: %s", obs.pv.Name, orDefault(obs.pv.Status.Message, "no message"))})
+			}
+		}
+	}
+	st.PVCName = claimName(p)
+	switch {
+	case obs.pvc == nil:
+		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.PVCName))
+	case obs.pvc.Status.Phase == corev1.ClaimLost:
+		st.DetailPhase.PVCPhase = obs.pvc.Status.Phase
+		problems = append(problems, problem{pipelinev1beta1.ReasonStorageFailed,
+			fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.pvc.Name, obs.pvc.Spec.VolumeName)})
+	case obs.pvc.Status.Phase != corev1.ClaimBound:
+		st.DetailPhase.PVCPhase = obs.pvc.Status.Phase
+		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s is %s", obs.pvc.Name, orDefault(string(obs.pvc.Status.Phase), "not bound")))
+	default:
+		st.DetailPhase.PVCPhase = obs.pvc.Status.Phase
+	}
+	storageReady := obs.pvc != nil && obs.pvc.Status.Phase == corev1.ClaimBound && (obs.pv != nil || !ownsVolume(p))
+
+	// Steps.
+	available := 0
+	for i := range p.Spec.Steps {
+		s := computeStepState(p, i, obs.deployments[i], obs.services[i])
+		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
+		switch {
+		case s.failure != "":
+			problems = append(problems, problem{pipelinev1beta1.ReasonStepFailed, s.failure})
+		case s.waiting != "":
+			waiting = append(waiting, s.waiting)
+		default:
+			available++
+		}
+	}
+	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	allAvailable := storageReady && available == len(p.Spec.Steps)
+
+	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
+	setProgressing(&st, p.Generation, allAvailable, len(problems) > 0, waiting)
+	setDegraded(&st, p.Generation, problems)
+	setReconciled(&st, p.Generation, obs.err)
+
+	switch {
+	case !p.DeletionTimestamp.IsZero():
+		st.Phase = pipelinev1beta1.PipelinePhaseDeleting
+	case len(problems) > 0:
+		st.Phase = pipelinev1beta1.PipelinePhaseFailed
+	case allAvailable:
+		st.Phase = pipelinev1beta1.PipelinePhaseRunning
+	default:
+		st.Phase = pipelinev1beta1.PipelinePhaseCreating
+	}
+	return st
+}
+
+// computeStepState derives the state of step i from its Deployment and Service.
+func computeStepState(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service) stepState {
+	name := stepName(p, i)
+	s := stepState{status: pipelinev1beta1.StepStatus{
+		Name:            name,
+		DeploymentName:  stepObjectName(p, i),
+		URL:             stepURL(p, i),
+		Replicas:        stepReplicas(p, i),
+		DeploymentPhase: pipelinev1beta1.DeploymentPhasePending,
+		ServicePhase:    pipelinev1beta1.ServicePhasePending,
+	}}
+	label := fmt.Sprintf("step %d (%s)", i+1, name)
+
+	if svc != nil && svc.Spec.ClusterIP != "" {
+		s.status.ServicePhase = pipelinev1beta1.ServicePhaseReady
+	}
+	if d == nil {
+		s.waiting = fmt.Sprintf("%s: Deployment %s does not exist yet", label, s.status.DeploymentName)
+		return s
+	}
+	s.status.ReadyReplicas = d.Status.ReadyReplicas
+	phase, detail := deploymentPhase(d)
+	s.status.DeploymentPhase = phase
+	switch {
+	case phase == pipelinev1beta1.DeploymentPhaseFailed:
+		s.failure = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+	case phase != pipelinev1beta1.DeploymentPhaseAvailable:
+		s.waiting = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+	case s.status.ServicePhase != pipelinev1beta1.ServicePhaseReady:
+		s.waiting = fmt.Sprintf("%s: Service %s has no cluster IP yet", label, s.status.DeploymentName)
+	}
+	return s
+}
+
+// deploymentPhase classifies a Deployment and says why, for messages.
+func deploymentPhase(d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			return pipelinev1beta1.DeploymentPhaseFailed, "exceeded its progress deadline: " + c.Message
+		}
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return pipelinev1beta1.DeploymentPhaseFailed, "cannot create pods: " + c.Message
+		}
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return pipelinev1beta1.DeploymentPhaseProgressing, "has a rollout that has not started yet"
+	case st.UpdatedReplicas < want:
+		return pipelinev1beta1.DeploymentPhaseProgressing, fmt.Sprintf("is rolling out: %d of %d pods updated", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		return pipelinev1beta1.DeploymentPhaseProgressing, fmt.Sprintf("is rolling out: %d old pods pending termination", st.Replicas-st.UpdatedReplicas)
+	case st.AvailableReplicas < want:
+		return pipelinev1beta1.DeploymentPhaseProgressing, fmt.Sprintf("has %d of %d pods available", st.AvailableReplicas, want)
+	}
+	return pipelinev1beta1.DeploymentPhaseAvailable, "is available"
+}
+
+func setAvailable(st *pipelinev1beta1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionAvailable, ObservedGeneration: gen}
+	switch {
+	case available:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonAllStepsAvailable, "The model storage is bound and every step is available"
+	case !storageReady:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStorageNotBound, joinMessages(waiting)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStepsUnavailable, st.ReadySteps+" steps available; "+joinMessages(waiting)
+	}
+	if !available && len(waiting) == 0 {
+		c.Message = st.ReadySteps + " steps available"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func setProgressing(st *pipelinev1beta1.PipelineStatus, gen int64, available, degraded bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionProgressing, ObservedGeneration: gen}
+	switch {
+	case degraded:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutFailed, "The rollout cannot complete: see the Degraded condition"
+	case available:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutComplete, "Every step runs the current spec"
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonRollingOut, joinMessages(waiting)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func setDegraded(st *pipelinev1beta1.PipelineStatus, gen int64, problems []problem) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionDegraded, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: pipelinev1beta1.ReasonAsExpected, Message: "No problems found"}
+	if len(problems) > 0 {
+		msgs := make([]string, 0, len(problems))
+		for _, pr := range problems {
+			msgs = append(msgs, pr.message)
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, problems[0].reason, joinMessages(msgs)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func setReconciled(st *pipelinev1beta1.PipelineStatus, gen int64, err error) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionReconciled, ObservedGeneration: gen,
+		Status: metav1.ConditionTrue, Reason: pipelinev1beta1.ReasonReconcileSucceeded, Message: "The children match the spec"}
+	if err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reconcileErrorReason(err), truncate(err.Error(), 1024)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// joinMessages joins messages for a condition, keeping it readable and within the API's bound.
+func joinMessages(msgs []string) string {
+	return truncate(strings.Join(msgs, "; "), 1024)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

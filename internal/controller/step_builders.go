@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// Names inside a step's pod.
+const (
+	containerName   = "step"
+	portName        = "http"
+	modelVolumeName = "models"
+)
+
+// Environment variables the operator gives every step.
+const (
+	EnvModelName    = "MODEL_NAME"
+	EnvModelPath    = "MODEL_PATH"
+	EnvPipelineName = "PIPELINE_NAME"
+	EnvStepName     = "STEP_NAME"
+	EnvStepIndex    = "STEP_INDEX"
+	EnvNextStepURL  = "NEXT_STEP_URL"
+)
+
+// stepURL is the in-cluster URL of the Service of step i.
+func stepURL(p *pipelinev1beta1.Pipeline, i int) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", stepObjectName(p, i), p.Namespace, stepPort(p, i))
+}
+
+// nextStepURL is the URL step i forwards to: the next step's Service, empty for the last step.
+func nextStepURL(p *pipelinev1beta1.Pipeline, i int) string {
+	if i+1 >= len(p.Spec.Steps) {
+		return ""
+	}
+	return stepURL(p, i+1)
+}
+
+// stepEnv is the environment of step i: its args (sorted by name), the variables the
+// operator injects, then the step's own env entries.
+func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
+	s := p.Spec.Steps[i]
+	keys := make([]string, 0, len(s.Args))
+	for k := range s.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	env := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(keys)+6+len(s.Env))
+	for _, k := range keys {
+		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(string(s.Args[k])))
+	}
+	env = append(env,
+		corev1ac.EnvVar().WithName(EnvModelName).WithValue(s.Model),
+		corev1ac.EnvVar().WithName(EnvModelPath).WithValue(modelPath(p, i)),
+		corev1ac.EnvVar().WithName(EnvPipelineName).WithValue(p.Name),
+		corev1ac.EnvVar().WithName(EnvStepName).WithValue(stepName(p, i)),
+		corev1ac.EnvVar().WithName(EnvStepIndex).WithValue(strconv.Itoa(i+1)),
+		corev1ac.EnvVar().WithName(EnvNextStepURL).WithValue(nextStepURL(p, i)),
+	)
+	for _, e := range s.Env {
+		env = append(env, convert[corev1ac.EnvVarApplyConfiguration](e))
+	}
+	return env
+}
+
+// desiredStepDeployment is the Deployment of step i: its pods run on the step's node, mount the
+// model claim read-only and receive the step's configuration as environment variables.
+func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int) *appsv1ac.DeploymentApplyConfiguration {
+	s := p.Spec.Steps[i]
+	labels := stepLabels(p, i)
+	port := stepPort(p, i)
+
+	container := corev1ac.Container().
+		WithName(containerName).
+		WithImage(s.Image).
+		WithPorts(corev1ac.ContainerPort().
+			WithName(portName).
+			WithContainerPort(port).
+			WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(stepEnv(p, i)...).
+		WithVolumeMounts(corev1ac.VolumeMount().
+			WithName(modelVolumeName).
+			WithMountPath(mountPath(p)).
+			WithReadOnly(true))
+	if s.Resources != nil {
+		container.WithResources(convert[corev1ac.ResourceRequirementsApplyConfiguration](*s.Resources))
+	}
+
+	pod := corev1ac.PodSpec().
+		WithContainers(container).
+		WithVolumes(corev1ac.Volume().
+			WithName(modelVolumeName).
+			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().
+				WithClaimName(claimName(p)).
+				WithReadOnly(true)))
+	nodeSelector := map[string]string{}
+	for k, v := range s.NodeSelector {
+		nodeSelector[k] = v
+	}
+	if s.Location != "" {
+		nodeSelector[corev1.LabelHostname] = s.Location
+	}
+	if len(nodeSelector) > 0 {
+		pod.WithNodeSelector(nodeSelector)
+	}
+	for _, t := range s.Tolerations {
+		pod.WithTolerations(convert[corev1ac.TolerationApplyConfiguration](t))
+	}
+
+	return appsv1ac.Deployment(stepObjectName(p, i), p.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(stepReplicas(p, i)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(stepSelector(p, i))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(labels).
+				WithSpec(pod)))
+}
+
+// desiredStepService is the ClusterIP Service in front of step i's pods.
+func desiredStepService(p *pipelinev1beta1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
+	port := stepPort(p, i)
+	return corev1ac.Service(stepObjectName(p, i), p.Namespace).
+		WithLabels(stepLabels(p, i)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(stepSelector(p, i)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(port).
+				WithTargetPort(intstr.FromInt32(port))))
+}
+
+// convert turns an API value into the apply configuration of the same shape.
+func convert[T any](v any) *T {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err))
+	}
+	out := new(T)
+	if err := json.Unmarshal(data, out); err != nil {
+		panic(fmt.Sprintf("unmarshal %T into %T: %v", v, out, err))
+	}
+	return out
+}
