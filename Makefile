@@ -10,7 +10,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pipeline-operator
 KUBE_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/kubernetes" {print $$3}' hack/tools/kube/go.mod)
 ETCD_VERSION := $(shell awk '$$1=="require" && $$2=="go.etcd.io/etcd/server/v3" {print $$3}' hack/tools/etcd/go.mod)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
-KUSTOMIZE_VERSION ?= v5.8.3
+KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KWOK_VERSION ?= v0.8.0
 
@@ -20,7 +20,13 @@ ENVTEST_ASSETS := $(CACHE_DIR)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 CONTROLLER_GEN := $(CACHE_DIR)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 KUSTOMIZE := $(CACHE_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 GOLANGCI_LINT := $(CACHE_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
-KWOK_DIR := $(CACHE_DIR)/kwok-$(KWOK_VERSION)
+KWOK := $(CACHE_DIR)/kwok-$(KWOK_VERSION)/kwok
+KUBECTL := $(KUBE_BIN_DIR)/kubectl
+
+# The local control plane: state, kubeconfig and logs.
+LOCAL_DIR ?= $(CURDIR)/.local
+LOCAL_KUBECONFIG := $(LOCAL_DIR)/kubeconfig
+LOCALCLUSTER := go run ./hack/localcluster
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -64,7 +70,7 @@ verify: manifests generate fmt ## Regenerate code and manifests; fail when the t
 		git status --porcelain -- api config internal cmd bundle; git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-integration ## Run every test: unit, integration (envtest) and end-to-end.
+test: test-unit test-integration test-e2e ## Run every test: unit, integration (envtest) and end-to-end.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
@@ -74,6 +80,39 @@ test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
 
+.PHONY: test-e2e
+test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).
+	@started=; if ! $(LOCALCLUSTER) status -dir $(LOCAL_DIR) >/dev/null 2>&1; then started=1; fi; \
+	trap '[ -z "$$started" ] || $(MAKE) -s local-down' EXIT; \
+	$(MAKE) -s local-up && \
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
+	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
+
+##@ Local control plane
+
+.PHONY: local-tools
+local-tools: $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kubectl $(ETCD_DIR)/etcd $(KWOK) $(KUSTOMIZE)
+
+.PHONY: local-up
+local-up: local-tools ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes in the background.
+	$(LOCALCLUSTER) up -dir $(LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION)
+	@echo "export KUBECONFIG=$(LOCAL_KUBECONFIG)"
+
+.PHONY: local-down
+local-down: ## Stop the local control plane (and an operator started by make demo).
+	$(LOCALCLUSTER) down -dir $(LOCAL_DIR)
+
+.PHONY: local-status
+local-status: ## Show what runs of the local control plane.
+	$(LOCALCLUSTER) status -dir $(LOCAL_DIR)
+
+.PHONY: demo
+demo: local-tools build ## Start a local control plane, run the operator and the sample Pipeline until it runs.
+	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) hack/demo.sh
+
+.PHONY: demo-down
+demo-down: local-down ## Stop everything make demo started.
+
 ##@ Build
 
 .PHONY: build
@@ -81,27 +120,31 @@ build: manifests generate fmt vet ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
 .PHONY: run
-run: manifests generate fmt vet ## Run the operator against $$KUBECONFIG.
-	go run ./cmd
+run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
+	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd; \
+	elif [ -f $(LOCAL_KUBECONFIG) ] && KUBECONFIG=$(LOCAL_KUBECONFIG) $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then \
+		echo "no cluster reachable through KUBECONFIG: using the local control plane ($(LOCAL_KUBECONFIG))"; \
+		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd; \
+	else echo "no cluster reachable through KUBECONFIG and no local control plane: run 'make local-up' first" >&2; exit 1; fi
 
 ##@ Deployment
 
 .PHONY: install
-install: manifests $(KUSTOMIZE) ## Install the CRD into the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
+install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRD into the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests $(KUSTOMIZE) ## Remove the CRD from the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
+uninstall: manifests $(KUSTOMIZE) $(KUBECTL) $(KUBECTL) ## Remove the CRD from the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) ## Deploy the operator to the cluster of $$KUBECONFIG.
+deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove the operator from the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) $(KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools
 
@@ -113,7 +156,7 @@ $(ENVTEST_ASSETS)/kube-apiserver: $(KUBE_BIN_DIR)/kube-apiserver
 $(ENVTEST_ASSETS)/etcd: $(ETCD_DIR)/etcd
 	mkdir -p $(ENVTEST_ASSETS) && ln -sf $< $@
 
-$(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BIN_DIR)/kube-scheduler:
+$(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BIN_DIR)/kube-scheduler $(KUBE_BIN_DIR)/kubectl:
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
@@ -122,5 +165,7 @@ $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 $(KUSTOMIZE):
 	GOBIN=$(dir $@) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+$(KWOK):
+	GOBIN=$(dir $@) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

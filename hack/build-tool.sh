@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build-tool.sh KIND DEST_DIR — builds pinned tools from the Go module proxy into DEST_DIR.
-#   kube: kube-apiserver, kube-controller-manager, kube-scheduler (hack/tools/kube)
+#   kube: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (hack/tools/kube)
 #   etcd: etcd (hack/tools/etcd)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
@@ -22,7 +22,7 @@ kube)
 		ldflags+=" -X $p.gitVersion=$version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
 		ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 	done
-	for cmd in ${KUBE_COMMANDS:-kube-apiserver kube-controller-manager kube-scheduler}; do
+	for cmd in ${KUBE_COMMANDS:-kube-apiserver kube-controller-manager kube-scheduler kubectl}; do
 		[ -x "$dest/$cmd" ] && continue
 		echo ">> building $cmd $version from the Go module proxy (several minutes on a cold cache)"
 		start=$SECONDS

@@ -1,4 +1,4 @@
-// Builds kube-apiserver, kube-controller-manager and kube-scheduler from the Go module proxy.
+// Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the Go module proxy.
 // k8s.io/kubernetes points its staging modules at ./staging; outside its repository they are
 // replaced by their published versions.
 module github.com/ndsl-cn/pipeline-operator/hack/tools/kube

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# make demo: a local control plane, the operator, and the sample Pipeline until it runs.
+# Ctrl-C (or `make demo-down` later) stops everything it started.
+set -euo pipefail
+: "${KUBECTL:?}" "${LOCAL_DIR:?}" "${MAKE:=make}"
+export KUBECONFIG="$LOCAL_DIR/kubeconfig"
+sample=config/samples/distri-infer_v1beta1_pipeline.yaml
+name=facedetection-pipeline
+timeout=${DEMO_TIMEOUT:-180}
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+cleanup() { say "stopping the demo"; "$MAKE" -s local-down; }
+trap 'cleanup; exit 130' INT TERM
+
+say "starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes)"
+"$MAKE" -s local-up
+
+say "installing the Pipeline CRD"
+"$MAKE" -s install
+
+say "starting the operator in the background (log: $LOCAL_DIR/logs/operator.log)"
+pidfile="$LOCAL_DIR/pids/operator.pid"
+if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	echo "operator already running (pid $(cat "$pidfile"))"
+else
+	setsid bin/manager --health-probe-bind-address=127.0.0.1:0 >"$LOCAL_DIR/logs/operator.log" 2>&1 < /dev/null &
+	echo $! >"$pidfile"
+	echo "operator pid $(cat "$pidfile")"
+fi
+
+say "applying the sample Pipeline ($sample)"
+"$KUBECTL" apply -f "$sample"
+
+say "waiting for $name to be running (up to ${timeout}s)"
+last=""
+for ((i = 0; i < timeout; i++)); do
+	if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+		echo "the operator stopped; last lines of its log:" >&2
+		tail -20 "$LOCAL_DIR/logs/operator.log" >&2
+		exit 1
+	fi
+	line=$("$KUBECTL" get pipeline "$name" -o jsonpath='{.status.phase} {.status.readySteps} {.status.conditions[?(@.type=="Available")].message}' 2>/dev/null || true)
+	if [ "$line" != "$last" ]; then
+		printf '%3ds  %s\n' "$i" "${line:-(no status yet)}"
+		last=$line
+	fi
+	case "$line" in
+	running*) break ;;
+	failed*)
+		echo "the Pipeline failed:" >&2
+		"$KUBECTL" get pipeline "$name" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}{"\n"}' >&2
+		exit 1
+		;;
+	esac
+	sleep 1
+done
+case "$last" in running*) ;; *)
+	echo "the Pipeline did not reach running in ${timeout}s; see $LOCAL_DIR/logs/operator.log" >&2
+	exit 1
+	;;
+esac
+
+say "the Pipeline and its children"
+"$KUBECTL" get pipeline "$name" -o wide
+echo
+"$KUBECTL" get deployments,pods,services -l pipeline="$name" -o wide
+echo
+"$KUBECTL" get persistentvolumes,persistentvolumeclaims -l pipeline="$name"
+cat <<TXT
+
+The demo keeps running. Try:
+  export KUBECONFIG=$KUBECONFIG
+  kubectl describe pipeline $name
+  kubectl edit pipeline $name        # change an image or add a step and watch it converge
+Stop everything with: make demo-down
+TXT

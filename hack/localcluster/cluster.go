@@ -1,0 +1,463 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const (
+	serviceCIDR        = "10.96.0.0/16"
+	serviceAPIServerIP = "10.96.0.1"
+	// kwokNodeAnnotation marks the nodes kwok simulates.
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	startTimeout       = 90 * time.Second
+)
+
+type cluster struct {
+	dir     string
+	kubeBin string
+	etcdBin string
+	kwokBin string
+	// kwokStages are kwok's stage files: how simulated nodes and pods move through their lives.
+	kwokStages []string
+	nodes      []string
+}
+
+func (c *cluster) path(parts ...string) string {
+	return filepath.Join(append([]string{c.dir}, parts...)...)
+}
+func (c *cluster) kubeconfig() string         { return c.path("kubeconfig") }
+func (c *cluster) logFile(name string) string { return c.path("logs", name+".log") }
+func (c *cluster) pidFile(name string) string { return c.path("pids", name+".pid") }
+
+// stopOrder stops the components that depend on others first.
+var stopOrder = []string{"operator", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
+
+func (c *cluster) up() error {
+	if c.healthy() {
+		fmt.Printf("local control plane already running; kubeconfig: %s\n", c.kubeconfig())
+		return nil
+	}
+	if c.anyRunning() {
+		fmt.Println("local control plane is partly running: stopping it before starting again")
+		if err := c.down(); err != nil {
+			return err
+		}
+	}
+	for _, bin := range []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
+		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin} {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("missing binary %s (make local-up builds it): %w", bin, err)
+		}
+	}
+	for _, d := range []string{"logs", "pids", "etcd"} {
+		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	pk := &pki{dir: c.path("pki")}
+	if err := pk.generate(); err != nil {
+		return fmt.Errorf("generate certificates: %w", err)
+	}
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	etcdPort, peerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	start := time.Now()
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	if err := c.start("etcd", c.etcdBin,
+		"--name=local", "--data-dir="+c.path("etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=local="+peerURL, "--unsafe-no-fsync=true", "--log-level=warn",
+	); err != nil {
+		return err
+	}
+	if err := c.waitHTTP("etcd", etcdURL+"/health", nil); err != nil {
+		return err
+	}
+
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	if err := c.writeKubeconfig(pk, server); err != nil {
+		return err
+	}
+	if err := c.start("kube-apiserver", filepath.Join(c.kubeBin, "kube-apiserver"),
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file="+pk.path("apiserver.crt"), "--tls-private-key-file="+pk.path("apiserver.key"),
+		"--client-ca-file="+pk.path("ca.crt"),
+		"--service-account-key-file="+pk.path("sa.pub"), "--service-account-signing-key-file="+pk.path("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--authorization-mode=RBAC", "--service-cluster-ip-range="+serviceCIDR,
+		"--allow-privileged=true", "--profiling=false", "--cert-dir="+pk.dir,
+		// Loopback cannot be the endpoint of the kubernetes Service; nothing here needs it.
+		"--endpoint-reconciler-type=none",
+	); err != nil {
+		return err
+	}
+	cs, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := c.wait("kube-apiserver", func() error {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, body)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	kc := c.kubeconfig()
+	if err := c.start("kube-controller-manager", filepath.Join(c.kubeBin, "kube-controller-manager"),
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--leader-elect=false", "--use-service-account-credentials=false",
+		"--service-account-private-key-file="+pk.path("sa.key"), "--root-ca-file="+pk.path("ca.crt"),
+		"--service-cluster-ip-range="+serviceCIDR, "--profiling=false",
+	); err != nil {
+		return err
+	}
+	if err := c.start("kube-scheduler", filepath.Join(c.kubeBin, "kube-scheduler"),
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--leader-elect=false", "--profiling=false",
+	); err != nil {
+		return err
+	}
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health checks of components this command started
+	if err := c.waitHTTP("kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), insecure); err != nil {
+		return err
+	}
+	if err := c.waitHTTP("kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), insecure); err != nil {
+		return err
+	}
+
+	kwokArgs := []string{}
+	for _, stage := range c.kwokStages {
+		kwokArgs = append(kwokArgs, "--config="+stage)
+	}
+	if err := c.start("kwok", c.kwokBin, append(kwokArgs,
+		"--kubeconfig="+kc, "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
+		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
+		"--server-address="+fmt.Sprintf("127.0.0.1:%d", kwokPort),
+	)...); err != nil {
+		return err
+	}
+	if err := c.createNodes(cs); err != nil {
+		return err
+	}
+	if err := c.wait("kube-controller-manager (default service account)", func() error {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("local control plane up in %s: %s, nodes %s\nkubeconfig: %s\nlogs: %s\n",
+		time.Since(start).Round(time.Second), server, strings.Join(c.nodes, ", "), c.kubeconfig(), c.path("logs"))
+	return nil
+}
+
+// createNodes registers the simulated nodes and waits until kwok reports them Ready.
+func (c *cluster) createNodes(cs kubernetes.Interface) error {
+	ctx := context.Background()
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	for _, name := range c.nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Annotations: map[string]string{kwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Labels: map[string]string{
+					corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+					"type": "kwok",
+				},
+			},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+	}
+	return c.wait("kwok (nodes Ready)", func() error {
+		for _, name := range c.nodes {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ready := false
+			for _, cond := range n.Status.Conditions {
+				ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
+			}
+			if !ready {
+				return fmt.Errorf("node %s is not Ready", name)
+			}
+		}
+		return nil
+	})
+}
+
+func (c *cluster) writeKubeconfig(pk *pki, server string) error {
+	read := func(name string) []byte {
+		data, _ := os.ReadFile(pk.path(name))
+		return data
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: read("ca.crt")}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: read("admin.crt"), ClientKeyData: read("admin.key")}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, c.kubeconfig())
+}
+
+func (c *cluster) client() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 5 * time.Second
+	return kubernetes.NewForConfig(cfg)
+}
+
+// start runs a component in the background, in its own session so that it outlives this
+// command, with its output in logs/NAME.log and its pid in pids/NAME.pid.
+func (c *cluster) start(name, bin string, args ...string) error {
+	log, err := os.OpenFile(c.logFile(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s did not start: %w", name, err)
+	}
+	pid := cmd.Process.Pid
+	if err := cmd.Process.Release(); err != nil {
+		return err
+	}
+	fmt.Printf("started %s (pid %d)\n", name, pid)
+	return os.WriteFile(c.pidFile(name), []byte(strconv.Itoa(pid)), 0o644)
+}
+
+// wait polls check until it succeeds, failing early when the component's process has died.
+func (c *cluster) wait(name string, check func() error) error {
+	component := strings.Fields(name)[0]
+	deadline := time.Now().Add(startTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if last = check(); last == nil {
+			return nil
+		}
+		if pid := c.pid(component); pid != 0 && !alive(pid) {
+			return fmt.Errorf("%s exited during start-up; last lines of %s:\n%s", component, c.logFile(component), tail(c.logFile(component), 15))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not become ready within %s (%v); last lines of %s:\n%s",
+		name, startTimeout, last, c.logFile(component), tail(c.logFile(component), 15))
+}
+
+func (c *cluster) waitHTTP(name, url string, hc *http.Client) error {
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Second}
+	}
+	return c.wait(name, func() error {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	})
+}
+
+func (c *cluster) down() error {
+	stopped := 0
+	for _, name := range c.pidNames() {
+		pid := c.pid(name)
+		if pid != 0 && alive(pid) {
+			if err := stop(pid); err != nil {
+				return fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
+			}
+			fmt.Printf("stopped %s (pid %d)\n", name, pid)
+			stopped++
+		}
+		_ = os.Remove(c.pidFile(name))
+	}
+	if err := os.RemoveAll(c.path("etcd")); err != nil {
+		return err
+	}
+	if stopped == 0 {
+		fmt.Println("local control plane was not running")
+	}
+	return nil
+}
+
+func (c *cluster) status() error {
+	for _, name := range c.pidNames() {
+		state := "stopped"
+		if pid := c.pid(name); pid != 0 && alive(pid) {
+			state = fmt.Sprintf("running (pid %d)", pid)
+		}
+		fmt.Printf("%-24s %s\n", name, state)
+	}
+	if !c.healthy() {
+		return errors.New("the local control plane is not running: make local-up starts it")
+	}
+	cs, err := c.client()
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		ready := "NotReady"
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = "Ready"
+			}
+		}
+		fmt.Printf("node %-19s %s\n", n.Name, ready)
+	}
+	fmt.Printf("kubeconfig: %s\n", c.kubeconfig())
+	return nil
+}
+
+// healthy reports whether the control plane answers and all its processes live.
+func (c *cluster) healthy() bool {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if pid := c.pid(name); pid == 0 || !alive(pid) {
+			return false
+		}
+	}
+	cs, err := c.client()
+	if err != nil {
+		return false
+	}
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+	return err == nil
+}
+
+func (c *cluster) anyRunning() bool {
+	for _, name := range c.pidNames() {
+		if pid := c.pid(name); pid != 0 && alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// pidNames are the components with a pid file, in stop order.
+func (c *cluster) pidNames() []string {
+	entries, _ := os.ReadDir(c.path("pids"))
+	rank := map[string]int{}
+	for i, n := range stopOrder {
+		rank[n] = i + 1
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".pid"); ok {
+			names = append(names, n)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return rank[names[i]] < rank[names[j]] })
+	return names
+}
+
+func (c *cluster) pid(name string) int {
+	data, err := os.ReadFile(c.pidFile(name))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie has exited; its parent has not yet collected it.
+	fields := strings.Fields(string(data))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+func stop(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for range 100 {
+		if !alive(pid) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free loopback port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}

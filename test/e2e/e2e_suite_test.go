@@ -1,0 +1,144 @@
+// Package e2e holds the end-to-end tests: they run on the local control plane (make local-up:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes), where
+// Deployments really roll out, pods really get scheduled and garbage collection really happens.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+)
+
+// The ServiceAccount `make deploy` creates for the manager.
+const (
+	operatorNamespace      = "pipeline-operator-system"
+	operatorServiceAccount = "pipeline-operator-controller-manager"
+)
+
+var (
+	scheme    = runtime.NewScheme()
+	admin     client.WithWatch // the cluster admin, for the tests' own reads and writes
+	clientset *kubernetes.Clientset
+	forbidden refusals
+	stopMgr   context.CancelFunc
+)
+
+// refusals records the requests the apiserver refused with 403 for want of permission (not
+// those refused because their namespace is being deleted, which no RBAC can grant).
+type refusals struct {
+	count atomic.Int64
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *refusals) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			if strings.Contains(string(body), "because it is being terminated") {
+				return resp, err
+			}
+			r.count.Add(1)
+			r.mu.Lock()
+			r.calls = append(r.calls, req.Method+" "+req.URL.Path)
+			r.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func TestE2E(t *testing.T) {
+	if os.Getenv("E2E_KUBECONFIG") == "" {
+		t.Skip("E2E_KUBECONFIG is not set: run `make test-e2e`, which starts the local control plane and deploys the operator's manifests")
+	}
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "pipeline-operator end-to-end")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(90 * time.Second)
+	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(pipelinev1beta1.AddToScheme(scheme)).To(Succeed())
+
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("E2E_KUBECONFIG"))
+	Expect(err).NotTo(HaveOccurred())
+	admin, err = client.NewWithWatch(adminCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(adminCfg)
+	Expect(err).NotTo(HaveOccurred())
+
+	By("running the operator out of cluster with the credentials of its ServiceAccount")
+	tr, err := clientset.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(context.Background(), operatorServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred(), "the ServiceAccount from `make deploy` must exist")
+	operatorCfg := rest.AnonymousClientConfig(adminCfg)
+	operatorCfg.BearerToken = tr.Status.Token
+	operatorCfg.Wrap(forbidden.wrap)
+
+	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   controller.CacheOptions(),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&controller.PipelineReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	var ctx context.Context
+	ctx, stopMgr = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if stopMgr != nil {
+		stopMgr()
+	}
+})
+
+// describeRefusals lists the refused requests for a failure message.
+func describeRefusals() string {
+	forbidden.mu.Lock()
+	defer forbidden.mu.Unlock()
+	return fmt.Sprintf("%v", forbidden.calls)
+}

@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+)
+
+func newNamespace(ctx context.Context) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	Expect(admin.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { _ = admin.Delete(ctx, ns) })
+	return ns.Name
+}
+
+// createSample applies the sample Pipeline of the product design, verbatim, in ns.
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "distri-infer_v1beta1_pipeline.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	p := &pipelinev1beta1.Pipeline{}
+	Expect(yaml.UnmarshalStrict(data, p)).To(Succeed())
+	p.Namespace = ns
+	for _, e := range edit {
+		e(p)
+	}
+	Expect(admin.Create(ctx, p)).To(Succeed())
+	return p
+}
+
+func get(ctx context.Context, p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	out := &pipelinev1beta1.Pipeline{}
+	Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
+	return out
+}
+
+func phaseOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.PipelinePhase {
+	return func() pipelinev1beta1.PipelinePhase { return get(ctx, p).Status.Phase }
+}
+
+func stepPods(ctx context.Context, p *pipelinev1beta1.Pipeline, step int) []corev1.Pod {
+	GinkgoHelper()
+	pods := &corev1.PodList{}
+	Expect(admin.List(ctx, pods, client.InNamespace(p.Namespace),
+		client.MatchingLabels{controller.LabelPipeline: p.Name, controller.LabelStep: strconv.Itoa(step)})).To(Succeed())
+	return pods.Items
+}
+
+func deploymentName(p *pipelinev1beta1.Pipeline, step int) string {
+	return get(context.Background(), p).Status.DetailPhase.StepsPhase[step-1].DeploymentName
+}
+
+var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
+	var ctx context.Context
+	BeforeEach(func() { ctx = context.Background() })
+
+	It("runs the design's Pipeline with each step on its node, wired to the next", func() {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns)
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+
+		st := get(ctx, p).Status
+		Expect(st.ReadySteps).To(Equal("2/2"))
+		Expect(st.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
+		Expect(st.DetailPhase.PVCPhase).To(Equal(corev1.ClaimBound))
+
+		for i, node := range []string{"xx-test-node236", "xx-test-node239"} {
+			pods := stepPods(ctx, p, i+1)
+			Expect(pods).To(HaveLen(1))
+			Expect(pods[0].Spec.NodeName).To(Equal(node), "step %d runs on the node named by its location", i+1)
+			Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
+		}
+
+		By("NEXT_STEP_URL of step 1 resolving to the Service of step 2, which routes to step 2's pod")
+		d := &appsv1.Deployment{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: deploymentName(p, 1)}, d)).To(Succeed())
+		var next string
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == controller.EnvNextStepURL {
+				next = e.Value
+			}
+		}
+		u, err := url.Parse(next)
+		Expect(err).NotTo(HaveOccurred(), next)
+		host := strings.Split(u.Hostname(), ".")
+		Expect(host).To(HaveLen(3), next)
+		Expect(host[1:]).To(Equal([]string{ns, "svc"}))
+		svc := &corev1.Service{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: host[0]}, svc)).To(Succeed())
+		Expect(strconv.Itoa(int(svc.Spec.Ports[0].Port))).To(Equal(u.Port()))
+		step2 := stepPods(ctx, p, 2)[0]
+		Eventually(func() []string {
+			slices := &discoveryv1.EndpointSliceList{}
+			Expect(admin.List(ctx, slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name})).To(Succeed())
+			var pods []string
+			for _, s := range slices.Items {
+				for _, ep := range s.Endpoints {
+					if ep.TargetRef != nil {
+						pods = append(pods, ep.TargetRef.Name)
+					}
+				}
+			}
+			return pods
+		}).Should(ConsistOf(step2.Name))
+	})
+
+	It("names the step and the missing node when a location has no node", func() {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = "no-such-node" })
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := meta.FindStatusCondition(get(ctx, p).Status.Conditions, pipelinev1beta1.ConditionDegraded)
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Expect(deg.Message).To(ContainSubstring("step 2 (step-2): node no-such-node does not exist"))
+		Eventually(func() []string {
+			list := &eventsv1.EventList{}
+			Expect(admin.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == p.Name && e.Type == corev1.EventTypeWarning {
+					notes = append(notes, e.Reason+": "+e.Note)
+				}
+			}
+			return notes
+		}).Should(ContainElement(ContainSubstring("NodeNotFound: step 2 (step-2): node no-such-node")))
+		Consistently(func() []corev1.Pod { return stepPods(ctx, p, 2) }, "2s").Should(
+			HaveEach(HaveField("Spec.NodeName", BeEmpty())), "no node can take the step's pod")
+	})
+
+	It("rolls out a new image, passing through creating back to running", func() {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns)
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		old := stepPods(ctx, p, 1)[0].Name
+
+		// The watch sees every phase the Pipeline passes through.
+		w, err := admin.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+
+		Eventually(func() error {
+			latest := get(ctx, p)
+			latest.Spec.Steps[0].Image = "nginx:1.27"
+			return admin.Update(ctx, latest)
+		}).Should(Succeed())
+
+		// The phases of the new generation, in order, without repeats.
+		var seen []pipelinev1beta1.PipelinePhase
+		Eventually(func() []pipelinev1beta1.PipelinePhase {
+			for {
+				select {
+				case ev := <-w.ResultChan():
+					pl, ok := ev.Object.(*pipelinev1beta1.Pipeline)
+					if ok && pl.Status.ObservedGeneration > p.Generation {
+						if n := len(seen); n == 0 || seen[n-1] != pl.Status.Phase {
+							seen = append(seen, pl.Status.Phase)
+						}
+					}
+				default:
+					return seen
+				}
+			}
+		}).Should(Equal([]pipelinev1beta1.PipelinePhase{pipelinev1beta1.PipelinePhaseCreating, pipelinev1beta1.PipelinePhaseRunning}))
+		pods := stepPods(ctx, p, 1)
+		Expect(pods).To(HaveLen(1))
+		Expect(pods[0].Name).NotTo(Equal(old))
+		Expect(pods[0].Spec.Containers[0].Image).To(Equal("nginx:1.27"))
+	})
+
+	It("removes every child on delete, the PersistentVolume included, and nothing else", func() {
+		ns := newNamespace(ctx)
+		bystander := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bystander", Namespace: ns}}
+		Expect(admin.Create(ctx, bystander)).To(Succeed())
+		bystanderSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "bystander", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+		Expect(admin.Create(ctx, bystanderSvc)).To(Succeed())
+
+		p := createSample(ctx, ns)
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		pv := get(ctx, p).Status.PVName
+		Expect(pv).NotTo(BeEmpty())
+
+		Expect(admin.Delete(ctx, p)).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(p), p)) }).Should(BeTrue())
+		selector := client.MatchingLabels{controller.LabelPipeline: p.Name}
+		Eventually(func(g Gomega) {
+			deployments := &appsv1.DeploymentList{}
+			g.Expect(admin.List(ctx, deployments, client.InNamespace(ns), selector)).To(Succeed())
+			g.Expect(deployments.Items).To(BeEmpty())
+			pods := &corev1.PodList{}
+			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), selector)).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+			services := &corev1.ServiceList{}
+			g.Expect(admin.List(ctx, services, client.InNamespace(ns), selector)).To(Succeed())
+			g.Expect(services.Items).To(BeEmpty())
+			claims := &corev1.PersistentVolumeClaimList{}
+			g.Expect(admin.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
+			g.Expect(claims.Items).To(BeEmpty())
+			g.Expect(apierrors.IsNotFound(admin.Get(ctx, types.NamespacedName{Name: pv}, &corev1.PersistentVolume{}))).To(BeTrue())
+		}).Should(Succeed())
+
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(bystander), bystander)).To(Succeed())
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(bystanderSvc), bystanderSvc)).To(Succeed())
+	})
+
+	It("was never refused by the apiserver: the RBAC of config/rbac is sufficient", func() {
+		Expect(forbidden.count.Load()).To(BeZero(), "refused requests: %s", describeRefusals())
+	})
+})
