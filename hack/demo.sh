@@ -40,6 +40,7 @@ for ((i = 0; i < timeout; i++)); do
 		exit 1
 	fi
 	line=$("$KUBECTL" get pipeline "$name" -o jsonpath='{.status.phase} {.status.readySteps} {.status.conditions[?(@.type=="Available")].message}' 2>/dev/null || true)
+	line=$(echo "$line" | xargs)
 	if [ "$line" != "$last" ]; then
 		printf '%3ds  %s\n' "$i" "${line:-(no status yet)}"
 		last=$line

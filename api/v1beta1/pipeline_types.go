@@ -285,6 +285,11 @@ type PipelineStatus struct {
 	// +optional
 	DetailPhase DetailPhase `json:"detailPhase,omitempty"`
 
+	// models lists the model of every step, in order, comma-separated.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Models string `json:"models,omitempty"`
+
 	// readySteps is "<available steps>/<steps>".
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
@@ -317,7 +322,7 @@ type PipelineStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pl;pls,categories=all
-// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.spec.steps[*].model`
+// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.models`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.readySteps`
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
@@ -342,8 +347,4 @@ type PipelineList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Pipeline `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&Pipeline{}, &PipelineList{})
 }

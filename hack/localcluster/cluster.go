@@ -86,7 +86,40 @@ func (c *cluster) up() error {
 	etcdPort, peerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	start := time.Now()
 
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	etcdURL, err := c.startEtcd(etcdPort, peerPort)
+	if err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	if err := c.startAPIServer(pk, etcdURL, apiPort); err != nil {
+		return err
+	}
+	if err := c.startControllers(pk, kcmPort, schedPort); err != nil {
+		return err
+	}
+	if err := c.startKwok(kwokPort); err != nil {
+		return err
+	}
+	cs, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := c.createNodes(cs); err != nil {
+		return err
+	}
+	if err := c.wait("kube-controller-manager (default service account)", func() error {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("local control plane up in %s: %s, nodes %s\nkubeconfig: %s\nlogs: %s\n",
+		time.Since(start).Round(time.Second), server, strings.Join(c.nodes, ", "), c.kubeconfig(), c.path("logs"))
+	return nil
+}
+
+func (c *cluster) startEtcd(port, peerPort int) (string, error) {
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	if err := c.start("etcd", c.etcdBin,
 		"--name=local", "--data-dir="+c.path("etcd"),
@@ -94,19 +127,18 @@ func (c *cluster) up() error {
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=local="+peerURL, "--unsafe-no-fsync=true", "--log-level=warn",
 	); err != nil {
-		return err
+		return "", err
 	}
-	if err := c.waitHTTP("etcd", etcdURL+"/health", nil); err != nil {
-		return err
-	}
+	return etcdURL, c.waitHTTP("etcd", etcdURL+"/health", nil)
+}
 
-	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if err := c.writeKubeconfig(pk, server); err != nil {
+func (c *cluster) startAPIServer(pk *pki, etcdURL string, port int) error {
+	if err := c.writeKubeconfig(pk, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
 		return err
 	}
 	if err := c.start("kube-apiserver", filepath.Join(c.kubeBin, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file="+pk.path("apiserver.crt"), "--tls-private-key-file="+pk.path("apiserver.key"),
 		"--client-ca-file="+pk.path("ca.crt"),
 		"--service-account-key-file="+pk.path("sa.pub"), "--service-account-signing-key-file="+pk.path("sa.key"),
@@ -122,16 +154,16 @@ func (c *cluster) up() error {
 	if err != nil {
 		return err
 	}
-	if err := c.wait("kube-apiserver", func() error {
+	return c.wait("kube-apiserver", func() error {
 		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, body)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
+	})
+}
 
+func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 	kc := c.kubeconfig()
 	if err := c.start("kube-controller-manager", filepath.Join(c.kubeBin, "kube-controller-manager"),
 		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
@@ -153,34 +185,20 @@ func (c *cluster) up() error {
 	if err := c.waitHTTP("kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), insecure); err != nil {
 		return err
 	}
-	if err := c.waitHTTP("kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), insecure); err != nil {
-		return err
-	}
+	return c.waitHTTP("kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), insecure)
+}
 
-	kwokArgs := []string{}
-	for _, stage := range c.kwokStages {
-		kwokArgs = append(kwokArgs, "--config="+stage)
-	}
-	if err := c.start("kwok", c.kwokBin, append(kwokArgs,
-		"--kubeconfig="+kc, "--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
+func (c *cluster) startKwok(port int) error {
+	args := []string{
+		"--kubeconfig=" + c.kubeconfig(), "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
-		"--server-address="+fmt.Sprintf("127.0.0.1:%d", kwokPort),
-	)...); err != nil {
-		return err
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
 	}
-	if err := c.createNodes(cs); err != nil {
-		return err
+	for _, stage := range c.kwokStages {
+		args = append(args, "--config="+stage)
 	}
-	if err := c.wait("kube-controller-manager (default service account)", func() error {
-		_, err := cs.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
-		return err
-	}); err != nil {
-		return err
-	}
-	fmt.Printf("local control plane up in %s: %s, nodes %s\nkubeconfig: %s\nlogs: %s\n",
-		time.Since(start).Round(time.Second), server, strings.Join(c.nodes, ", "), c.kubeconfig(), c.path("logs"))
-	return nil
+	return c.start("kwok", c.kwokBin, args...)
 }
 
 // createNodes registers the simulated nodes and waits until kwok reports them Ready.
@@ -254,7 +272,7 @@ func (c *cluster) start(name, bin string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -296,7 +314,7 @@ func (c *cluster) waitHTTP(name, url string, hc *http.Client) error {
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%s answered %s", url, resp.Status)
 		}

@@ -48,11 +48,6 @@ func (a *appliedObject) unstructured() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: a.content}
 }
 
-// applyConfiguration is what is sent to the apiserver.
-func (a *appliedObject) applyConfiguration() runtime.ApplyConfiguration {
-	return client.ApplyConfigurationFromUnstructured(a.unstructured())
-}
-
 // upToDate reports whether existing already holds everything a would apply: the same
 // configuration hash (so that nothing was removed from the spec) and every desired field with
 // its desired value (so that nobody changed or removed a field the operator owns).

@@ -509,7 +509,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		Entry("an unknown storage type", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Type = "s3" }, "Unsupported value: \"s3\""),
 		Entry("a listenPort that is no port", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "http" },
 			"args.listenPort must be a port number from 1 to 65535"),
-		Entry("an arg that overrides an injected variable", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"} },
+		Entry("an arg that overrides an injected variable", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"}
+		},
 			"args must not set MODEL_NAME"),
 		Entry("duplicate step names", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "a", "a" },
 			"step names must be unique"),

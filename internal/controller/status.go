@@ -85,7 +85,9 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 
 	// Steps.
 	available := 0
+	models := make([]string, 0, len(p.Spec.Steps))
 	for i := range p.Spec.Steps {
+		models = append(models, p.Spec.Steps[i].Model)
 		s := computeStepState(p, i, obs.deployments[i], obs.services[i])
 		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
 		switch {
@@ -98,6 +100,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		}
 	}
 	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	st.Models = strings.Join(models, ",")
 	allAvailable := storageReady && available == len(p.Spec.Steps)
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)

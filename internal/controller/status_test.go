@@ -185,6 +185,9 @@ func TestComputeStatusStepsPhase(t *testing.T) {
 	if st.DetailPhase.PVPhase != corev1.VolumeBound || st.DetailPhase.PVCPhase != corev1.ClaimBound {
 		t.Errorf("storage phases %q %q", st.DetailPhase.PVPhase, st.DetailPhase.PVCPhase)
 	}
+	if st.Models != "facedetection-1,facedetection-2" {
+		t.Errorf("models %q", st.Models)
+	}
 	if st.PVName != pvName(p) || st.PVCName != claimName(p) {
 		t.Errorf("storage names %q %q", st.PVName, st.PVCName)
 	}

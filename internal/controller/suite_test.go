@@ -31,9 +31,9 @@ import (
 // controller and the volume binder by writing child statuses themselves.
 
 var (
-	testEnv   *envtest.Environment
-	cfg       *rest.Config
-	k8sClient client.Client // non-cached: assertions see the apiserver, not a cache
+	testEnv    *envtest.Environment
+	cfg        *rest.Config
+	k8sClient  client.Client // non-cached: assertions see the apiserver, not a cache
 	testScheme = runtime.NewScheme()
 	cancelMgr  context.CancelFunc
 )
