@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -493,6 +494,39 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(foreign.Spec.Ports[0].Port).To(Equal(int32(5432)))
 	})
 
+	It("offers the printer columns users rely on", func() {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Name: "pipelines.distri-infer.ndsl.cn"}, crd)).To(Succeed())
+		var columns []string
+		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			columns = append(columns, c.Name+"="+c.JSONPath)
+		}
+		Expect(columns).To(Equal([]string{"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
+			"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"}))
+		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
+	})
+
+	It("keeps objects the operator does not manage out of its cache", func() {
+		foreign := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "not-ours", Namespace: ns, Labels: map[string]string{"pipeline": "facedetection-pipeline"}},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		p := runningSample(ctx, ns)
+		cached := &appsv1.DeploymentList{}
+		Expect(mgrCache.List(ctx, cached, client.InNamespace(ns))).To(Succeed())
+		var names []string
+		for _, d := range cached.Items {
+			names = append(names, d.Name)
+			Expect(d.ManagedFields).To(BeEmpty(), "managedFields are stripped from cached objects")
+		}
+		Expect(names).To(ConsistOf(stepObjectName(p, 0), stepObjectName(p, 1)))
+	})
+
 	DescribeTable("refuses invalid Pipelines at admission with a specific message",
 		func(edit func(*pipelinev1beta1.Pipeline), message string) {
 			p := loadSample(GinkgoT(), ns)
@@ -522,6 +556,29 @@ var _ = Describe("Pipeline reconciler", func() {
 		Entry("existingClaim without a claim", func(p *pipelinev1beta1.Pipeline) {
 			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim}
 		}, "modelStorage of type existingClaim needs claimName"),
+		Entry("storageClass without a class", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass}
+		}, "modelStorage of type storageClass needs storageClassName"),
+		Entry("csi without attributes", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+				CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
+		}, "modelStorage of type csi needs the driver's volume attributes"),
+		Entry("a relative NFS share", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "models" },
+			"csiParameter.share must be an absolute path"),
+		Entry("more than 32 steps", func(p *pipelinev1beta1.Pipeline) {
+			for len(p.Spec.Steps) <= 32 {
+				p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx", Model: "m"})
+			}
+		}, "must have at most 32 items"),
+		Entry("a reserved step name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "step-1" },
+			"step names of the form step-<number> are reserved"),
+		Entry("port disagreeing with listenPort", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
+			"port and args.listenPort disagree"),
+		Entry("an args key with '='", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"A=B": "x"}
+		}, "args keys must be printable ASCII characters without spaces or '='"),
+		Entry("a location that is no node name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "Node_236" },
+			"spec.steps[0].location"),
 	)
 })
 

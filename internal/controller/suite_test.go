@@ -12,11 +12,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,6 +38,7 @@ var (
 	k8sClient  client.Client // non-cached: assertions see the apiserver, not a cache
 	testScheme = runtime.NewScheme()
 	cancelMgr  context.CancelFunc
+	mgrCache   cache.Cache // the manager's cache, to check what it holds
 )
 
 // sampleNodes are the nodes the sample Pipeline is pinned to.
@@ -58,6 +61,7 @@ var _ = BeforeSuite(func() {
 
 	Expect(clientgoscheme.AddToScheme(testScheme)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(testScheme)).To(Succeed())
+	Expect(apiextensionsv1.AddToScheme(testScheme)).To(Succeed())
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
@@ -76,6 +80,7 @@ var _ = BeforeSuite(func() {
 		Cache:   CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	mgrCache = mgr.GetCache()
 	Expect((&PipelineReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
