@@ -70,11 +70,15 @@ verify: manifests generate fmt ## Regenerate code and manifests; fail when the t
 		git status --porcelain -- api config internal cmd bundle; git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test: unit, integration (envtest) and end-to-end.
+test: test-unit test-rules test-integration test-e2e ## Run every test: unit, alert rules, integration (envtest) and end-to-end.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
 	go test ./api/... ./internal/... -run 'Test[^I]' -skip 'TestIntegration' -count=1
+
+.PHONY: test-rules
+test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.
+	cd hack/tools/rulecheck && GOFLAGS=-mod=mod go test ./... -count=1
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -82,10 +83,16 @@ func main() {
 		os.Exit(1)
 	}
 
+	metrics, err := controller.NewMetrics(ctrlmetrics.Registry, mgr.GetCache())
+	if err != nil {
+		setupLog.Error(err, "unable to register metrics")
+		os.Exit(1)
+	}
 	r := &controller.PipelineReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
+		Metrics:   metrics,
 	}
 	if err := r.SetupWithManager(mgr, controller.WithMaxConcurrentReconciles(maxConcurrency)); err != nil {
 		setupLog.Error(err, "unable to set up the Pipeline controller")

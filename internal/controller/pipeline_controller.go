@@ -40,6 +40,10 @@ type PipelineReconciler struct {
 	APIReader client.Reader
 	// Recorder records events on Pipelines.
 	Recorder events.EventRecorder
+	// Metrics records rollout durations and errors; nil records nothing.
+	Metrics *Metrics
+	// Now is the clock of the metrics; nil is time.Now.
+	Now func() time.Time
 }
 
 // scope is the state of one pass over one Pipeline.
@@ -96,13 +100,25 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	s := newScope(p)
 	err := r.reconcileNormal(ctx, s)
 	s.obs.err = err
-	if serr := r.updateStatus(ctx, p, computeStatus(p, s.obs)); serr != nil {
+	before := *p.Status.DeepCopy()
+	after := computeStatus(p, s.obs)
+	if serr := r.updateStatus(ctx, p, after); serr != nil {
 		err = errors.Join(err, serr)
+	} else {
+		r.Metrics.observeStatus(p, before, after, r.now())
 	}
+	r.Metrics.observeError(err)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+func (r *PipelineReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // reconcileNormal runs the phases of a pass that brings the children in line with the spec.

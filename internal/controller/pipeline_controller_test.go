@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -494,6 +495,83 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(foreign.Spec.Ports[0].Port).To(Equal(int32(5432)))
 	})
 
+	It("reports a child the apiserver refuses, retries with back-off, and counts the error", func() {
+		// An admission policy, as a cluster's policy engine would have, refuses one child.
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "no-step-2-" + ns},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+					},
+				}}},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: "!object.metadata.name.endsWith('-step-2')", Message: "services of second steps are not allowed here",
+				}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        policy.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(context.Background(), binding)
+			_ = k8sClient.Delete(context.Background(), policy)
+		})
+		// The policy takes effect once the apiserver has loaded it.
+		Eventually(func() error {
+			probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe-step-2", Namespace: ns},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+			err := k8sClient.Create(ctx, probe, client.DryRunAll)
+			if err == nil {
+				return fmt.Errorf("the policy is not in force yet")
+			}
+			return nil
+		}).Should(Succeed())
+
+		p := createSample(ctx, ns)
+		Eventually(func(g Gomega) {
+			rec := condition(ctx, p, pipelinev1beta1.ConditionReconciled)()
+			g.Expect(rec).NotTo(BeNil())
+			g.Expect(rec.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(rec.Reason).To(Equal(pipelinev1beta1.ReasonApplyFailed))
+			g.Expect(rec.Message).To(ContainSubstring("step 2 (step-2): apply Service facedetection-pipeline-step-2"))
+			g.Expect(rec.Message).To(ContainSubstring("services of second steps are not allowed here"))
+		}).Should(Succeed())
+		Expect(getPipeline(ctx, p).Status.ObservedGeneration).To(BeZero(), "a failed pass does not claim the generation")
+		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("ApplyFailed: Failed to apply Service facedetection-pipeline-step-2")))
+		Expect(deploymentOf(ctx, p, 1).Name).To(Equal("facedetection-pipeline-step-2"), "the other children are still made")
+		Eventually(func() float64 {
+			return gathered(MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyFailed})
+		}).Should(BeNumerically(">=", 1))
+
+		By("recovering once the policy is lifted, without anyone touching the Pipeline")
+		Expect(k8sClient.Delete(ctx, binding)).To(Succeed())
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p), "60s").Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(meta.IsStatusConditionTrue(getPipeline(ctx, p).Status.Conditions, pipelinev1beta1.ConditionReconciled)).To(BeTrue())
+	})
+
+	It("exports the phase of each Pipeline and the duration of its rollout", func() {
+		p := runningSample(ctx, ns)
+		Eventually(func() float64 {
+			return gathered(MetricPipelinePhase, map[string]string{"namespace": ns, "pipeline": p.Name, "phase": "running"})
+		}).Should(Equal(1.0))
+		Expect(gathered(MetricStepReadyReplicas, map[string]string{"namespace": ns, "pipeline": p.Name, "step": "step-2"})).To(Equal(1.0))
+		Expect(gathered(MetricPipelines, map[string]string{"phase": "running"})).To(BeNumerically(">=", 1))
+		Expect(gathered(MetricRolloutDuration+"_count", map[string]string{"trigger": "create"})).To(BeNumerically(">=", 1))
+	})
+
 	It("offers the printer columns users rely on", func() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Name: "pipelines.distri-infer.ndsl.cn"}, crd)).To(Succeed())
@@ -590,4 +668,38 @@ func gone(ctx context.Context, obj client.Object, ns, name string) bool {
 		return true
 	}
 	return err == nil && !obj.GetDeletionTimestamp().IsZero() && !strings.Contains(strings.Join(obj.GetFinalizers(), ","), Finalizer)
+}
+
+// gathered is the value of the metric with the given labels in the suite's registry (a
+// histogram's _count when name ends in it), or -1 when there is none.
+func gathered(name string, labels map[string]string) float64 {
+	families, err := metricsReg.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	base, count := strings.CutSuffix(name, "_count")
+	for _, f := range families {
+		if f.GetName() != base {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case count && m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
 }

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,7 @@ var (
 	testScheme = runtime.NewScheme()
 	cancelMgr  context.CancelFunc
 	mgrCache   cache.Cache // the manager's cache, to check what it holds
+	metricsReg *prometheus.Registry
 )
 
 // sampleNodes are the nodes the sample Pipeline is pinned to.
@@ -81,10 +83,14 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mgrCache = mgr.GetCache()
+	metricsReg = prometheus.NewRegistry()
+	metrics, err := NewMetrics(metricsReg, mgr.GetCache())
+	Expect(err).NotTo(HaveOccurred())
 	Expect((&PipelineReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
+		Metrics:   metrics,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	var ctx context.Context

@@ -1,0 +1,223 @@
+// Package rulecheck checks the operator's alerting rules and dashboard with Prometheus's own
+// rule parser and query engine: every rule parses and carries what an on-call person needs, and
+// each alert fires, and stays quiet, where it should.
+package rulecheck
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/promqltest"
+	"github.com/prometheus/prometheus/rules"
+	"go.yaml.in/yaml/v3"
+)
+
+var root = filepath.Join("..", "..", "..")
+
+var promql = parser.NewParser(parser.Options{})
+
+// loadRules reads the rule groups out of the PrometheusRule manifest.
+func loadRules(t *testing.T) *rulefmt.RuleGroups {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "config", "prometheus", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct {
+		Kind string `yaml:"kind"`
+		Spec yaml.Node
+	}
+	if err := yaml.Unmarshal(data, &manifest); err != nil || manifest.Kind != "PrometheusRule" {
+		t.Fatalf("rules.yaml is not a PrometheusRule: %v", err)
+	}
+	spec, err := yaml.Marshal(&manifest.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, errs := rulefmt.Parse(spec, false, model.UTF8Validation, promql, nil)
+	for _, err := range errs {
+		t.Errorf("rules.yaml: %v", err)
+	}
+	if groups == nil {
+		t.FailNow()
+	}
+	return groups
+}
+
+func TestRulesCarryWhatOnCallNeeds(t *testing.T) {
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s: no %s annotation", r.Alert, a)
+				}
+			}
+			_, page, ok := strings.Cut(r.Annotations["runbook_url"], "/blob/main/")
+			if !ok {
+				t.Errorf("%s: runbook_url %q does not point into this repository", r.Alert, r.Annotations["runbook_url"])
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, page)); err != nil {
+				t.Errorf("%s: runbook %s: %v", r.Alert, page, err)
+			}
+			if time.Duration(r.For) < time.Minute {
+				t.Errorf("%s: for %s would page on every blip", r.Alert, r.For)
+			}
+		}
+	}
+}
+
+// alertCase says whether an alert fires at the end of a series.
+type alertCase struct {
+	alert  string
+	series string // promqltest "load 1m" lines
+	after  time.Duration
+	firing []string // a label value that identifies each firing alert
+}
+
+var alertCases = []struct {
+	name string
+	alertCase
+}{
+	{"a failed pipeline fires after 5 minutes", alertCase{
+		alert: "PipelineFailed", after: 6 * time.Minute,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="failed"} 1x10`,
+		firing: []string{"face"},
+	}},
+	{"a pipeline failed for 3 minutes does not", alertCase{
+		alert: "PipelineFailed", after: 6 * time.Minute,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="running"} 1x3 _x7
+pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="failed"} _x3 1x3`,
+	}},
+	{"a pipeline creating for 20 minutes fires", alertCase{
+		alert: "PipelineStuckCreating", after: 20 * time.Minute,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="slow",phase="creating"} 1x25
+pipeline_operator_pipeline_phase{namespace="edge",pipeline="fast",phase="creating"} 1x2 _x23`,
+		firing: []string{"slow"},
+	}},
+	{"a step short of ready pods for 10 minutes fires", alertCase{
+		alert: "PipelineStepUnavailable", after: 12 * time.Minute,
+		series: `pipeline_operator_step_replicas{namespace="edge",pipeline="face",step="detect"} 2x15
+pipeline_operator_step_ready_replicas{namespace="edge",pipeline="face",step="detect"} 1x15
+pipeline_operator_step_replicas{namespace="edge",pipeline="face",step="recognise"} 1x15
+pipeline_operator_step_ready_replicas{namespace="edge",pipeline="face",step="recognise"} 1x15`,
+		firing: []string{"detect"},
+	}},
+	{"reconcile errors that keep coming fire", alertCase{
+		alert: "PipelineOperatorReconcileErrors", after: 25 * time.Minute,
+		series: `pipeline_operator_reconcile_errors_total{reason="ApplyFailed"} 0+3x30
+pipeline_operator_reconcile_errors_total{reason="DeleteFailed"} 4x30`,
+		firing: []string{"ApplyFailed"},
+	}},
+}
+
+func TestAlertsFireWhereTheyShould(t *testing.T) {
+	byName := map[string]rulefmt.Rule{}
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			byName[r.Alert] = r
+		}
+	}
+	covered := map[string]bool{}
+	for _, tc := range alertCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := byName[tc.alert]
+			if !ok {
+				t.Fatalf("no alert %s", tc.alert)
+			}
+			covered[tc.alert] = true
+			got := evaluate(t, r, tc.series, tc.after)
+			if strings.Join(got, ",") != strings.Join(tc.firing, ",") {
+				t.Errorf("%s firing for %v, want %v", tc.alert, got, tc.firing)
+			}
+		})
+	}
+	for name := range byName {
+		if !covered[name] {
+			t.Errorf("alert %s has no case", name)
+		}
+	}
+}
+
+// evaluate runs the alerting rule every minute over the series, as Prometheus would, and returns
+// an identifying label value of each alert firing at the end.
+func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) []string {
+	t.Helper()
+	storage := promqltest.LoadedStorage(t, "load 1m\n  "+strings.ReplaceAll(series, "\n", "\n  "))
+	engine := promqltest.NewTestEngine(t, false, 0, 100000)
+	expr, err := promql.ParseExpr(r.Expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := rules.NewAlertingRule(r.Alert, expr, time.Duration(r.For), 0, labels.FromMap(r.Labels),
+		labels.FromMap(r.Annotations), labels.EmptyLabels(), "", true, nil)
+	query := rules.EngineQueryFunc(engine, storage)
+	start := time.Unix(0, 0).UTC()
+	for ts := start; !ts.After(start.Add(after)); ts = ts.Add(time.Minute) {
+		if _, err := rule.Eval(context.Background(), 0, ts, query, nil, 0); err != nil {
+			t.Fatalf("evaluate %s at %s: %v", r.Alert, ts, err)
+		}
+	}
+	var firing []string
+	for _, a := range rule.ActiveAlerts() {
+		if a.State != rules.StateFiring {
+			continue
+		}
+		for _, name := range []string{"pipeline", "reason"} {
+			if v := a.Labels.Get(name); v != "" {
+				if name == "pipeline" && a.Labels.Get("step") != "" {
+					v = a.Labels.Get("step")
+				}
+				firing = append(firing, v)
+				break
+			}
+		}
+	}
+	return firing
+}
+
+func TestDashboardQueriesParse(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	if dash.UID == "" || len(dash.Panels) == 0 {
+		t.Fatalf("dashboard has uid %q and %d panels", dash.UID, len(dash.Panels))
+	}
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			// Grafana replaces $__rate_interval before Prometheus sees the query.
+			expr := strings.ReplaceAll(target.Expr, "$__rate_interval", "5m")
+			if _, err := promql.ParseExpr(expr); err != nil {
+				t.Errorf("panel %q: %q: %v", p.Title, target.Expr, err)
+			}
+		}
+	}
+}
