@@ -45,8 +45,17 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 // SetupWithManager registers the reconciler: it watches Pipelines, their children and the
 // appearance or disappearance of nodes.
 func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		For(&pipelinev1beta1.Pipeline{}).
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{}))
+	for _, o := range opts {
+		o(b)
+	}
+	return b.Complete(r)
+}
+
+// watches adds what the Pipeline controller watches besides Pipelines: their children and the
+// appearance or disappearance of nodes.
+func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
+	return b.
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
@@ -54,10 +63,6 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*bu
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodeMembershipChanged())).
 		Named("pipeline")
-	for _, o := range opts {
-		o(b)
-	}
-	return b.Complete(r)
 }
 
 // pipelineOfVolume maps a PersistentVolume to the Pipeline its labels name.
