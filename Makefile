@@ -92,6 +92,13 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
 	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
 
+BENCH_SIZES ?= 100,300,1000
+
+.PHONY: bench
+bench: manifests envtest ## Measure convergence, writes and memory against the raw-write floor; writes docs/performance.md.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_OUTPUT=$(CURDIR)/docs/performance.md BENCH_SIZES=$(BENCH_SIZES) \
+		go test ./internal/controller/ -run TestBench -count=1 -timeout 60m -v
+
 ##@ Local control plane
 
 .PHONY: local-tools

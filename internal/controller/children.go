@@ -76,9 +76,10 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		}
 	case apierrors.IsNotFound(err):
 		// The cache holds only the operator's objects: make sure no one else's has this name.
+		// The apiserver's watch cache answers (resourceVersion 0), sparing etcd a read per child.
 		foreign := &metav1.PartialObjectMetadata{}
 		foreign.SetGroupVersionKind(u.GroupVersionKind())
-		if err := r.APIReader.Get(ctx, key, foreign); err == nil {
+		if err := r.APIReader.Get(ctx, key, foreign, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}); err == nil {
 			if !ownedBy(s.pipeline, foreign) {
 				s.conflict(kind, key.Name)
 				return false, nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -46,11 +47,13 @@ type PipelineReconciler struct {
 	Now func() time.Time
 }
 
-// scope is the state of one pass over one Pipeline.
+// scope is the state of one pass over one Pipeline. The steps of a pass run concurrently: each
+// writes only its own entries of obs, and problems go through addProblem.
 type scope struct {
 	pipeline     *pipelinev1beta1.Pipeline
 	obs          *observed
 	requeueAfter time.Duration
+	mu           sync.Mutex
 }
 
 func newScope(p *pipelinev1beta1.Pipeline) *scope {
@@ -61,6 +64,8 @@ func newScope(p *pipelinev1beta1.Pipeline) *scope {
 }
 
 func (s *scope) addProblem(reason, format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.obs.problems = append(s.obs.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
 }
 
@@ -122,47 +127,68 @@ func (r *PipelineReconciler) now() time.Time {
 }
 
 // reconcileNormal runs the phases of a pass that brings the children in line with the spec.
+// Storage and steps only name each other, so they are written concurrently; stale children
+// are removed once the current ones are in place.
 func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	phases := []func(context.Context, *scope) error{
-		r.reconcileStorage,
-		r.reconcileSteps,
-		r.reconcileStale,
+	var storageErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { storageErr = r.reconcileStorage(ctx, s) })
+	stepsErr := r.reconcileSteps(ctx, s)
+	wg.Wait()
+	if storageErr != nil || stepsErr != nil {
+		// Keep what the spec no longer describes until what it does describe is in place.
+		return errors.Join(storageErr, stepsErr)
 	}
-	var errs []error
-	for _, phase := range phases {
-		if err := phase(ctx, s); err != nil {
-			errs = append(errs, err)
+	if !mayHaveStaleChildren(s.pipeline) {
+		return nil
+	}
+	return r.reconcileStale(ctx, s)
+}
+
+// mayHaveStaleChildren reports whether children of an earlier spec may still exist: the last
+// successful pass was for another generation, or made children with other names. A converged
+// Pipeline skips the search for stale children, which lists every child kind.
+func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
+	st := p.Status
+	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
+		st.PVCName != claimName(p) || (ownsVolume(p) && st.PVName != pvName(p)) || (!ownsVolume(p) && st.PVName != "") {
+		return true
+	}
+	for i, step := range st.DetailPhase.StepsPhase {
+		if step.DeploymentName != stepObjectName(p, i) {
+			return true
 		}
 	}
-	return errors.Join(errs...)
+	return false
 }
 
 // reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
 func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	p := s.pipeline
-	if ownsVolume(p) {
-		pv := &corev1.PersistentVolume{}
-		ok, err := r.applyChild(ctx, s, pv, desiredPV(p))
-		if err != nil {
-			return err
-		}
-		if ok {
-			s.obs.pv = pv
-		}
-	}
-
-	pvc := &corev1.PersistentVolumeClaim{}
 	if ownsStorage(p) {
-		ok, err := r.applyChild(ctx, s, pvc, desiredPVC(p))
-		if err != nil {
-			return err
+		// The volume and the claim name each other; they are written together.
+		var pvErr error
+		var wg sync.WaitGroup
+		if ownsVolume(p) {
+			wg.Go(func() {
+				pv := &corev1.PersistentVolume{}
+				ok, err := r.applyChild(ctx, s, pv, desiredPV(p))
+				if ok {
+					s.obs.pv = pv
+				}
+				pvErr = err
+			})
 		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		ok, err := r.applyChild(ctx, s, pvc, desiredPVC(p))
 		if ok {
 			s.obs.pvc = pvc
 		}
-		return nil
+		wg.Wait()
+		return errors.Join(pvErr, err)
 	}
 
+	pvc := &corev1.PersistentVolumeClaim{}
 	// existingClaim: the claim is the user's; the cache does not hold it.
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: claimName(p)}, pvc)
 	switch {
@@ -183,28 +209,43 @@ func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) err
 
 // reconcileSteps makes the Deployment and Service of every step exist as the spec says.
 func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error {
-	p := s.pipeline
-	var errs []error
-	for i := range p.Spec.Steps {
-		if err := r.checkLocation(ctx, s, i); err != nil {
-			errs = append(errs, err)
-		}
-
-		d := &appsv1.Deployment{}
-		if ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i)); err != nil {
-			errs = append(errs, fmt.Errorf("step %d (%s): %w", i+1, stepName(p, i), err))
-		} else if ok {
-			s.obs.deployments[i] = d
-		}
-
-		svc := &corev1.Service{}
-		if ok, err := r.applyChild(ctx, s, svc, desiredStepService(p, i)); err != nil {
-			errs = append(errs, fmt.Errorf("step %d (%s): %w", i+1, stepName(p, i), err))
-		} else if ok {
-			s.obs.services[i] = svc
-		}
+	// Steps are independent of each other: their writes go out together, so a pass takes
+	// the time of one step, not of all of them.
+	errs := make([]error, len(s.pipeline.Spec.Steps))
+	var wg sync.WaitGroup
+	for i := range s.pipeline.Spec.Steps {
+		wg.Go(func() {
+			if err := r.reconcileStep(ctx, s, i); err != nil {
+				errs[i] = fmt.Errorf("step %d (%s): %w", i+1, stepName(s.pipeline, i), err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// reconcileStep makes the Deployment and Service of step i exist as the spec says.
+func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
+	p := s.pipeline
+	if err := r.checkLocation(ctx, s, i); err != nil {
+		return err
+	}
+	d := &appsv1.Deployment{}
+	ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i))
+	if err != nil {
+		return err
+	}
+	if ok {
+		s.obs.deployments[i] = d
+	}
+	svc := &corev1.Service{}
+	if ok, err = r.applyChild(ctx, s, svc, desiredStepService(p, i)); err != nil {
+		return err
+	}
+	if ok {
+		s.obs.services[i] = svc
+	}
+	return nil
 }
 
 // checkLocation reports a step pinned to a node that does not exist: its pods could never be

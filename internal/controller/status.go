@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,7 +52,10 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		st.ObservedGeneration = p.Generation
 	}
 
+	// Problems arrive in the order concurrent steps found them; sorted, the same world always
+	// gives the same status.
 	problems := append([]problem(nil), obs.problems...)
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].message < problems[j].message })
 	var waiting []string
 
 	// Storage.
