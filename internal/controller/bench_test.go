@@ -267,7 +267,8 @@ func benchManager(t *testing.T, cfg *rest.Config, concurrency int, syncPeriod *t
 // discardEvents records nothing: it measures what events cost.
 type discardEvents struct{}
 
-func (discardEvents) Eventf(apiruntime.Object, apiruntime.Object, string, string, string, string, ...any) {}
+func (discardEvents) Eventf(apiruntime.Object, apiruntime.Object, string, string, string, string, ...any) {
+}
 
 // countingReconciler counts the passes of the reconciler it wraps.
 type countingReconciler struct {
