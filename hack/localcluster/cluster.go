@@ -417,12 +417,24 @@ func (c *cluster) pidNames() []string {
 	return names
 }
 
+// pid is the process id recorded for a component, or 0 when there is none or the process now
+// under that id is another program (the id was reused): down stops only what up started.
 func (c *cluster) pid(name string) int {
 	data, err := os.ReadFile(c.pidFile(name))
 	if err != nil {
 		return 0
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		program := name
+		if name == "operator" {
+			program = "manager" // bin/manager, started by make demo
+		}
+		if filepath.Base(argv0) != program {
+			return 0
+		}
+	}
 	return pid
 }
 
