@@ -2,17 +2,12 @@ package controller
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
-
-// samplePath is the Pipeline of the product design, as users apply it.
-var samplePath = filepath.Join("..", "..", "config", "samples", "distri-infer_v1beta1_pipeline.yaml")
 
 // fataler is what the helpers need of a testing.T or a GinkgoT.
 type fataler interface {
@@ -23,15 +18,10 @@ type fataler interface {
 // loadSample reads the sample Pipeline into namespace ns.
 func loadSample(t fataler, ns string) *pipelinev1beta1.Pipeline {
 	t.Helper()
-	data, err := os.ReadFile(samplePath)
+	p, err := samples.Pipeline(ns)
 	if err != nil {
-		t.Fatalf("read sample: %v", err)
-	}
-	p := &pipelinev1beta1.Pipeline{}
-	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		t.Fatalf("decode sample: %v", err)
 	}
-	p.Namespace = ns
 	p.UID = types.UID("uid-" + p.Name)
 	return p
 }

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -19,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
 )
 
@@ -36,11 +34,8 @@ func newNamespace(ctx context.Context) string {
 // createSample applies the sample Pipeline of the product design, verbatim, in ns.
 func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
 	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "distri-infer_v1beta1_pipeline.yaml"))
+	p, err := samples.Pipeline(ns)
 	Expect(err).NotTo(HaveOccurred())
-	p := &pipelinev1beta1.Pipeline{}
-	Expect(yaml.UnmarshalStrict(data, p)).To(Succeed())
-	p.Namespace = ns
 	for _, e := range edit {
 		e(p)
 	}
