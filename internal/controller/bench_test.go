@@ -505,7 +505,7 @@ generation.
   divided by the objects it caches (Pipelines, PVs, PVCs, Deployments, Services).
 
 - **without events**: the same operator run with its events discarded, to show what the events
-  (one per child created, updated or deleted) cost the apiserver.
+  cost the apiserver.
 
 | N | floor | operator | ratio (target ≤ 1.25) | without events | writes/Pipeline | events/Pipeline | restart writes | resync writes | heap/object (target ≤ 4 KiB) |
 |---|---|---|---|---|---|---|---|---|---|
@@ -539,8 +539,8 @@ generation.
 
 The operator does more than the floor's writers, by design:
 
-- it records an event on the Pipeline for every child it creates, updates or deletes (the
-  "without events" column shows their share);
+- it records events on the Pipeline: one per pass for the children it created, one per child
+  it updates or deletes (the "without events" column shows their share);
 - before creating a child it asks the apiserver (from its watch cache) whether an object of
   that name already exists, so that it never takes over someone else's object;
 - the apiserver streams every write back to the operator's informers, which the floor's

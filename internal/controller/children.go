@@ -104,8 +104,12 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, current); err != nil {
 		return false, fmt.Errorf("read back %s %s: %w", kind, key.Name, err)
 	}
-	// The child is the event's related object: events about different children stay apart.
-	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, verb, action, "%s %s %s", verb, kind, key.Name)
+	if verb == "Created" {
+		s.recordCreated(kind, key.Name, u)
+	} else {
+		// The child is the event's related object: events about different children stay apart.
+		r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, verb, action, "%s %s %s", verb, kind, key.Name)
+	}
 	return true, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,6 +57,8 @@ type scope struct {
 	obs          *observed
 	requeueAfter time.Duration
 	mu           sync.Mutex
+	// created are the children this pass created, by "Kind name", for one event.
+	created map[string]runtime.Object
 }
 
 func newScope(p *pipelinev1beta1.Pipeline) *scope {
@@ -67,6 +72,32 @@ func (s *scope) addProblem(reason, format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.obs.problems = append(s.obs.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+func (s *scope) recordCreated(kind, name string, obj runtime.Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.created == nil {
+		s.created = map[string]runtime.Object{}
+	}
+	s.created[kind+" "+name] = obj
+}
+
+// recordCreatedEvent records one event for the children a pass created: a new Pipeline's
+// first pass creates all of them, and one event costs the apiserver one write instead of one
+// per child. The first child, in name order, is the event's related object, so that events
+// of different passes are not folded into one series.
+func (r *PipelineReconciler) recordCreatedEvent(s *scope) {
+	if len(s.created) == 0 {
+		return
+	}
+	names := make([]string, 0, len(s.created))
+	for n := range s.created {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	r.Recorder.Eventf(s.pipeline, s.created[names[0]], corev1.EventTypeNormal, "Created", "Create",
+		"Created %s", strings.Join(names, ", "))
 }
 
 func (s *scope) conflict(kind, name string) {
@@ -104,6 +135,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	s := newScope(p)
 	err := r.reconcileNormal(ctx, s)
+	r.recordCreatedEvent(s)
 	s.obs.err = err
 	before := *p.Status.DeepCopy()
 	after := computeStatus(p, s.obs)
