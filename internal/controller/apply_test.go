@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestContains(t *testing.T) {
@@ -63,5 +66,33 @@ func TestUpToDate(t *testing.T) {
 	}
 	if ok, _ := b.upToDate(d); ok {
 		t.Errorf("a removed arg went unnoticed")
+	}
+}
+
+func TestCachedDeploymentsStayComparable(t *testing.T) {
+	p := loadSample(t, "default")
+	a, err := newAppliedObject(desiredStepDeployment(p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment as the apiserver returns it: the applied content, defaults and managedFields.
+	d := typed[appsv1.Deployment](t, a.content)
+	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
+	pod := &d.Spec.Template.Spec
+	pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = corev1.RestartPolicyAlways, corev1.DNSClusterFirst, "default-scheduler"
+	pod.TerminationGracePeriodSeconds, pod.SecurityContext = ptr.To[int64](30), &corev1.PodSecurityContext{}
+	pod.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	pod.Containers[0].ImagePullPolicy = corev1.PullAlways
+
+	obj, err := stripDeploymentDefaults(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := obj.(*appsv1.Deployment)
+	if len(cached.ManagedFields) != 0 || cached.Spec.Template.Spec.DNSPolicy != "" || cached.Spec.Template.Spec.Containers[0].ImagePullPolicy != "" {
+		t.Errorf("defaults or managedFields kept: %+v", cached.Spec.Template.Spec)
+	}
+	if ok, err := a.upToDate(cached); err != nil || !ok {
+		t.Errorf("a stripped Deployment no longer matches what was applied: %v %v", ok, err)
 	}
 }

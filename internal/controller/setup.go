@@ -22,12 +22,14 @@ import (
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
 // managedFields: the cluster's other Deployments, Services and volumes cost it no memory.
+// Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
+// only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: ManagedBy})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: managed},
+			&appsv1.Deployment{}:            {Label: managed, Transform: stripDeploymentDefaults},
 			&corev1.Service{}:               {Label: managed},
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			&corev1.PersistentVolume{}:      {Label: managed},
@@ -105,4 +107,20 @@ func nodeMembershipChanged() predicate.Predicate {
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// stripDeploymentDefaults drops, from a cached Deployment, its managedFields and the defaults of
+// its pod template that the operator neither sets nor reads.
+func stripDeploymentDefaults(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if d, ok := obj.(*appsv1.Deployment); ok && err == nil {
+		pod := &d.Spec.Template.Spec
+		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
+		pod.TerminationGracePeriodSeconds, pod.SecurityContext = nil, nil
+		for i := range pod.Containers {
+			c := &pod.Containers[i]
+			c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = "", "", ""
+		}
+	}
+	return obj, err
 }
