@@ -40,7 +40,7 @@ type ArgValue string
 // +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.args) || !('listenPort' in self.args) || self.args['listenPort'] == string(self.port)",message="port and args.listenPort disagree: set only one of them"
 type Step struct {
 	// name identifies the step; it names the step's Deployment and Service
-	// (<pipeline>-<name>). Unnamed steps are called step-<1-based index>.
+	// (<pipeline>-<name>). Defaults to step-<1-based position>.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
@@ -175,7 +175,7 @@ type PipelineSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || self.exists_one(t, has(t.name) && t.name == s.name))",message="step names must be unique"
-	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[0-9]+$'))",message="step names of the form step-<number> are reserved for unnamed steps"
+	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[1-9][0-9]?$') || int(s.name.substring(5)) > size(self) || has(self[int(s.name.substring(5)) - 1].name))",message="a step named step-<n> takes the name of the unnamed step at position n: name that step too, or choose another name"
 	Steps []Step `json:"steps"`
 
 	// modelStorage is the shared storage every step mounts read-only.
