@@ -132,10 +132,10 @@ build: manifests generate fmt vet ## Build the manager binary.
 
 .PHONY: run
 run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
-	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd; \
+	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
 	elif [ -f $(LOCAL_KUBECONFIG) ] && KUBECONFIG=$(LOCAL_KUBECONFIG) $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then \
 		echo "no cluster reachable through KUBECONFIG: using the local control plane ($(LOCAL_KUBECONFIG))"; \
-		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd; \
+		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd --enable-webhooks=false; \
 	else echo "no cluster reachable through KUBECONFIG and no local control plane: run 'make local-up' first" >&2; exit 1; fi
 
 ##@ Deployment
