@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -18,7 +19,7 @@ import (
 )
 
 var _ = Describe("the generated clientset", func() {
-	It("creates, gets, lists, updates, updates the status of and deletes a Pipeline", func(ctx context.Context) {
+	It("creates, gets, lists, updates, updates the status of, patches and deletes a Pipeline", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		pipelines := clientset.DistriInferV1beta1().Pipelines(ns)
 
@@ -63,6 +64,13 @@ var _ = Describe("the generated clientset", func() {
 		Expect(got.Status.ReadySteps).To(Equal("2/2"))
 		Expect(got.Spec.Steps[0].Image).To(Equal("nginx:1.27"))
 		Expect(got.Generation).To(Equal(int64(2)))
+
+		By("patching it")
+		patched, err := pipelines.Patch(ctx, sample.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"team":"vision"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(patched.Labels).To(HaveKeyWithValue("team", "vision"))
+		Expect(patched.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
 
 		By("deleting it")
 		Expect(pipelines.Delete(ctx, sample.Name, metav1.DeleteOptions{})).To(Succeed())
