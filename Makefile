@@ -9,6 +9,7 @@ IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pipeline-operator
 KUBE_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/kubernetes" {print $$3}' hack/tools/kube/go.mod)
 ETCD_VERSION := $(shell awk '$$1=="require" && $$2=="go.etcd.io/etcd/server/v3" {print $$3}' hack/tools/etcd/go.mod)
+CODEGEN_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/code-generator" {print $$3}' hack/tools/codegen/go.mod)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -16,6 +17,7 @@ KWOK_VERSION ?= v0.8.0
 
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
+CODEGEN_DIR := $(CACHE_DIR)/code-generator-$(CODEGEN_VERSION)
 ENVTEST_ASSETS := $(CACHE_DIR)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 CONTROLLER_GEN := $(CACHE_DIR)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 KUSTOMIZE := $(CACHE_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
@@ -48,8 +50,9 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate DeepCopy code.
+generate: $(CONTROLLER_GEN) $(CODEGEN_DIR)/client-gen ## Generate DeepCopy code and the Go client (pkg/client).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	hack/update-codegen.sh $(CODEGEN_DIR)
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -65,9 +68,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: verify
 verify: manifests generate fmt ## Regenerate code and manifests; fail when the tree changes.
-	@if [ -n "$$(git status --porcelain -- api config internal cmd bundle)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config internal cmd bundle pkg)" ]; then \
 		echo "generated files are stale: run 'make manifests generate fmt' and commit:"; \
-		git status --porcelain -- api config internal cmd bundle; git --no-pager diff --stat; exit 1; fi
+		git status --porcelain -- api config internal cmd bundle pkg; git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
 test: test-unit test-rules test-integration test-e2e ## Run every test: unit, alert rules, integration (envtest) and end-to-end.
@@ -82,7 +85,7 @@ test-rules: ## Check the alerting rules and dashboard with Prometheus's rule par
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... ./pkg/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
 
 .PHONY: test-e2e
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).
@@ -171,6 +174,8 @@ $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BI
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
+$(CODEGEN_DIR)/client-gen:
+	hack/build-tool.sh codegen $(CODEGEN_DIR)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
