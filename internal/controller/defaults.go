@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -15,6 +16,9 @@ const (
 	defaultMountPath = "/models"
 	defaultPort      = int32(80)
 	defaultReplicas  = int32(1)
+
+	defaultIngressPath     = "/"
+	defaultIngressPathType = networkingv1.PathTypePrefix
 )
 
 var (
@@ -85,4 +89,37 @@ func stepReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 		return *r
 	}
 	return defaultReplicas
+}
+
+// stepServiceType is the type of step i's Service: spec.expose.serviceType for the entry
+// step, ClusterIP for every other step and whenever expose leaves it out.
+func stepServiceType(p *pipelinev1beta1.Pipeline, i int) corev1.ServiceType {
+	if i == 0 && p.Spec.Expose != nil && p.Spec.Expose.ServiceType != "" {
+		return corev1.ServiceType(p.Spec.Expose.ServiceType)
+	}
+	return corev1.ServiceTypeClusterIP
+}
+
+// ingressSpec is the Ingress the spec asks for, nil when none.
+func ingressSpec(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.IngressExpose {
+	if p.Spec.Expose == nil {
+		return nil
+	}
+	return p.Spec.Expose.Ingress
+}
+
+// ingressPath is the path of the Ingress: spec.expose.ingress.path, else "/".
+func ingressPath(p *pipelinev1beta1.Pipeline) string {
+	if ing := ingressSpec(p); ing != nil && ing.Path != "" {
+		return ing.Path
+	}
+	return defaultIngressPath
+}
+
+// ingressPathType is how the Ingress path matches: spec.expose.ingress.pathType, else Prefix.
+func ingressPathType(p *pipelinev1beta1.Pipeline) networkingv1.PathType {
+	if ing := ingressSpec(p); ing != nil && ing.PathType != "" {
+		return networkingv1.PathType(ing.PathType)
+	}
+	return defaultIngressPathType
 }
