@@ -166,6 +166,88 @@ type ModelStorage struct {
 	MountPath string `json:"mountPath,omitempty"`
 }
 
+// ServiceType is the type of the Service in front of a Pipeline's entry (first) step.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+type ServiceType string
+
+const (
+	// ServiceTypeClusterIP makes the entry step reachable inside the cluster only.
+	ServiceTypeClusterIP ServiceType = "ClusterIP"
+	// ServiceTypeNodePort also opens a port on every node.
+	ServiceTypeNodePort ServiceType = "NodePort"
+	// ServiceTypeLoadBalancer also asks the cluster's load balancer for an external address.
+	ServiceTypeLoadBalancer ServiceType = "LoadBalancer"
+)
+
+// IngressPathType is how an Ingress path matches request paths.
+// +kubebuilder:validation:Enum=Prefix;Exact
+type IngressPathType string
+
+const (
+	// IngressPathTypePrefix matches the path and every path below it, element by element.
+	IngressPathTypePrefix IngressPathType = "Prefix"
+	// IngressPathTypeExact matches the path exactly.
+	IngressPathTypeExact IngressPathType = "Exact"
+)
+
+// IngressExpose is an Ingress that routes HTTP(S) traffic to the entry step's Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsSecretName) || has(self.host)",message="ingress.tlsSecretName needs ingress.host: a TLS certificate is issued for a host name"
+type IngressExpose struct {
+	// host is the DNS name the Ingress answers for. Empty accepts requests for any host
+	// (then the Ingress's load balancer address is the way in).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="ingress.host must be a DNS name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), such as infer.example.com"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9.]+$')",message="ingress.host must be a DNS name, not an IP address: leave host empty to accept requests for any address"
+	Host string `json:"host,omitempty"`
+
+	// path is the HTTP path routed to the entry step. Defaults to "/".
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="ingress.path must start with '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)|%2[fF]')",message="ingress.path must not contain '//', '.' or '..' segments or an encoded '/' (%2F)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]?#]')",message="ingress.path must not contain spaces, '?' or '#'"
+	Path string `json:"path,omitempty"`
+
+	// pathType is how path matches request paths: Prefix (path and everything below it) or
+	// Exact. Defaults to Prefix.
+	// +optional
+	// +kubebuilder:default=Prefix
+	PathType IngressPathType `json:"pathType,omitempty"`
+
+	// className is the IngressClass that serves the Ingress. Empty uses the cluster's
+	// default class.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClassName string `json:"className,omitempty"`
+
+	// tlsSecretName is the Secret, in the Pipeline's namespace, holding the TLS certificate
+	// and key for host. Setting it serves the entry step over HTTPS; it requires host.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+}
+
+// Expose says how the Pipeline's entry (first) step is reached from outside the cluster.
+type Expose struct {
+	// serviceType is the type of the entry step's Service: ClusterIP, NodePort or
+	// LoadBalancer. Defaults to ClusterIP. The other steps' Services stay ClusterIP.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	ServiceType ServiceType `json:"serviceType,omitempty"`
+
+	// ingress, when set, makes an Ingress that routes to the entry step's Service.
+	// +optional
+	Ingress *IngressExpose `json:"ingress,omitempty"`
+}
+
 // PipelineSpec is the desired state of a Pipeline.
 type PipelineSpec struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
@@ -181,6 +263,11 @@ type PipelineSpec struct {
 	// modelStorage is the shared storage every step mounts read-only.
 	// +required
 	ModelStorage ModelStorage `json:"modelStorage"`
+
+	// expose says how the entry (first) step is reached from outside the cluster. Without
+	// it every step has a ClusterIP Service only.
+	// +optional
+	Expose *Expose `json:"expose,omitempty"`
 }
 
 // PipelinePhase is the summary of a Pipeline's state.
@@ -222,6 +309,18 @@ const (
 	ServicePhasePending ServicePhase = "Pending"
 	// ServicePhaseReady means the Service exists and has its cluster IP.
 	ServicePhaseReady ServicePhase = "Ready"
+)
+
+// IngressPhase is the state of a Pipeline's Ingress.
+// +kubebuilder:validation:Enum=Pending;Ready
+type IngressPhase string
+
+const (
+	// IngressPhasePending means the Ingress does not exist yet or no ingress controller has
+	// published an address for it.
+	IngressPhasePending IngressPhase = "Pending"
+	// IngressPhaseReady means an ingress controller published the Ingress's address.
+	IngressPhaseReady IngressPhase = "Ready"
 )
 
 // StepStatus is the observed state of one step.
@@ -268,6 +367,10 @@ type DetailPhase struct {
 	// +optional
 	PVCPhase corev1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
 
+	// ingressPhase is the state of the Ingress of spec.expose.ingress; empty without one.
+	// +optional
+	IngressPhase IngressPhase `json:"ingressPhase,omitempty"`
+
 	// stepsPhase holds one entry per step, in spec order.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
@@ -294,6 +397,18 @@ type PipelineStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	ReadySteps string `json:"readySteps,omitempty"`
+
+	// url is where the entry step is reached from outside the cluster, once known: the
+	// Ingress's host (or its load balancer address) and path, else the load balancer address
+	// and port of a LoadBalancer Service. Empty until an address exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+
+	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
+	// Services).
+	// +optional
+	NodePort int32 `json:"nodePort,omitempty"`
 
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	// +optional

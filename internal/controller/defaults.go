@@ -4,6 +4,7 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -12,6 +13,12 @@ import (
 // The defaults live next to the API types (api/v1beta1/defaults.go), shared with the defaulting
 // webhook; these helpers read a Pipeline the way the operator acts on it, whether or not the
 // webhook wrote the defaults into its spec.
+
+// Values of spec.expose.ingress when it leaves them out (the CRD defaults them too).
+const (
+	defaultIngressPath     = "/"
+	defaultIngressPathType = networkingv1.PathTypePrefix
+)
 
 func storageType(p *pipelinev1beta1.Pipeline) pipelinev1beta1.StorageType {
 	return p.Spec.ModelStorage.EffectiveType()
@@ -52,4 +59,37 @@ func stepPort(p *pipelinev1beta1.Pipeline, i int) int32 {
 
 func stepReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectiveReplicas()
+}
+
+// stepServiceType is the type of step i's Service: spec.expose.serviceType for the entry
+// step, ClusterIP for every other step and whenever expose leaves it out.
+func stepServiceType(p *pipelinev1beta1.Pipeline, i int) corev1.ServiceType {
+	if i == 0 && p.Spec.Expose != nil && p.Spec.Expose.ServiceType != "" {
+		return corev1.ServiceType(p.Spec.Expose.ServiceType)
+	}
+	return corev1.ServiceTypeClusterIP
+}
+
+// ingressSpec is the Ingress the spec asks for, nil when none.
+func ingressSpec(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.IngressExpose {
+	if p.Spec.Expose == nil {
+		return nil
+	}
+	return p.Spec.Expose.Ingress
+}
+
+// ingressPath is the path of the Ingress: spec.expose.ingress.path, else "/".
+func ingressPath(p *pipelinev1beta1.Pipeline) string {
+	if ing := ingressSpec(p); ing != nil && ing.Path != "" {
+		return ing.Path
+	}
+	return defaultIngressPath
+}
+
+// ingressPathType is how the Ingress path matches: spec.expose.ingress.pathType, else Prefix.
+func ingressPathType(p *pipelinev1beta1.Pipeline) networkingv1.PathType {
+	if ing := ingressSpec(p); ing != nil && ing.PathType != "" {
+		return networkingv1.PathType(ing.PathType)
+	}
+	return defaultIngressPathType
 }

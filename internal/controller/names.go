@@ -46,6 +46,12 @@ func stepObjectName(p *pipelinev1beta1.Pipeline, i int) string {
 	return childName(p.Name, stepName(p, i))
 }
 
+// ingressName names the Ingress of a Pipeline: the Pipeline's own name, so that it stays the
+// same when the steps are renamed or reordered.
+func ingressName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Name)
+}
+
 // storageKey identifies the storage spec of a Pipeline. A PersistentVolume's source and most of
 // a claim's spec cannot change in place, so a different storage spec means new objects with
 // new names, and the old ones are removed once the steps have moved over.

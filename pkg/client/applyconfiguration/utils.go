@@ -34,6 +34,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=distri-infer.ndsl.cn, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("DetailPhase"):
 		return &apiv1beta1.DetailPhaseApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Expose"):
+		return &apiv1beta1.ExposeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("IngressExpose"):
+		return &apiv1beta1.IngressExposeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ModelStorage"):
 		return &apiv1beta1.ModelStorageApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Pipeline"):

@@ -19,6 +19,7 @@ limitations under the License.
 package v1beta1
 
 import (
+	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -31,6 +32,8 @@ type DetailPhaseApplyConfiguration struct {
 	PVPhase *v1.PersistentVolumePhase `json:"pvPhase,omitempty"`
 	// pvcPhase is the phase of the model PersistentVolumeClaim.
 	PVCPhase *v1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
+	// ingressPhase is the state of the Ingress of spec.expose.ingress; empty without one.
+	IngressPhase *apiv1beta1.IngressPhase `json:"ingressPhase,omitempty"`
 	// stepsPhase holds one entry per step, in spec order.
 	StepsPhase []StepStatusApplyConfiguration `json:"stepsPhase,omitempty"`
 }
@@ -54,6 +57,14 @@ func (b *DetailPhaseApplyConfiguration) WithPVPhase(value v1.PersistentVolumePha
 // If called multiple times, the PVCPhase field is set to the value of the last call.
 func (b *DetailPhaseApplyConfiguration) WithPVCPhase(value v1.PersistentVolumeClaimPhase) *DetailPhaseApplyConfiguration {
 	b.PVCPhase = &value
+	return b
+}
+
+// WithIngressPhase sets the IngressPhase field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IngressPhase field is set to the value of the last call.
+func (b *DetailPhaseApplyConfiguration) WithIngressPhase(value apiv1beta1.IngressPhase) *DetailPhaseApplyConfiguration {
+	b.IngressPhase = &value
 	return b
 }
 

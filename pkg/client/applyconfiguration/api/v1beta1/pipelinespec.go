@@ -28,6 +28,9 @@ type PipelineSpecApplyConfiguration struct {
 	Steps []StepApplyConfiguration `json:"steps,omitempty"`
 	// modelStorage is the shared storage every step mounts read-only.
 	ModelStorage *ModelStorageApplyConfiguration `json:"modelStorage,omitempty"`
+	// expose says how the entry (first) step is reached from outside the cluster. Without
+	// it every step has a ClusterIP Service only.
+	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
 }
 
 // PipelineSpecApplyConfiguration constructs a declarative configuration of the PipelineSpec type for use with
@@ -54,5 +57,13 @@ func (b *PipelineSpecApplyConfiguration) WithSteps(values ...*StepApplyConfigura
 // If called multiple times, the ModelStorage field is set to the value of the last call.
 func (b *PipelineSpecApplyConfiguration) WithModelStorage(value *ModelStorageApplyConfiguration) *PipelineSpecApplyConfiguration {
 	b.ModelStorage = value
+	return b
+}
+
+// WithExpose sets the Expose field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Expose field is set to the value of the last call.
+func (b *PipelineSpecApplyConfiguration) WithExpose(value *ExposeApplyConfiguration) *PipelineSpecApplyConfiguration {
+	b.Expose = value
 	return b
 }

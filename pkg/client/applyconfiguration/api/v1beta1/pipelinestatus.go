@@ -36,6 +36,13 @@ type PipelineStatusApplyConfiguration struct {
 	Models *string `json:"models,omitempty"`
 	// readySteps is "<available steps>/<steps>".
 	ReadySteps *string `json:"readySteps,omitempty"`
+	// url is where the entry step is reached from outside the cluster, once known: the
+	// Ingress's host (or its load balancer address) and path, else the load balancer address
+	// and port of a LoadBalancer Service. Empty until an address exists.
+	URL *string `json:"url,omitempty"`
+	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
+	// Services).
+	NodePort *int32 `json:"nodePort,omitempty"`
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	PVName *string `json:"pvName,omitempty"`
 	// pvcName is the name of the claim every step mounts.
@@ -81,6 +88,22 @@ func (b *PipelineStatusApplyConfiguration) WithModels(value string) *PipelineSta
 // If called multiple times, the ReadySteps field is set to the value of the last call.
 func (b *PipelineStatusApplyConfiguration) WithReadySteps(value string) *PipelineStatusApplyConfiguration {
 	b.ReadySteps = &value
+	return b
+}
+
+// WithURL sets the URL field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the URL field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithURL(value string) *PipelineStatusApplyConfiguration {
+	b.URL = &value
+	return b
+}
+
+// WithNodePort sets the NodePort field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodePort field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithNodePort(value int32) *PipelineStatusApplyConfiguration {
+	b.NodePort = &value
 	return b
 }
 

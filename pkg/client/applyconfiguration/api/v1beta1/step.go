@@ -29,7 +29,7 @@ import (
 // Step is one stage of a Pipeline: a container that loads one model, pinned to one node.
 type StepApplyConfiguration struct {
 	// name identifies the step; it names the step's Deployment and Service
-	// (<pipeline>-<name>). Unnamed steps are called step-<1-based index>.
+	// (<pipeline>-<name>). Defaults to step-<1-based position>.
 	Name *string `json:"name,omitempty"`
 	// image is the container image of the step.
 	Image *string `json:"image,omitempty"`
