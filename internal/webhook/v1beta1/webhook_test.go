@@ -268,6 +268,18 @@ var _ = Describe("Pipeline admission", func() {
 		}, "spec.modelStorage.accessModes[0]", "Unsupported value"),
 		Entry("a relative mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "models" },
 			"spec.modelStorage.mountPath", "should match '^/'"),
+		Entry("an unknown entry Service type", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: "ExternalName"}
+		}, "spec.expose.serviceType", "Unsupported value"),
+		Entry("an Ingress host that is no DNS name", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "Infer_Example"}}
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name"),
+		Entry("an Ingress TLS secret without a host", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{TLSSecretName: "infer-tls"}}
+		}, "spec.expose.ingress", "ingress.tlsSecretName needs ingress.host"),
+		Entry("a relative Ingress path", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "infer"}}
+		}, "spec.expose.ingress.path", "ingress.path must start with '/'"),
 		Entry("the root as mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
 			"spec.modelStorage.mountPath", "must not be the root directory"),
 	)
