@@ -73,7 +73,7 @@ verify: manifests generate fmt ## Regenerate code and manifests; fail when the t
 		git status --porcelain -- api config internal cmd bundle pkg; git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-integration test-e2e ## Run every test: unit, alert rules, integration (envtest) and end-to-end.
+test: test-unit test-rules test-integration test-fuzz test-e2e ## Run every test: unit, alert rules, integration (envtest), fuzzing and end-to-end.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
@@ -85,7 +85,7 @@ test-rules: ## Check the alerting rules and dashboard with Prometheus's rule par
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... ./pkg/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... ./pkg/... -run 'TestIntegration|FuzzPipeline' -count=1 -timeout 20m
 
 .PHONY: test-e2e
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).
@@ -94,6 +94,12 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 	$(MAKE) -s local-up && \
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
 	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
+
+FUZZTIME ?= 30s
+
+.PHONY: test-fuzz
+test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook) and the child builders for $(FUZZTIME).
+	go test ./internal/controller/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME)
 
 BENCH_SIZES ?= 100,300,1000
 

@@ -604,6 +604,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(names).To(ConsistOf(stepObjectName(p, 0), stepObjectName(p, 1)))
 	})
 })
+
 // gone reports whether the object is deleted, or is only waiting on other controllers'
 // finalizers (envtest runs none of the controllers that would remove them).
 func gone(ctx context.Context, obj client.Object, ns, name string) bool {

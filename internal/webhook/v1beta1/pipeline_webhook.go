@@ -71,7 +71,7 @@ func (*Validator) ValidateDelete(context.Context, *pipelinev1beta1.Pipeline) (ad
 }
 
 func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
-	if errs := validatePipeline(p); len(errs) > 0 {
+	if errs := ValidatePipeline(p); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
 	return warnings(p, old, v.nodeExists(ctx)), nil

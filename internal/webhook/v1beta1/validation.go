@@ -23,11 +23,11 @@ var injectedEnv = sets.New("MODEL_NAME", "MODEL_PATH", "PIPELINE_NAME", "STEP_NA
 // hostnameLabel is the node label a step's location selects on.
 const hostnameLabel = "kubernetes.io/hostname"
 
-// validatePipeline returns what the CRD schema cannot check: image references, node and
+// ValidatePipeline returns what the CRD schema cannot check: image references, node and
 // object names, storage parameters, quantities and the pod fields the apiserver would
 // otherwise refuse only when the operator writes the step's Deployment. It is pure: the
 // checks that need the cluster are warnings (see warnings).
-func validatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
+func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
 	stepsPath := specPath.Child("steps")
@@ -142,6 +142,27 @@ var accessModes = []string{
 }
 
 func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
+	errs := validateStorageSource(m, mp)
+	errs = append(errs, validateAccessModes(m.AccessModes, mp.Child("accessModes"))...)
+	if m.Capacity != nil && m.Capacity.Sign() <= 0 {
+		errs = append(errs, field.Invalid(mp.Child("capacity"), m.Capacity.String(), "must be greater than zero, e.g. 10Gi"))
+	}
+	if mount := m.MountPath; mount != "" {
+		switch {
+		case mount == "/":
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not be the root directory"))
+		case path.Clean(mount) != mount:
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(mount))))
+		case strings.Contains(mount, ":"):
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not contain ':'"))
+		}
+	}
+	return errs
+}
+
+// validateStorageSource checks what says where the models are: the NFS export, the CSI driver,
+// the StorageClass or the claim.
+func validateStorageSource(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	params := mp.Child("csiParameter")
 	switch m.EffectiveType() {
@@ -168,29 +189,20 @@ func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.Erro
 			errs = append(errs, field.Invalid(mp.Child("claimName"), m.ClaimName, "not a valid claim name: "+msg))
 		}
 	}
-	if m.Capacity != nil && m.Capacity.Sign() <= 0 {
-		errs = append(errs, field.Invalid(mp.Child("capacity"), m.Capacity.String(), "must be greater than zero, e.g. 10Gi"))
-	}
+	return errs
+}
+
+func validateAccessModes(modes []corev1.PersistentVolumeAccessMode, ap *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	seen := sets.New[corev1.PersistentVolumeAccessMode]()
-	for i, am := range m.AccessModes {
-		ap := mp.Child("accessModes").Index(i)
+	for i, am := range modes {
 		switch {
 		case !slices.Contains(accessModes, string(am)):
-			errs = append(errs, field.NotSupported(ap, am, accessModes))
+			errs = append(errs, field.NotSupported(ap.Index(i), am, accessModes))
 		case seen.Has(am):
-			errs = append(errs, field.Duplicate(ap, am))
+			errs = append(errs, field.Duplicate(ap.Index(i), am))
 		}
 		seen.Insert(am)
-	}
-	if mount := m.MountPath; mount != "" {
-		switch {
-		case mount == "/":
-			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not be the root directory"))
-		case path.Clean(mount) != mount:
-			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(mount))))
-		case strings.Contains(mount, ":"):
-			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not contain ':'"))
-		}
 	}
 	return errs
 }

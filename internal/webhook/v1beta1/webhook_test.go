@@ -197,7 +197,9 @@ var _ = Describe("Pipeline admission", func() {
 			"spec.steps[0].model", "should be at least 1 chars long"),
 		Entry("a model outside the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
 			"spec.steps[0].model", "must not contain '.' or '..' path segments"),
-		Entry("an arg the operator sets", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"} },
+		Entry("an arg the operator sets", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"}
+		},
 			"spec.steps[1].args", "args must not set MODEL_NAME, MODEL_PATH"),
 		Entry("an arg that is no environment variable name", func(p *pipelinev1beta1.Pipeline) {
 			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"batch size": "8"}
