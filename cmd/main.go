@@ -13,11 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 )
 
 var scheme = runtime.NewScheme()
@@ -60,18 +59,9 @@ func main() {
 	if !enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	metricsOpts := metricsserver.Options{
-		BindAddress:   metricsAddr,
-		SecureServing: secureMetrics,
-		TLSOpts:       tlsOpts,
-	}
-	if secureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsOpts,
+		Metrics:                 manager.MetricsServerOptions(metricsAddr, secureMetrics, tlsOpts),
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "pipeline-operator.distri-infer.ndsl.cn",
