@@ -84,8 +84,8 @@ test-rules: ## Check the alerting rules and dashboard with Prometheus's rule par
 	cd hack/tools/rulecheck && GOFLAGS=-mod=mod go test ./... -count=1
 
 .PHONY: test-integration
-test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... ./pkg/... -run 'TestIntegration|FuzzPipeline' -count=1 -timeout 20m
+test-integration: manifests generate envtest $(KUSTOMIZE) ## Integration tests against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE=$(KUSTOMIZE) go test ./internal/... ./pkg/... -run 'TestIntegration|FuzzPipeline' -count=1 -timeout 20m
 
 .PHONY: test-e2e
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).

@@ -114,6 +114,13 @@ type Step struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// securityContext is the security context of the step's container. When set it replaces
+	// the operator's defaults (allowPrivilegeEscalation false; in a namespace that enforces the
+	// restricted Pod Security level also runAsNonRoot true and every capability dropped); the
+	// pod keeps its RuntimeDefault seccomp profile either way.
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelStorage is the shared storage the steps load their models from.

@@ -37,7 +37,7 @@ func TestContains(t *testing.T) {
 
 func TestUpToDate(t *testing.T) {
 	p := loadSample(t, "default")
-	a, err := newAppliedObject(desiredStepDeployment(p, 0))
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestUpToDate(t *testing.T) {
 
 	// A spec that drops a field changes the hash even though the old object contains the new one.
 	p.Spec.Steps[0].Args = nil
-	b, err := newAppliedObject(desiredStepDeployment(p, 0))
+	b, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestUpToDate(t *testing.T) {
 
 func TestCachedDeploymentsStayComparable(t *testing.T) {
 	p := loadSample(t, "default")
-	a, err := newAppliedObject(desiredStepDeployment(p, 0))
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestCachedDeploymentsStayComparable(t *testing.T) {
 	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
 	pod := &d.Spec.Template.Spec
 	pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = corev1.RestartPolicyAlways, corev1.DNSClusterFirst, "default-scheduler"
-	pod.TerminationGracePeriodSeconds, pod.SecurityContext = ptr.To[int64](30), &corev1.PodSecurityContext{}
+	pod.TerminationGracePeriodSeconds = ptr.To[int64](30)
 	pod.Containers[0].TerminationMessagePath = "/dev/termination-log"
 	pod.Containers[0].ImagePullPolicy = corev1.PullAlways
 

@@ -56,6 +56,7 @@ type PipelineReconciler struct {
 type scope struct {
 	pipeline     *pipelinev1beta1.Pipeline
 	obs          *observed
+	podSecurity  PodSecurityLevel
 	requeueAfter time.Duration
 	mu           sync.Mutex
 	// created are the children this pass created, by "Kind name", for one event.
@@ -113,6 +114,7 @@ func (s *scope) conflict(kind, name string) {
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes the children of one Pipeline match its spec and records its status.
@@ -245,6 +247,11 @@ func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) err
 
 // reconcileSteps makes the Deployment and Service of every step exist as the spec says.
 func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error {
+	level, err := r.podSecurityLevel(ctx, s.pipeline.Namespace)
+	if err != nil {
+		return err
+	}
+	s.podSecurity = level
 	// Steps are independent of each other: their writes go out together, so a pass takes
 	// the time of one step, not of all of them.
 	errs := make([]error, len(s.pipeline.Spec.Steps))
@@ -267,7 +274,7 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i))
+	ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i, s.podSecurity))
 	if err != nil {
 		return err
 	}
@@ -296,6 +303,21 @@ func (r *PipelineReconciler) reconcileIngress(ctx context.Context, s *scope) err
 		s.obs.ingress = ing
 	}
 	return err
+}
+
+// podSecurityLevel is the Pod Security level namespace ns enforces, read from the cached
+// namespace metadata (the apiserver when the cache does not hold the namespace yet).
+func (r *PipelineReconciler) podSecurityLevel(ctx context.Context, ns string) (PodSecurityLevel, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, m)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, m)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get namespace %s: %w", ns, err)
+	}
+	return namespacePodSecurity(m.GetLabels()), nil
 }
 
 // checkLocation reports a step pinned to a node that does not exist: its pods could never be

@@ -47,8 +47,8 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 	}
 }
 
-// SetupWithManager registers the reconciler: it watches Pipelines, their children and the
-// appearance or disappearance of nodes.
+// SetupWithManager registers the reconciler: it watches Pipelines, their children, the
+// appearance or disappearance of nodes and the Pod Security level of namespaces.
 func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{}))
 	for _, o := range opts {
@@ -57,8 +57,9 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*bu
 	return b.Complete(r)
 }
 
-// watches adds what the Pipeline controller watches besides Pipelines: their children and the
-// appearance or disappearance of nodes.
+// watches adds what the Pipeline controller watches besides Pipelines: their children, the
+// appearance or disappearance of nodes, and namespaces whose Pod Security level changes (the
+// step pods' security context depends on it). Nodes and namespaces are watched as metadata only.
 func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Owns(&appsv1.Deployment{}).
@@ -68,6 +69,8 @@ func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodeMembershipChanged())).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
+			builder.WithPredicates(podSecurityLevelChanged())).
 		Named("pipeline")
 }
 
@@ -102,6 +105,32 @@ func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Obj
 	return reqs
 }
 
+// pipelinesInNamespace maps a namespace to its Pipelines.
+func (r *PipelineReconciler) pipelinesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// podSecurityLevelChanged passes namespace updates that change the enforced Pod Security
+// level. A new namespace holds no Pipeline yet, and the Pipelines of a deleted one go with it.
+func podSecurityLevelChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return namespacePodSecurity(e.ObjectOld.GetLabels()) != namespacePodSecurity(e.ObjectNew.GetLabels())
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
 // nodeMembershipChanged passes node events that can change whether a location exists: a node
 // added or removed, or its hostname label changed. Status heartbeats are ignored.
 func nodeMembershipChanged() predicate.Predicate {
@@ -120,7 +149,7 @@ func stripDeploymentDefaults(obj any) (any, error) {
 	if d, ok := obj.(*appsv1.Deployment); ok && err == nil {
 		pod := &d.Spec.Template.Spec
 		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
-		pod.TerminationGracePeriodSeconds, pod.SecurityContext = nil, nil
+		pod.TerminationGracePeriodSeconds = nil
 		for i := range pod.Containers {
 			c := &pod.Containers[i]
 			c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = "", "", ""

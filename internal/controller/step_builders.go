@@ -74,8 +74,9 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 }
 
 // desiredStepDeployment is the Deployment of step i: its pods run on the step's node, mount the
-// model claim read-only and receive the step's configuration as environment variables.
-func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int) *appsv1ac.DeploymentApplyConfiguration {
+// model claim read-only and receive the step's configuration as environment variables. level is
+// the Pod Security level the Pipeline's namespace enforces; the pods are admitted there.
+func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel) *appsv1ac.DeploymentApplyConfiguration {
 	s := p.Spec.Steps[i]
 	labels := stepLabels(p, i)
 	port := stepPort(p, i)
@@ -91,12 +92,14 @@ func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int) *appsv1ac.Deploym
 		WithVolumeMounts(corev1ac.VolumeMount().
 			WithName(modelVolumeName).
 			WithMountPath(mountPath(p)).
-			WithReadOnly(true))
+			WithReadOnly(true)).
+		WithSecurityContext(stepSecurityContext(s, level))
 	if s.Resources != nil {
 		container.WithResources(convert[corev1ac.ResourceRequirementsApplyConfiguration](*s.Resources))
 	}
 
 	pod := corev1ac.PodSpec().
+		WithSecurityContext(stepPodSecurityContext()).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
 			WithName(modelVolumeName).

@@ -20,6 +20,7 @@ package v1beta1
 
 import (
 	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	v1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -56,6 +57,11 @@ type StepApplyConfiguration struct {
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// tolerations let the step's pods run on tainted nodes.
 	Tolerations []v1.TolerationApplyConfiguration `json:"tolerations,omitempty"`
+	// securityContext is the security context of the step's container. When set it replaces
+	// the operator's defaults (allowPrivilegeEscalation false; in a namespace that enforces the
+	// restricted Pod Security level also runAsNonRoot true and every capability dropped); the
+	// pod keeps its RuntimeDefault seccomp profile either way.
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // StepApplyConfiguration constructs a declarative configuration of the Step type for use with
@@ -171,5 +177,13 @@ func (b *StepApplyConfiguration) WithTolerations(values ...*v1.TolerationApplyCo
 		}
 		b.Tolerations = append(b.Tolerations, *values[i])
 	}
+	return b
+}
+
+// WithSecurityContext sets the SecurityContext field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SecurityContext field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithSecurityContext(value corev1.SecurityContext) *StepApplyConfiguration {
+	b.SecurityContext = &value
 	return b
 }

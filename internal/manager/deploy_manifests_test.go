@@ -1,0 +1,148 @@
+package manager
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+)
+
+// deployManifests is what `make deploy` applies: config/default built by kustomize (the
+// binary the Makefile builds, named by $KUSTOMIZE).
+func deployManifests() []*unstructured.Unstructured {
+	GinkgoHelper()
+	kustomize := os.Getenv("KUSTOMIZE")
+	Expect(kustomize).NotTo(BeEmpty(), "KUSTOMIZE names the kustomize binary: run `make test-integration`")
+	out, err := exec.Command(kustomize, "build", filepath.Join("..", "..", "config", "default")).Output()
+	Expect(err).NotTo(HaveOccurred(), "kustomize build config/default")
+
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		Expect(utilyaml.Unmarshal(doc, &u.Object)).To(Succeed())
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// the returns the one object of kind named name among objs, as T.
+func the[T any](objs []*unstructured.Unstructured, kind, name string) *T {
+	GinkgoHelper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			out := new(T)
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)).To(Succeed())
+			return out
+		}
+	}
+	Fail("no " + kind + " " + name + " in the manifests")
+	return nil
+}
+
+var _ = Describe("The manifests of make deploy", Ordered, func() {
+	const ns = "pipeline-operator-system"
+	var (
+		ctx     context.Context
+		objs    []*unstructured.Unstructured
+		manager *appsv1.Deployment
+	)
+	BeforeAll(func() {
+		ctx = context.Background()
+		objs = deployManifests()
+		manager = the[appsv1.Deployment](objs, "Deployment", "pipeline-operator-controller-manager")
+	})
+
+	It("are all accepted by the apiserver", func() {
+		namespace := the[corev1.Namespace](objs, "Namespace", ns)
+		Expect(k8sClient.Create(ctx, namespace)).To(Succeed())
+		for _, u := range objs {
+			if u.GetKind() == "Namespace" {
+				continue
+			}
+			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()),
+				client.FieldOwner("manifest-test"), client.ForceOwnership, client.DryRunAll)).
+				To(Succeed(), "%s %s", u.GetKind(), u.GetName())
+		}
+	})
+
+	It("run the manager's pod in its namespace, which enforces the restricted Pod Security level", func() {
+		namespace := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, namespace)).To(Succeed())
+		Expect(namespace.Labels).To(HaveKeyWithValue(controller.LabelPodSecurityEnforce, string(controller.PodSecurityRestricted)))
+
+		pod := func(template corev1.PodTemplateSpec) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "manager-", Namespace: ns, Labels: template.Labels}, Spec: template.Spec}
+		}
+		Expect(k8sClient.Create(ctx, pod(manager.Spec.Template), client.DryRunAll)).To(Succeed())
+
+		By("refusing the same pod without runAsNonRoot: the level is really enforced")
+		weaker := manager.Spec.Template.DeepCopy()
+		weaker.Spec.SecurityContext.RunAsNonRoot = nil
+		err := k8sClient.Create(ctx, pod(*weaker), client.DryRunAll)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	})
+
+	It("give the manager a read-only root filesystem and bounded resources", func() {
+		c := manager.Spec.Template.Spec.Containers[0]
+		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			Expect(c.Resources.Requests).To(HaveKey(r))
+			Expect(c.Resources.Limits).To(HaveKey(r))
+		}
+	})
+
+	It("let only labelled namespaces reach the metrics port, and anyone the webhook port", func() {
+		podLabels := labels.Set(manager.Spec.Template.Labels)
+		selects := func(np *networkingv1.NetworkPolicy) bool {
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			Expect(err).NotTo(HaveOccurred())
+			return sel.Matches(podLabels)
+		}
+		port := func(p int) []networkingv1.NetworkPolicyPort {
+			return []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt(p))}}
+		}
+
+		metrics := the[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "pipeline-operator-allow-metrics-traffic")
+		Expect(selects(metrics)).To(BeTrue(), "the policy selects the manager's pod")
+		Expect(metrics.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
+		Expect(metrics.Spec.Ingress).To(Equal([]networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}},
+			Ports: port(8443),
+		}}))
+		service := the[corev1.Service](objs, "Service", "pipeline-operator-controller-manager-metrics-service")
+		Expect(service.Spec.Ports[0].TargetPort).To(Equal(intstr.FromInt(8443)), "the policy opens the port the metrics Service targets")
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--metrics-bind-address=:8443"))
+
+		webhook := the[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "pipeline-operator-allow-webhook-traffic")
+		Expect(selects(webhook)).To(BeTrue(), "the policy selects the manager's pod")
+		Expect(webhook.Spec.Ingress).To(Equal([]networkingv1.NetworkPolicyIngressRule{{Ports: port(9443)}}), "from any source")
+	})
+})

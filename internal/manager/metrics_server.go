@@ -1,0 +1,26 @@
+// Package manager holds how the operator's manager serves its endpoints.
+package manager
+
+import (
+	"crypto/tls"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// MetricsServerOptions are the options of the manager's metrics endpoint at bindAddress. When
+// secure, it serves HTTPS and answers only callers that the kube-apiserver authenticates (a
+// TokenReview of their bearer token) and authorizes to get /metrics (a SubjectAccessReview):
+// 401 without a valid token, 403 without the permission. Otherwise it serves plain HTTP to
+// anyone. tlsOpts adjust the TLS configuration of the secure endpoint.
+func MetricsServerOptions(bindAddress string, secure bool, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	opts := metricsserver.Options{
+		BindAddress:   bindAddress,
+		SecureServing: secure,
+		TLSOpts:       tlsOpts,
+	}
+	if secure {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
+}
