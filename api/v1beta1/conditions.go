@@ -43,4 +43,20 @@ const (
 	ReasonReconcileSucceeded = "ReconcileSucceeded"
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonDeleteFailed       = "DeleteFailed"
+	// ReasonPaused means the Pipeline carries PausedAnnotation: its children are left as they are.
+	ReasonPaused = "Paused"
+)
+
+// PausedAnnotation, set to "true" on a Pipeline, stops the operator from touching its children:
+// drift is not repaired and spec edits are not applied until the annotation is removed (or set
+// to anything else). Deleting a paused Pipeline still removes its children.
+const PausedAnnotation = "distri-infer.ndsl.cn/paused"
+
+// Reasons of the operator's Upgradeable OperatorCondition (OLM).
+const (
+	// ReasonPipelinesRollingOut means at least one Pipeline is rolling out: an upgrade of the
+	// operator waits until it is done.
+	ReasonPipelinesRollingOut = "PipelinesRollingOut"
+	// ReasonNoRollouts means no Pipeline is rolling out: the operator may be upgraded.
+	ReasonNoRollouts = "NoRollouts"
 )
