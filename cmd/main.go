@@ -36,14 +36,23 @@ func main() {
 		enableHTTP2    bool
 		leaderElectNS  string
 		maxConcurrency int
+		lease          = controller.DefaultLeaseTimings()
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false,
-		"Elect a leader so that only one manager reconciles at a time (on when more than one replica runs).")
+		"Elect a leader through a Lease so that only one replica reconciles at a time (config/manager sets it). "+
+			"The leader releases the Lease when it stops cleanly, so another replica takes over within the retry period; "+
+			"after a crash the others wait for the lease duration.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "",
-		"Namespace of the leader election lease; defaults to the manager's own namespace.")
+		"Namespace of the leader election Lease; defaults to the manager's own namespace (required outside a cluster).")
+	flag.DurationVar(&lease.LeaseDuration, "leader-elect-lease-duration", lease.LeaseDuration,
+		"How long the other replicas wait after the leader's last renewal before taking over: what a crash of the leader costs.")
+	flag.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", lease.RenewDeadline,
+		"How long the leader retries renewing before it stops reconciling and exits; shorter than the lease duration.")
+	flag.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", lease.RetryPeriod,
+		"How often the leader renews the Lease and the other replicas try to acquire it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false,
@@ -69,15 +78,16 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "pipeline-operator.distri-infer.ndsl.cn",
-		LeaderElectionNamespace: leaderElectNS,
-		Cache:                   controller.CacheOptions(),
-	})
+	mgrOpts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: probeAddr,
+		Cache:                  controller.CacheOptions(),
+	}
+	if leaderElect {
+		controller.EnableLeaderElection(&mgrOpts, controller.LeaderElectionID, leaderElectNS, lease)
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
 	if err != nil {
 		setupLog.Error(err, "unable to create manager")
 		os.Exit(1)
@@ -114,3 +124,4 @@ func main() {
 		os.Exit(1)
 	}
 }
+
