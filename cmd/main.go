@@ -4,12 +4,17 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
+
+	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/operator-framework/operator-lib/conditions"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -25,6 +30,7 @@ var scheme = runtime.NewScheme()
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(pipelinev1beta1.AddToScheme(scheme))
+	utilruntime.Must(apiv2.AddToScheme(scheme))
 }
 
 func main() {
@@ -109,6 +115,11 @@ func main() {
 		os.Exit(1)
 	}
 
+	if err := setupOperatorCondition(mgr); err != nil {
+		setupLog.Error(err, "unable to set up the OperatorCondition controller")
+		os.Exit(1)
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")
 		os.Exit(1)
@@ -125,3 +136,21 @@ func main() {
 	}
 }
 
+// setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition
+// when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off.
+func setupOperatorCondition(mgr ctrl.Manager) error {
+	setupLog := ctrl.Log.WithName("setup")
+	// The OperatorCondition is read and written directly: caching it would watch every
+	// OperatorCondition of the cluster for one object.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create a client for the OperatorCondition: %w", err)
+	}
+	cond, err := conditions.InClusterFactory{Client: direct}.NewCondition(apiv2.ConditionType(apiv2.Upgradeable))
+	if err != nil {
+		setupLog.Info("OLM OperatorCondition off: the operator does not run under OLM", "reason", err.Error())
+		return nil
+	}
+	setupLog.Info("OLM OperatorCondition on: Upgradeable is False while a Pipeline rolls out")
+	return (&controller.UpgradeableReconciler{Client: mgr.GetClient(), Condition: cond}).SetupWithManager(mgr)
+}

@@ -6,6 +6,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/operator-framework/operator-lib/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,12 +43,13 @@ func forOwnManagers(ns string) func(*pipelinev1beta1.Pipeline) {
 	return func(p *pipelinev1beta1.Pipeline) { metav1.SetMetaDataLabel(&p.ObjectMeta, ownManagerLabel, ns) }
 }
 
-// lifecycleScheme knows the operator's types.
+// lifecycleScheme knows the operator's types and OLM's OperatorCondition.
 func lifecycleScheme() *runtime.Scheme {
 	GinkgoHelper()
 	s := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(s)).To(Succeed())
+	Expect(apiv2.AddToScheme(s)).To(Succeed())
 	return s
 }
 
@@ -65,6 +68,8 @@ type ownManagerOptions struct {
 	// leaseID, when set, turns on leader election for the Lease of that name in the test's namespace.
 	leaseID string
 	lease   LeaseTimings
+	// condition, when set, runs the Upgradeable controller with it.
+	condition conditions.Condition
 }
 
 // startOwnManager starts a manager for the Pipelines of the test in namespace ns, set up as
@@ -97,6 +102,9 @@ func startOwnManager(ns string, o ownManagerOptions) *ownManager {
 		Recorder:  m.mgr.GetEventRecorder("pipeline-operator"),
 	}, passes: m.passes}
 	Expect(r.SetupWithManager(m.mgr)).To(Succeed())
+	if o.condition != nil {
+		Expect((&UpgradeableReconciler{Client: m.mgr.GetClient(), Condition: o.condition}).SetupWithManager(m.mgr)).To(Succeed())
+	}
 
 	var ctx context.Context
 	ctx, m.cancel = context.WithCancel(context.Background())
