@@ -17,7 +17,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
-func TestIsPaused(t *testing.T) {
+func TestPausedAnnotation(t *testing.T) {
 	for value, want := range map[string]bool{"true": true, "false": false, "": false, "True": false, "yes": false} {
 		p := &pipelinev1beta1.Pipeline{}
 		p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: value}
