@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/operator-framework/operator-lib/conditions"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +34,7 @@ var scheme = runtime.NewScheme()
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(pipelinev1beta1.AddToScheme(scheme))
+	utilruntime.Must(apiv2.AddToScheme(scheme))
 }
 
 func main() {
@@ -44,14 +47,23 @@ func main() {
 		leaderElectNS  string
 		maxConcurrency int
 		webhooks       webhookFlags
+		lease          = controller.DefaultLeaseTimings()
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false,
-		"Elect a leader so that only one manager reconciles at a time (on when more than one replica runs).")
+		"Elect a leader through a Lease so that only one replica reconciles at a time (config/manager sets it). "+
+			"The leader releases the Lease when it stops cleanly, so another replica takes over within the retry period; "+
+			"after a crash the others wait for the lease duration.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "",
-		"Namespace of the leader election lease; defaults to the manager's own namespace.")
+		"Namespace of the leader election Lease; defaults to the manager's own namespace (required outside a cluster).")
+	flag.DurationVar(&lease.LeaseDuration, "leader-elect-lease-duration", lease.LeaseDuration,
+		"How long the other replicas wait after the leader's last renewal before taking over: what a crash of the leader costs.")
+	flag.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", lease.RenewDeadline,
+		"How long the leader retries renewing before it stops reconciling and exits; shorter than the lease duration.")
+	flag.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", lease.RetryPeriod,
+		"How often the leader renews the Lease and the other replicas try to acquire it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false,
@@ -80,16 +92,17 @@ func main() {
 		webhookServer = webhook.NewServer(webhook.Options{Port: webhooks.port, CertDir: certDir, TLSOpts: tlsOpts})
 	}
 
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 manager.MetricsServerOptions(metricsAddr, secureMetrics, tlsOpts),
-		WebhookServer:           webhookServer,
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "pipeline-operator.distri-infer.ndsl.cn",
-		LeaderElectionNamespace: leaderElectNS,
-		Cache:                   controller.CacheOptions(),
-	})
+	mgrOpts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                manager.MetricsServerOptions(metricsAddr, secureMetrics, tlsOpts),
+		WebhookServer:          webhookServer,
+		HealthProbeBindAddress: probeAddr,
+		Cache:                  controller.CacheOptions(),
+	}
+	if leaderElect {
+		controller.EnableLeaderElection(&mgrOpts, controller.LeaderElectionID, leaderElectNS, lease)
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		setupLog.Error(err, "unable to create manager")
 		os.Exit(1)
@@ -116,6 +129,10 @@ func main() {
 			setupLog.Error(err, "unable to set up the Pipeline webhooks")
 			os.Exit(1)
 		}
+	}
+	if err := setupOperatorCondition(mgr); err != nil {
+		setupLog.Error(err, "unable to set up the OperatorCondition controller")
+		os.Exit(1)
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -192,4 +209,23 @@ func (w *webhookFlags) certificates(ctx context.Context, cfg *rest.Config) (stri
 		return "", err
 	}
 	return dir, nil
+}
+
+// setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition
+// when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off.
+func setupOperatorCondition(mgr ctrl.Manager) error {
+	setupLog := ctrl.Log.WithName("setup")
+	// The OperatorCondition is read and written directly: caching it would watch every
+	// OperatorCondition of the cluster for one object.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create a client for the OperatorCondition: %w", err)
+	}
+	cond, err := conditions.InClusterFactory{Client: direct}.NewCondition(apiv2.ConditionType(apiv2.Upgradeable))
+	if err != nil {
+		setupLog.Info("OLM OperatorCondition off: the operator does not run under OLM", "reason", err.Error())
+		return nil
+	}
+	setupLog.Info("OLM OperatorCondition on: Upgradeable is False while a Pipeline rolls out")
+	return (&controller.UpgradeableReconciler{Client: mgr.GetClient(), Condition: cond}).SetupWithManager(mgr)
 }

@@ -43,4 +43,25 @@ const (
 	ReasonReconcileSucceeded = "ReconcileSucceeded"
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonDeleteFailed       = "DeleteFailed"
+	// ReasonPaused means the Pipeline carries PausedAnnotation: its children are left as they are.
+	ReasonPaused = "Paused"
+)
+
+// PausedAnnotation is the annotation that, set to "true" on a Pipeline, stops the operator from
+// touching its children: drift is not repaired and spec edits are not applied until the
+// annotation is removed (or set to anything else). Deleting a paused Pipeline still removes its
+// children.
+const PausedAnnotation = "distri-infer.ndsl.cn/paused"
+
+// ConditionUpgradeable is the condition the operator sets on its OLM OperatorCondition: False
+// while a Pipeline is rolling out, so that OLM does not replace the operator in the middle of it.
+const ConditionUpgradeable = "Upgradeable"
+
+// Reasons of the operator's Upgradeable OperatorCondition.
+const (
+	// ReasonPipelinesRollingOut means at least one Pipeline is rolling out: an upgrade of the
+	// operator waits until it is done.
+	ReasonPipelinesRollingOut = "PipelinesRollingOut"
+	// ReasonNoRollouts means no Pipeline is rolling out: the operator may be upgraded.
+	ReasonNoRollouts = "NoRollouts"
 )

@@ -137,6 +137,10 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, nil
 	}
 
+	if isPaused(p) {
+		return ctrl.Result{}, r.reconcilePaused(ctx, p)
+	}
+
 	s := newScope(p)
 	err := r.reconcileNormal(ctx, s)
 	r.recordCreatedEvent(s)
@@ -147,6 +151,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		err = errors.Join(err, serr)
 	} else {
 		r.Metrics.observeStatus(p, before, after, r.now())
+		r.recordResumed(p, before)
 	}
 	r.Metrics.observeError(err)
 	if err != nil {

@@ -79,7 +79,7 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  testScheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   CacheOptions(),
+		Cache:   suiteCacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mgrCache = mgr.GetCache()
