@@ -99,11 +99,12 @@ test-rules: ## Check the alerting rules and dashboard with Prometheus's rule par
 	cd hack/tools/rulecheck && GOFLAGS=-mod=mod go test ./... -count=1
 
 .PHONY: test-bundle
-test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (operatorframework suite, no warnings), run its six scorecard tests, validate catalog/.
+test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (operatorframework suite, no warnings), run its six scorecard tests, validate and serve catalog/.
 	hack/validate-bundle.sh $(OPERATOR_SDK) bundle
 	hack/scorecard.sh $(SCORECARD_TEST) bundle
 	$(OPM) validate catalog
-	@echo "catalog: valid"
+	cd hack/tools/olm && OPM=$(OPM) CATALOG_DIR=$(CURDIR)/catalog BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator \
+		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle GOFLAGS=-mod=mod go test ./catalogcheck/ -count=1 -v
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
@@ -220,7 +221,7 @@ catalog: $(OPM) ## Add bundle/ to the file-based catalog in catalog/ (channel $(
 
 .PHONY: catalog-build
 catalog-build: $(OPM) $(GRPC_HEALTH_PROBE) ## Build the catalog image $(CATALOG_IMG) (catalog/ served by opm) with buildah into $(IMAGE_DIR)/catalog.tar.
-	rm -rf $(IMAGE_DIR)/catalog-context && mkdir -p $(IMAGE_DIR)/catalog-context
+	rm -rf $(IMAGE_DIR)/catalog-context && mkdir -p $(IMAGE_DIR)/catalog-context/cache
 	cp -r catalog catalog.Dockerfile $(OPM) $(GRPC_HEALTH_PROBE) $(IMAGE_DIR)/catalog-context/
 	hack/image-build.sh catalog.Dockerfile $(IMAGE_DIR)/catalog-context $(CATALOG_IMG) $(IMAGE_DIR)/catalog.tar
 
