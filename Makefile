@@ -158,7 +158,8 @@ build: manifests generate fmt vet ## Build the manager binary.
 
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.
-	@hack/image-build.sh Dockerfile . $(IMG) $(IMAGE_DIR)/manager.tar || { \
+	@hack/image-build.sh Dockerfile . $(IMG) $(IMAGE_DIR)/manager.tar \
+		--build-arg TARGETOS=linux --build-arg TARGETARCH=$$(go env GOARCH) || { \
 		echo "docker-build: the Dockerfile's base images golang:1.26 (docker.io) and gcr.io/distroless/static:nonroot" >&2; \
 		echo "must be pullable (registry access, or already in buildah's vfs storage) to build $(IMG)" >&2; exit 1; }
 

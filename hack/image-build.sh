@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# image-build.sh DOCKERFILE CONTEXT IMAGE ARCHIVE — builds IMAGE from DOCKERFILE with buildah,
+# image-build.sh DOCKERFILE CONTEXT IMAGE ARCHIVE [BUD_ARGS...] — builds IMAGE from DOCKERFILE with buildah,
 # without a container engine or daemon, and writes it to ARCHIVE as an OCI archive
 # (push it to a registry with `buildah push IMAGE docker://...` or `skopeo copy oci-archive:...`).
 #
@@ -7,6 +7,7 @@
 # root. The vfs storage driver and chroot isolation need no kernel overlay or user namespaces.
 set -euo pipefail
 dockerfile=$1 context=$2 image=$3 archive=$4
+shift 4
 
 if ! command -v buildah >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -20,7 +21,7 @@ if ! command -v buildah >/dev/null; then
 fi
 
 buildah=(buildah --storage-driver vfs)
-"${buildah[@]}" bud --isolation chroot --quiet -f "$dockerfile" -t "$image" "$context"
+"${buildah[@]}" bud --isolation chroot --quiet "$@" -f "$dockerfile" -t "$image" "$context"
 mkdir -p "$(dirname "$archive")"
 rm -f "$archive"
 "${buildah[@]}" push --quiet "$image" "oci-archive:$archive:$image"
