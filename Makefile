@@ -226,6 +226,11 @@ catalog-build: $(OPM) $(GRPC_HEALTH_PROBE) ## Build the catalog image $(CATALOG_
 	cp -r catalog catalog.Dockerfile $(OPM) $(GRPC_HEALTH_PROBE) $(IMAGE_DIR)/catalog-context/
 	hack/image-build.sh catalog.Dockerfile $(IMAGE_DIR)/catalog-context $(CATALOG_IMG) $(IMAGE_DIR)/catalog.tar
 
+.PHONY: test-images
+test-images: bundle-build catalog-build ## Check the built bundle image (labels, files) and serve the catalog image as its user (needs root).
+	PACKAGE=pipeline-operator CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle \
+		hack/test-images.sh $(BUNDLE_IMG) $(CATALOG_IMG)
+
 .PHONY: catalog-push
 catalog-push: ## Push $(CATALOG_IMG) to its registry (needs the registry and its credentials).
 	buildah --storage-driver vfs push $(CATALOG_IMG) docker://$(CATALOG_IMG)
