@@ -146,8 +146,7 @@ func TestCatalogServesTheBundle(t *testing.T) {
 	opm, catalog, bundleDir := env(t, "OPM"), env(t, "CATALOG_DIR"), env(t, "BUNDLE_DIR")
 	pkgName, channel, imageBase := env(t, "PACKAGE"), env(t, "CHANNEL"), env(t, "BUNDLE_IMAGE_BASE")
 	want := readCSV(t, bundleDir)
-	wantVersion, ok := want.Spec["version"].(string)
-	if !ok {
+	if _, ok := want.Spec["version"].(string); !ok {
 		t.Fatalf("the bundle's ClusterServiceVersion has no spec.version")
 	}
 
@@ -171,8 +170,16 @@ func TestCatalogServesTheBundle(t *testing.T) {
 		t.Errorf("head of channel %s: got %q, want the bundle's %q", channel, head, want.Metadata.Name)
 	}
 
-	// The head is exactly the bundle of bundle/: its ClusterServiceVersion, its image, its API.
-	b, err := c.GetBundle(ctx, &api.GetBundleRequest{PkgName: pkgName, ChannelName: channel, CsvName: head})
+	checkHead(t, c, pkgName, channel, head, imageBase, want)
+	checkUpgradeEdges(t, listBundles(t, c, pkgName, channel), want.Metadata.Name)
+}
+
+// checkHead checks that the head of the channel is exactly the bundle of bundle/: its
+// ClusterServiceVersion, its image and its API.
+func checkHead(t *testing.T, c api.RegistryClient, pkgName, channel, head, imageBase string, want csv) {
+	t.Helper()
+	wantVersion, _ := want.Spec["version"].(string)
+	b, err := c.GetBundle(context.Background(), &api.GetBundleRequest{PkgName: pkgName, ChannelName: channel, CsvName: head})
 	if err != nil {
 		t.Fatalf("get the head bundle of %s/%s: %v", pkgName, channel, err)
 	}
@@ -187,7 +194,7 @@ func TestCatalogServesTheBundle(t *testing.T) {
 		t.Fatalf("decode the served ClusterServiceVersion: %v", err)
 	}
 	if !reflect.DeepEqual(served.Spec, want.Spec) {
-		t.Errorf("the served ClusterServiceVersion's spec differs from %s/manifests: run make catalog", bundleDir)
+		t.Errorf("the served ClusterServiceVersion's spec differs from the bundle's: run make catalog")
 	}
 	provides := false
 	for _, gvk := range b.ProvidedApis {
@@ -198,13 +205,15 @@ func TestCatalogServesTheBundle(t *testing.T) {
 	if !provides {
 		t.Errorf("head bundle provides %v, want distri-infer.ndsl.cn/v1beta1 Pipeline", b.ProvidedApis)
 	}
+}
 
-	// Upgrade edges: every bundle replaces the one before it, and its skipRange covers every
-	// earlier version, so OLM offers the head to an install of any earlier version — also
-	// to 0.0.1, older than every bundle of the catalog.
-	bundles := listBundles(t, c, pkgName, channel)
-	if len(bundles) == 0 || bundles[len(bundles)-1].CsvName != want.Metadata.Name {
-		t.Fatalf("the newest bundle of %s/%s is not %s: %d bundles", pkgName, channel, want.Metadata.Name, len(bundles))
+// checkUpgradeEdges checks that every bundle, in version order, replaces the one before it
+// and has a skipRange covering every earlier version, so OLM offers the head to an install
+// of any earlier version — also to 0.0.1, older than every bundle of the catalog.
+func checkUpgradeEdges(t *testing.T, bundles []*api.Bundle, head string) {
+	t.Helper()
+	if len(bundles) == 0 || bundles[len(bundles)-1].CsvName != head {
+		t.Fatalf("the newest bundle of the channel is not %s: %d bundles", head, len(bundles))
 	}
 	earlier := []string{"0.0.1"}
 	for i, bundle := range bundles {
