@@ -23,6 +23,11 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 KWOK_VERSION ?= v0.8.0
 OPERATOR_SDK_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-sdk" {print $$2}' hack/tools/olm/go.mod)
 OPM_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-registry" {print $$2}' hack/tools/olm/go.mod)
+# Without these tags containers/image wants gpgme and the btrfs and devicemapper headers (cgo).
+# The catalog test is built with the same tags and flags as the OLM tools, so it reuses their
+# compiled packages.
+export OLM_BUILD_TAGS := containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
+CATALOG_TEST = cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -tags $(OLM_BUILD_TAGS) ./catalogcheck/ -count=1 -v
 
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
@@ -103,8 +108,8 @@ test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (opera
 	hack/validate-bundle.sh $(OPERATOR_SDK) bundle
 	hack/scorecard.sh $(SCORECARD_TEST) bundle
 	$(OPM) validate catalog
-	cd hack/tools/olm && OPM=$(OPM) CATALOG_DIR=$(CURDIR)/catalog BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator \
-		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle GOFLAGS=-mod=mod go test ./catalogcheck/ -count=1 -v
+	export OPM=$(OPM) CATALOG_DIR=$(CURDIR)/catalog BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator \
+		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && $(CATALOG_TEST)
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
@@ -228,8 +233,8 @@ catalog-build: $(OPM) $(GRPC_HEALTH_PROBE) ## Build the catalog image $(CATALOG_
 
 .PHONY: test-images
 test-images: bundle-build catalog-build ## Check the built bundle image (labels, files) and serve the catalog image as its user (needs root).
-	PACKAGE=pipeline-operator CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle \
-		hack/test-images.sh $(BUNDLE_IMG) $(CATALOG_IMG)
+	export BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator CHANNEL=$(DEFAULT_CHANNEL) \
+		BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && hack/test-images.sh $(BUNDLE_IMG) $(CATALOG_IMG) sh -c '$(CATALOG_TEST)'
 
 .PHONY: catalog-push
 catalog-push: ## Push $(CATALOG_IMG) to its registry (needs the registry and its credentials).

@@ -49,7 +49,7 @@ olm)
 	ldflags="-s -w -X $v.Version=$sdk -X $v.GitVersion=$sdk -X $v.ImageVersion=$sdk -X $v.KubernetesVersion=$kube"
 	ldflags+=" -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$opm"
 	# Without these tags containers/image wants gpgme and the btrfs and devicemapper headers (cgo).
-	tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
+	tags=${OLM_BUILD_TAGS:-containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper}
 	echo ">> building operator-sdk $sdk, scorecard-test, opm $opm and grpc_health_probe from the Go module proxy (several minutes on a cold cache)"
 	start=$SECONDS
 	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp/" \
