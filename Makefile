@@ -27,7 +27,7 @@ OPM_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-registr
 # The catalog test is built with the same tags and flags as the OLM tools, so it reuses their
 # compiled packages.
 export OLM_BUILD_TAGS := containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
-CATALOG_TEST = cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -tags $(OLM_BUILD_TAGS) ./catalogcheck/ -count=1 -v
+CATALOG_TEST = (cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -tags $(OLM_BUILD_TAGS) ./catalogcheck/ -count=1 -v)
 
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
@@ -109,7 +109,8 @@ test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (opera
 	hack/scorecard.sh $(SCORECARD_TEST) bundle
 	$(OPM) validate catalog
 	export OPM=$(OPM) CATALOG_DIR=$(CURDIR)/catalog BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator \
-		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && $(CATALOG_TEST)
+		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && $(CATALOG_TEST) && \
+	hack/rehearse-release.sh $(OPM) $(DEFAULT_CHANNEL) $(IMAGE_TAG_BASE)-bundle 99.0.0 sh -c '$(CATALOG_TEST)'
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
