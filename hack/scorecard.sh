@@ -12,10 +12,14 @@ config="$bundle/tests/scorecard/config.yaml"
 
 # The test name is the entrypoint element after scorecard-test, in every test of the configuration.
 mapfile -t tests < <(awk 'prev ~ /^ *- scorecard-test$/ { print $2 } { prev = $0 }' "$config")
-if [ "${#tests[@]}" -eq 0 ]; then
-	echo "scorecard: no tests in $config" >&2
-	exit 1
-fi
+# The configuration must keep every built-in test.
+for want in basic-check-spec olm-bundle-validation olm-crds-have-validation olm-crds-have-resources \
+	olm-spec-descriptors olm-status-descriptors; do
+	if ! printf '%s\n' "${tests[@]}" | grep -qx -- "$want"; then
+		echo "scorecard: $config does not run the built-in test $want" >&2
+		exit 1
+	fi
+done
 
 root="$(mktemp -d)"
 trap 'rm -rf "$root"' EXIT
