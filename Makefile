@@ -17,6 +17,7 @@ IMAGE_DIR ?= $(CURDIR)/.images
 CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pipeline-operator
 KUBE_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/kubernetes" {print $$3}' hack/tools/kube/go.mod)
 ETCD_VERSION := $(shell awk '$$1=="require" && $$2=="go.etcd.io/etcd/server/v3" {print $$3}' hack/tools/etcd/go.mod)
+CODEGEN_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/code-generator" {print $$3}' hack/tools/codegen/go.mod)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -31,6 +32,7 @@ CATALOG_TEST = (cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -tri
 
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
+CODEGEN_DIR := $(CACHE_DIR)/code-generator-$(CODEGEN_VERSION)
 ENVTEST_ASSETS := $(CACHE_DIR)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 CONTROLLER_GEN := $(CACHE_DIR)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 KUSTOMIZE := $(CACHE_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
@@ -53,7 +55,7 @@ SHELL := /usr/bin/env bash -o pipefail
 export GOFLAGS := -buildvcs=false
 
 # What make verify regenerates and compares with the commit.
-GENERATED := api config internal cmd bundle bundle.Dockerfile catalog
+GENERATED := api config internal cmd pkg bundle bundle.Dockerfile catalog
 
 .PHONY: all
 all: build
@@ -67,12 +69,13 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate DeepCopy code.
+generate: $(CONTROLLER_GEN) $(CODEGEN_DIR)/client-gen ## Generate DeepCopy code and the Go client (pkg/client).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	hack/update-codegen.sh $(CODEGEN_DIR)
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -114,7 +117,7 @@ test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (opera
 
 .PHONY: test-integration
 test-integration: manifests generate envtest ## Integration tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./internal/... ./pkg/... -run 'TestIntegration' -count=1 -timeout 20m -v -ginkgo.v=false
 
 .PHONY: test-e2e
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).
@@ -171,10 +174,10 @@ docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah
 
 .PHONY: run
 run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
-	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd; \
+	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
 	elif [ -f $(LOCAL_KUBECONFIG) ] && KUBECONFIG=$(LOCAL_KUBECONFIG) $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then \
 		echo "no cluster reachable through KUBECONFIG: using the local control plane ($(LOCAL_KUBECONFIG))"; \
-		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd; \
+		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd --enable-webhooks=false; \
 	else echo "no cluster reachable through KUBECONFIG and no local control plane: run 'make local-up' first" >&2; exit 1; fi
 
 ##@ Deployment
@@ -255,6 +258,8 @@ $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BI
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
+$(CODEGEN_DIR)/client-gen:
+	hack/build-tool.sh codegen $(CODEGEN_DIR)
 $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GRPC_HEALTH_PROBE):
 	hack/build-tool.sh olm $(OLM_TOOLS_DIR)
 

@@ -2,22 +2,30 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
 
 var scheme = runtime.NewScheme()
@@ -36,6 +44,7 @@ func main() {
 		enableHTTP2    bool
 		leaderElectNS  string
 		maxConcurrency int
+		webhooks       webhookFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")
@@ -49,6 +58,7 @@ func main() {
 	flag.BoolVar(&enableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server (off: HTTP/2 stream cancellation and rapid reset CVEs).")
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Pipelines reconciled in parallel (chosen by make bench: docs/performance.md).")
+	webhooks.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -69,9 +79,21 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	var webhookServer webhook.Server
+	if webhooks.enabled {
+		certDir, err := webhooks.certificates(context.Background(), restConfig)
+		if err != nil {
+			setupLog.Error(err, "unable to provide the webhook serving certificate")
+			os.Exit(1)
+		}
+		webhookServer = webhook.NewServer(webhook.Options{Port: webhooks.port, CertDir: certDir, TLSOpts: tlsOpts})
+	}
+
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
+		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "pipeline-operator.distri-infer.ndsl.cn",
@@ -99,6 +121,13 @@ func main() {
 		os.Exit(1)
 	}
 
+	if webhooks.enabled {
+		if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+			setupLog.Error(err, "unable to set up the Pipeline webhooks")
+			os.Exit(1)
+		}
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")
 		os.Exit(1)
@@ -113,4 +142,64 @@ func main() {
 		setupLog.Error(err, "problem running manager")
 		os.Exit(1)
 	}
+}
+
+// webhookFlags configure the admission webhook server and where its certificate comes from.
+type webhookFlags struct {
+	enabled                        bool
+	port                           int
+	certDir                        string
+	serviceName                    string
+	secretName                     string
+	mutatingWebhookConfiguration   string
+	validatingWebhookConfiguration string
+}
+
+func (w *webhookFlags) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&w.enabled, "enable-webhooks", true,
+		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered).")
+	fs.IntVar(&w.port, "webhook-port", webhook.DefaultPort, "Port of the webhook server.")
+	fs.StringVar(&w.certDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+		"Directory of the webhook serving certificate (tls.crt, tls.key), as mounted by cert-manager or OLM. "+
+			"When it holds none, the manager makes a self-signed CA, keeps it in --webhook-secret-name and "+
+			"injects it into the webhook configurations.")
+	fs.StringVar(&w.serviceName, "webhook-service-name", "pipeline-operator-webhook-service",
+		"Service through which the apiserver calls the webhooks (names in the self-signed certificate).")
+	fs.StringVar(&w.secretName, "webhook-secret-name", "pipeline-operator-webhook-server-cert",
+		"Secret, in the manager's namespace, holding the self-signed webhook certificate.")
+	fs.StringVar(&w.mutatingWebhookConfiguration, "mutating-webhook-configuration", "pipeline-operator-mutating-webhook-configuration",
+		"MutatingWebhookConfiguration that receives the self-signed CA.")
+	fs.StringVar(&w.validatingWebhookConfiguration, "validating-webhook-configuration", "pipeline-operator-validating-webhook-configuration",
+		"ValidatingWebhookConfiguration that receives the self-signed CA.")
+}
+
+// certificates returns the directory the webhook server reads its certificate from: the
+// mounted one, else a self-signed one made (or read back from its Secret) now.
+func (w *webhookFlags) certificates(ctx context.Context, cfg *rest.Config) (string, error) {
+	if webhookcerts.HasCertificate(w.certDir) {
+		return w.certDir, nil
+	}
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		return "", fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
+			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or pass --enable-webhooks=false", w.certDir)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return "", fmt.Errorf("create client: %w", err)
+	}
+	dir := filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs")
+	certs := &webhookcerts.SelfSigned{
+		Client:                         c,
+		Namespace:                      namespace,
+		SecretName:                     w.secretName,
+		ServiceName:                    w.serviceName,
+		CertDir:                        dir,
+		MutatingWebhookConfiguration:   w.mutatingWebhookConfiguration,
+		ValidatingWebhookConfiguration: w.validatingWebhookConfiguration,
+	}
+	if err := certs.Ensure(ctx); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -2,6 +2,7 @@
 # build-tool.sh KIND DEST_DIR — builds pinned tools from the Go module proxy into DEST_DIR.
 #   kube: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (hack/tools/kube)
 #   etcd: etcd (hack/tools/etcd)
+#   codegen: client-gen, lister-gen, informer-gen, applyconfiguration-gen (hack/tools/codegen)
 #   olm:  operator-sdk, scorecard-test, opm and grpc_health_probe (hack/tools/olm)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
@@ -38,6 +39,15 @@ etcd)
 	echo ">> building etcd from the Go module proxy (about a minute on a cold cache)"
 	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 	mv "$tmp/etcd" "$dest/etcd"
+	;;
+codegen)
+	cd "$here/tools/codegen"
+	for cmd in applyconfiguration-gen client-gen informer-gen lister-gen; do
+		[ -x "$dest/$cmd" ] && continue
+		echo ">> building $cmd from the Go module proxy"
+		CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/$cmd" "k8s.io/code-generator/cmd/$cmd"
+		mv "$tmp/$cmd" "$dest/$cmd"
+	done
 	;;
 olm)
 	cd "$here/tools/olm"

@@ -40,7 +40,7 @@ type ArgValue string
 // +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.args) || !('listenPort' in self.args) || self.args['listenPort'] == string(self.port)",message="port and args.listenPort disagree: set only one of them"
 type Step struct {
 	// name identifies the step; it names the step's Deployment and Service
-	// (<pipeline>-<name>). Unnamed steps are called step-<1-based index>.
+	// (<pipeline>-<name>). Defaults to step-<1-based position>.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
@@ -184,6 +184,95 @@ type ModelStorage struct {
 	MountPath string `json:"mountPath,omitempty"`
 }
 
+// ServiceType is the type of the Service in front of a Pipeline's entry (first) step.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+type ServiceType string
+
+const (
+	// ServiceTypeClusterIP makes the entry step reachable inside the cluster only.
+	ServiceTypeClusterIP ServiceType = "ClusterIP"
+	// ServiceTypeNodePort also opens a port on every node.
+	ServiceTypeNodePort ServiceType = "NodePort"
+	// ServiceTypeLoadBalancer also asks the cluster's load balancer for an external address.
+	ServiceTypeLoadBalancer ServiceType = "LoadBalancer"
+)
+
+// IngressPathType is how an Ingress path matches request paths.
+// +kubebuilder:validation:Enum=Prefix;Exact
+type IngressPathType string
+
+const (
+	// IngressPathTypePrefix matches the path and every path below it, element by element.
+	IngressPathTypePrefix IngressPathType = "Prefix"
+	// IngressPathTypeExact matches the path exactly.
+	IngressPathTypeExact IngressPathType = "Exact"
+)
+
+// IngressExpose is an Ingress that routes HTTP(S) traffic to the entry step's Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsSecretName) || has(self.host)",message="ingress.tlsSecretName needs ingress.host: a TLS certificate is issued for a host name"
+type IngressExpose struct {
+	// host is the DNS name the Ingress answers for. Empty accepts requests for any host
+	// (then the Ingress's load balancer address is the way in).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="ingress.host must be a DNS name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), such as infer.example.com"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9.]+$')",message="ingress.host must be a DNS name, not an IP address: leave host empty to accept requests for any address"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Host",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	Host string `json:"host,omitempty"`
+
+	// path is the HTTP path routed to the entry step. Defaults to "/".
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="ingress.path must start with '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)|%2[fF]')",message="ingress.path must not contain '//', '.' or '..' segments or an encoded '/' (%2F)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]?#]')",message="ingress.path must not contain spaces, '?' or '#'"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	Path string `json:"path,omitempty"`
+
+	// pathType is how path matches request paths: Prefix (path and everything below it) or
+	// Exact. Defaults to Prefix.
+	// +optional
+	// +kubebuilder:default=Prefix
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Prefix","urn:alm:descriptor:com.tectonic.ui:select:Exact"}
+	PathType IngressPathType `json:"pathType,omitempty"`
+
+	// className is the IngressClass that serves the Ingress. Empty uses the cluster's
+	// default class.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ingress Class",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	ClassName string `json:"className,omitempty"`
+
+	// tlsSecretName is the Secret, in the Pipeline's namespace, holding the TLS certificate
+	// and key for host. Setting it serves the entry step over HTTPS; it requires host.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS Secret",xDescriptors="urn:alm:descriptor:io.kubernetes:Secret"
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+}
+
+// Expose says how the Pipeline's entry (first) step is reached from outside the cluster.
+type Expose struct {
+	// serviceType is the type of the entry step's Service: ClusterIP, NodePort or
+	// LoadBalancer. Defaults to ClusterIP. The other steps' Services stay ClusterIP.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Entry Service Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:ClusterIP","urn:alm:descriptor:com.tectonic.ui:select:NodePort","urn:alm:descriptor:com.tectonic.ui:select:LoadBalancer"}
+	ServiceType ServiceType `json:"serviceType,omitempty"`
+
+	// ingress, when set, makes an Ingress that routes to the entry step's Service.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ingress"
+	Ingress *IngressExpose `json:"ingress,omitempty"`
+}
+
 // PipelineSpec is the desired state of a Pipeline.
 type PipelineSpec struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
@@ -193,7 +282,7 @@ type PipelineSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || self.exists_one(t, has(t.name) && t.name == s.name))",message="step names must be unique"
-	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[0-9]+$'))",message="step names of the form step-<number> are reserved for unnamed steps"
+	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[1-9][0-9]?$') || int(s.name.substring(5)) > size(self) || has(self[int(s.name.substring(5)) - 1].name))",message="a step named step-<n> takes the name of the unnamed step at position n: name that step too, or choose another name"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Steps"
 	Steps []Step `json:"steps"`
 
@@ -201,6 +290,12 @@ type PipelineSpec struct {
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model Storage"
 	ModelStorage ModelStorage `json:"modelStorage"`
+
+	// expose says how the entry (first) step is reached from outside the cluster. Without
+	// it every step has a ClusterIP Service only.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose"
+	Expose *Expose `json:"expose,omitempty"`
 }
 
 // PipelinePhase is the summary of a Pipeline's state.
@@ -242,6 +337,18 @@ const (
 	ServicePhasePending ServicePhase = "Pending"
 	// ServicePhaseReady means the Service exists and has its cluster IP.
 	ServicePhaseReady ServicePhase = "Ready"
+)
+
+// IngressPhase is the state of a Pipeline's Ingress.
+// +kubebuilder:validation:Enum=Pending;Ready
+type IngressPhase string
+
+const (
+	// IngressPhasePending means the Ingress does not exist yet or no ingress controller has
+	// published an address for it.
+	IngressPhasePending IngressPhase = "Pending"
+	// IngressPhaseReady means an ingress controller published the Ingress's address.
+	IngressPhaseReady IngressPhase = "Ready"
 )
 
 // StepStatus is the observed state of one step.
@@ -297,6 +404,11 @@ type DetailPhase struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Claim Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	PVCPhase corev1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
 
+	// ingressPhase is the state of the Ingress of spec.expose.ingress; empty without one.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ingress Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	IngressPhase IngressPhase `json:"ingressPhase,omitempty"`
+
 	// stepsPhase holds one entry per step, in spec order.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
@@ -329,6 +441,20 @@ type PipelineStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Steps",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ReadySteps string `json:"readySteps,omitempty"`
 
+	// url is where the entry step is reached from outside the cluster, once known: the
+	// Ingress's host (or its load balancer address) and path, else the load balancer address
+	// and port of a LoadBalancer Service. Empty until an address exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:org.w3:link"
+	URL string `json:"url,omitempty"`
+
+	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
+	// Services).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Port",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	NodePort int32 `json:"nodePort,omitempty"`
+
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
@@ -357,6 +483,7 @@ type PipelineStatus struct {
 
 // Pipeline is a multi-step ML inference pipeline: shared model storage and one
 // Deployment and Service per step, each pinned to its node.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pl;pls,categories=all
@@ -366,7 +493,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
-// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -31,6 +31,7 @@ const (
 	annotationAppliedHash = "distri-infer.ndsl.cn/applied-hash"
 
 	componentStorage = "model-storage"
+	componentIngress = "ingress"
 )
 
 // commonLabels are the labels of every child of p.
@@ -50,6 +51,14 @@ func storageLabels(p *pipelinev1beta1.Pipeline) map[string]string {
 	l := commonLabels(p, componentStorage)
 	l[labelName] = "model-storage"
 	l[LabelPipelineNamespace] = p.Namespace
+	return l
+}
+
+// ingressLabels are the labels of the Ingress of p, which routes to the entry step.
+func ingressLabels(p *pipelinev1beta1.Pipeline) map[string]string {
+	l := commonLabels(p, componentIngress)
+	l[labelName] = "pipeline-ingress"
+	l[LabelStep] = "1"
 	return l
 }
 

@@ -3,7 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -39,15 +38,18 @@ func shortHash(parts ...string) string {
 
 // stepName is the step's name, step-<1-based index> when the spec gives none.
 func stepName(p *pipelinev1beta1.Pipeline, i int) string {
-	if n := p.Spec.Steps[i].Name; n != "" {
-		return n
-	}
-	return fmt.Sprintf("step-%d", i+1)
+	return p.Spec.StepName(i)
 }
 
 // stepObjectName names both the Deployment and the Service of step i.
 func stepObjectName(p *pipelinev1beta1.Pipeline, i int) string {
 	return childName(p.Name, stepName(p, i))
+}
+
+// ingressName names the Ingress of a Pipeline: the Pipeline's own name, so that it stays the
+// same when the steps are renamed or reordered.
+func ingressName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Name)
 }
 
 // storageKey identifies the storage spec of a Pipeline. A PersistentVolume's source and most of

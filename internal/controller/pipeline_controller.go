@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -111,6 +112,7 @@ func (s *scope) conflict(kind, name string) {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile makes the children of one Pipeline match its spec and records its status.
@@ -159,17 +161,18 @@ func (r *PipelineReconciler) now() time.Time {
 }
 
 // reconcileNormal runs the phases of a pass that brings the children in line with the spec.
-// Storage and steps only name each other, so they are written concurrently; stale children
-// are removed once the current ones are in place.
+// Storage, steps and the Ingress only name each other, so they are written concurrently;
+// stale children are removed once the current ones are in place.
 func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	var storageErr error
+	var storageErr, ingressErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { storageErr = r.reconcileStorage(ctx, s) })
+	wg.Go(func() { ingressErr = r.reconcileIngress(ctx, s) })
 	stepsErr := r.reconcileSteps(ctx, s)
 	wg.Wait()
-	if storageErr != nil || stepsErr != nil {
+	if storageErr != nil || stepsErr != nil || ingressErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
-		return errors.Join(storageErr, stepsErr)
+		return errors.Join(storageErr, stepsErr, ingressErr)
 	}
 	if !mayHaveStaleChildren(s.pipeline) {
 		return nil
@@ -183,7 +186,8 @@ func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) erro
 func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 	st := p.Status
 	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
-		st.PVCName != claimName(p) || (ownsVolume(p) && st.PVName != pvName(p)) || (!ownsVolume(p) && st.PVName != "") {
+		st.PVCName != claimName(p) || (ownsVolume(p) && st.PVName != pvName(p)) || (!ownsVolume(p) && st.PVName != "") ||
+		(ingressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") {
 		return true
 	}
 	for i, step := range st.DetailPhase.StepsPhase {
@@ -280,6 +284,20 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 	return nil
 }
 
+// reconcileIngress makes the Ingress of spec.expose.ingress exist as the spec says; the stale
+// pass deletes it once the spec no longer asks for it.
+func (r *PipelineReconciler) reconcileIngress(ctx context.Context, s *scope) error {
+	if ingressSpec(s.pipeline) == nil {
+		return nil
+	}
+	ing := &networkingv1.Ingress{}
+	ok, err := r.applyChild(ctx, s, ing, desiredIngress(s.pipeline))
+	if ok {
+		s.obs.ingress = ing
+	}
+	return err
+}
+
 // checkLocation reports a step pinned to a node that does not exist: its pods could never be
 // scheduled, and the person who wrote the spec should hear about it now.
 func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int) error {
@@ -300,7 +318,7 @@ func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int)
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, and storage that was replaced.
+// or renamed, storage that was replaced, and an Ingress the spec dropped.
 func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
@@ -328,6 +346,9 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		return ownsStorage(p) && o.GetName() == claimName(p)
+	}, inNamespace...)
+	deleteUnwanted(&networkingv1.IngressList{}, "Ingress", func(o client.Object) bool {
+		return ingressSpec(p) != nil && o.GetName() == ingressName(p)
 	}, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeList{}, "PersistentVolume", func(o client.Object) bool {
 		return ownsVolume(p) && o.GetName() == pvName(p)

@@ -603,60 +603,6 @@ var _ = Describe("Pipeline reconciler", func() {
 		}
 		Expect(names).To(ConsistOf(stepObjectName(p, 0), stepObjectName(p, 1)))
 	})
-
-	DescribeTable("refuses invalid Pipelines at admission with a specific message",
-		func(edit func(*pipelinev1beta1.Pipeline), message string) {
-			p := loadSample(GinkgoT(), ns)
-			p.UID = ""
-			edit(p)
-			err := k8sClient.Create(ctx, p)
-			Expect(err).To(HaveOccurred())
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
-			Expect(err.Error()).To(ContainSubstring(message))
-		},
-		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = nil }, "spec.steps"),
-		Entry("nfs without a server", func(p *pipelinev1beta1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
-			"modelStorage of type nfs needs csiParameter.server and csiParameter.share"),
-		Entry("an unknown storage type", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Type = "s3" }, "Unsupported value: \"s3\""),
-		Entry("a listenPort that is no port", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "http" },
-			"args.listenPort must be a port number from 1 to 65535"),
-		Entry("an arg that overrides an injected variable", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"}
-		},
-			"args must not set MODEL_NAME"),
-		Entry("duplicate step names", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "a", "a" },
-			"step names must be unique"),
-		Entry("a model path escaping the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
-			"model must not contain '.' or '..' path segments"),
-		Entry("a name that cannot name a Service", func(p *pipelinev1beta1.Pipeline) { p.Name = "face.detection" },
-			"metadata.name must be at most 63 characters"),
-		Entry("existingClaim without a claim", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim}
-		}, "modelStorage of type existingClaim needs claimName"),
-		Entry("storageClass without a class", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass}
-		}, "modelStorage of type storageClass needs storageClassName"),
-		Entry("csi without attributes", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
-				CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
-		}, "modelStorage of type csi needs the driver's volume attributes"),
-		Entry("a relative NFS share", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "models" },
-			"csiParameter.share must be an absolute path"),
-		Entry("more than 32 steps", func(p *pipelinev1beta1.Pipeline) {
-			for len(p.Spec.Steps) <= 32 {
-				p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx", Model: "m"})
-			}
-		}, "must have at most 32 items"),
-		Entry("a reserved step name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "step-1" },
-			"step names of the form step-<number> are reserved"),
-		Entry("port disagreeing with listenPort", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
-			"port and args.listenPort disagree"),
-		Entry("an args key with '='", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"A=B": "x"}
-		}, "args keys must be printable ASCII characters without spaces or '='"),
-		Entry("a location that is no node name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "Node_236" },
-			"spec.steps[0].location"),
-	)
 })
 
 // gone reports whether the object is deleted, or is only waiting on other controllers'

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,7 +22,8 @@ import (
 )
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
-// managedFields: the cluster's other Deployments, Services and volumes cost it no memory.
+// managedFields: the cluster's other Deployments, Services, volumes and Ingresses cost it no
+// memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
@@ -33,6 +35,7 @@ func CacheOptions() cache.Options {
 			&corev1.Service{}:               {Label: managed},
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			&corev1.PersistentVolume{}:      {Label: managed},
+			&networkingv1.Ingress{}:         {Label: managed},
 		},
 	}
 }
@@ -61,6 +64,7 @@ func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&networkingv1.Ingress{}).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodeMembershipChanged())).

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,6 +31,8 @@ type observed struct {
 	// deployments and services are indexed like spec.steps; nil entries are missing.
 	deployments []*appsv1.Deployment
 	services    []*corev1.Service
+	// ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
+	ingress *networkingv1.Ingress
 	// problems found while reconciling (name conflicts, missing nodes or claims).
 	problems []problem
 	// err is the error that stopped the pass, if any.
@@ -104,6 +109,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		}
 	}
 	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	setEntry(&st, p, obs)
 	st.Models = strings.Join(models, ",")
 	allAvailable := storageReady && available == len(p.Spec.Steps)
 
@@ -123,6 +129,82 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		st.Phase = pipelinev1beta1.PipelinePhaseCreating
 	}
 	return st
+}
+
+// setEntry reports how the entry step is reached from outside the cluster. External addresses
+// come from load balancers and ingress controllers that may take minutes or never come (no
+// controller in the cluster): the phase does not wait for them, the URL appears once known.
+func setEntry(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, obs *observed) {
+	var svc *corev1.Service
+	if len(obs.services) > 0 {
+		svc = obs.services[0]
+	}
+	if svc != nil && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) &&
+		len(svc.Spec.Ports) > 0 {
+		st.NodePort = svc.Spec.Ports[0].NodePort
+	}
+	if ingressSpec(p) != nil {
+		st.DetailPhase.IngressPhase = ingressPhase(obs.ingress)
+	}
+	st.URL = entryURL(p, svc, obs.ingress)
+}
+
+// ingressPhase is Ready once an ingress controller published an address for the Ingress.
+func ingressPhase(ing *networkingv1.Ingress) pipelinev1beta1.IngressPhase {
+	if ing != nil && ingressAddress(ing) != "" {
+		return pipelinev1beta1.IngressPhaseReady
+	}
+	return pipelinev1beta1.IngressPhasePending
+}
+
+// entryURL is where the entry step is reached from outside the cluster, empty until known:
+// through the Ingress, http(s)://<host or its load balancer address><path>; else through a
+// LoadBalancer Service, http://<its address>:<port>.
+func entryURL(p *pipelinev1beta1.Pipeline, svc *corev1.Service, ing *networkingv1.Ingress) string {
+	if spec := ingressSpec(p); spec != nil {
+		if ing == nil {
+			return ""
+		}
+		host := spec.Host
+		if host == "" {
+			host = urlHost(ingressAddress(ing))
+		}
+		if host == "" {
+			return ""
+		}
+		scheme := "http"
+		if spec.TLSSecretName != "" {
+			scheme = "https"
+		}
+		return scheme + "://" + host + ingressPath(p)
+	}
+	if svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Spec.Ports) == 0 {
+		return ""
+	}
+	for _, lb := range svc.Status.LoadBalancer.Ingress {
+		if addr := orDefault(lb.IP, lb.Hostname); addr != "" {
+			return "http://" + net.JoinHostPort(addr, strconv.Itoa(int(svc.Spec.Ports[0].Port)))
+		}
+	}
+	return ""
+}
+
+// ingressAddress is the first address an ingress controller published for ing.
+func ingressAddress(ing *networkingv1.Ingress) string {
+	for _, lb := range ing.Status.LoadBalancer.Ingress {
+		if addr := orDefault(lb.IP, lb.Hostname); addr != "" {
+			return addr
+		}
+	}
+	return ""
+}
+
+// urlHost writes an address as the host of a URL: IPv6 addresses go in brackets.
+func urlHost(addr string) string {
+	if strings.Contains(addr, ":") {
+		return "[" + addr + "]"
+	}
+	return addr
 }
 
 // computeStepState derives the state of step i from its Deployment and Service.

@@ -128,14 +128,16 @@ func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int) *appsv1ac.Deploym
 				WithSpec(pod)))
 }
 
-// desiredStepService is the ClusterIP Service in front of step i's pods.
+// desiredStepService is the Service in front of step i's pods: ClusterIP, or for the entry
+// step the type spec.expose asks for. Node ports are left to the apiserver, which allocates
+// them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP.
 func desiredStepService(p *pipelinev1beta1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
 	port := stepPort(p, i)
 	return corev1ac.Service(stepObjectName(p, i), p.Namespace).
 		WithLabels(stepLabels(p, i)).
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
+			WithType(stepServiceType(p, i)).
 			WithSelector(stepSelector(p, i)).
 			WithPorts(corev1ac.ServicePort().
 				WithName(portName).

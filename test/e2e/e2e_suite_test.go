@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,12 +31,16 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
 
 // The ServiceAccount `make deploy` creates for the manager.
@@ -111,12 +118,46 @@ var _ = BeforeSuite(func() {
 	operatorCfg.BearerToken = tr.Status.Token
 	operatorCfg.Wrap(forbidden.wrap)
 
+	By("keeping the webhook certificate with the ServiceAccount's permissions, as the deployed manager does")
+	operatorClient, err := client.New(operatorCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	certDir := GinkgoT().TempDir()
+	certs := &webhookcerts.SelfSigned{
+		Client:                         operatorClient,
+		Namespace:                      operatorNamespace,
+		SecretName:                     "pipeline-operator-webhook-server-cert",
+		ServiceName:                    "pipeline-operator-webhook-service",
+		CertDir:                        certDir,
+		MutatingWebhookConfiguration:   mutatingWebhookConfiguration,
+		ValidatingWebhookConfiguration: validatingWebhookConfiguration,
+	}
+	Expect(certs.Ensure(context.Background())).To(Succeed())
+	Expect(forbidden.count.Load()).To(BeZero(), describeRefusals())
+	ca, err := os.ReadFile(filepath.Join(certDir, webhookcerts.CAKey))
+	Expect(err).NotTo(HaveOccurred())
+	injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	Expect(admin.Get(context.Background(), client.ObjectKey{Name: validatingWebhookConfiguration}, injected)).To(Succeed())
+	for _, w := range injected.Webhooks {
+		Expect(w.ClientConfig.CABundle).To(Equal(ca), "the CA is injected into webhook %s", w.Name)
+	}
+
+	By("serving the webhooks from this process: the deployed configurations are pointed at it")
+	// The deployed manager's pod runs on a kwok node, where nothing really runs, so the
+	// apiserver calls the webhooks of the operator in this process instead.
+	local := &envtest.WebhookInstallOptions{}
+	Expect(local.PrepWithoutInstalling()).To(Succeed())
+	restoreWebhooks = pointWebhooksAt(local)
+
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   controller.CacheOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
+		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
 	Expect((&controller.PipelineReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -134,7 +175,56 @@ var _ = AfterSuite(func() {
 	if stopMgr != nil {
 		stopMgr()
 	}
+	if restoreWebhooks != nil {
+		restoreWebhooks()
+	}
 })
+
+// The webhook configurations `make deploy` creates.
+const (
+	mutatingWebhookConfiguration   = "pipeline-operator-mutating-webhook-configuration"
+	validatingWebhookConfiguration = "pipeline-operator-validating-webhook-configuration"
+)
+
+// restoreWebhooks puts the deployed webhook configurations back as they were.
+var restoreWebhooks func()
+
+// pointWebhooksAt makes the deployed webhook configurations call the webhook server described
+// by local (host, port, CA), keeping their rules, paths and policies, and returns the undo.
+func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
+	ctx := context.Background()
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	Expect(admin.Get(ctx, client.ObjectKey{Name: mutatingWebhookConfiguration}, mutating)).To(Succeed())
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	Expect(admin.Get(ctx, client.ObjectKey{Name: validatingWebhookConfiguration}, validating)).To(Succeed())
+	origMutating, origValidating := mutating.DeepCopy(), validating.DeepCopy()
+	Expect(mutating.Webhooks).NotTo(BeEmpty())
+	Expect(validating.Webhooks).NotTo(BeEmpty())
+
+	redirect := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		Expect(cc.Service).NotTo(BeNil(), "the deployed webhooks call the webhook Service")
+		Expect(cc.Service.Name).To(Equal("pipeline-operator-webhook-service"))
+		Expect(cc.Service.Namespace).To(Equal(operatorNamespace))
+		url := fmt.Sprintf("https://%s%s", net.JoinHostPort(local.LocalServingHost, fmt.Sprint(local.LocalServingPort)), *cc.Service.Path)
+		cc.Service, cc.URL, cc.CABundle = nil, &url, local.LocalServingCAData
+	}
+	for i := range mutating.Webhooks {
+		redirect(&mutating.Webhooks[i].ClientConfig)
+	}
+	for i := range validating.Webhooks {
+		redirect(&validating.Webhooks[i].ClientConfig)
+	}
+	Expect(admin.Update(ctx, mutating)).To(Succeed())
+	Expect(admin.Update(ctx, validating)).To(Succeed())
+	return func() {
+		for _, obj := range []client.Object{origMutating, origValidating} {
+			obj.SetResourceVersion("")
+			obj.SetManagedFields(nil)
+		}
+		Expect(admin.Patch(ctx, origMutating, client.Merge)).To(Succeed())
+		Expect(admin.Patch(ctx, origValidating, client.Merge)).To(Succeed())
+	}
+}
 
 // describeRefusals lists the refused requests for a failure message.
 func describeRefusals() string {

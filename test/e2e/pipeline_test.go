@@ -142,6 +142,24 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 			HaveEach(HaveField("Spec.NodeName", BeEmpty())), "no node can take the step's pod")
 	})
 
+	It("admits Pipelines through the webhooks make deploy registers: defaults stored, bad ones refused", func() {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns)
+		stored := get(ctx, p)
+		Expect(stored.Spec.Steps[1].Name).To(Equal("step-2"))
+		Expect(stored.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9080)))
+		Expect(stored.Spec.ModelStorage.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
+
+		bad, err := samples.Pipeline(ns)
+		Expect(err).NotTo(HaveOccurred())
+		bad.Name = "bad-image"
+		bad.Spec.Steps[0].Image = "nginx:latest "
+		err = admin.Create(ctx, bad)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.steps[0].image"))
+		Expect(err.Error()).To(ContainSubstring("not a valid image reference"))
+	})
+
 	It("rolls out a new image, passing through creating back to running", func() {
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns)

@@ -1,0 +1,130 @@
+package v1beta1
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Values used where a Pipeline leaves a field out. The defaulting webhook writes them into the
+// spec; the operator applies the same values when a Pipeline was stored without the webhook.
+const (
+	// DefaultMountPath is where every step finds the model storage.
+	DefaultMountPath = "/models"
+	// DefaultPort is the port of a step that sets neither port nor args.listenPort.
+	DefaultPort int32 = 80
+	// DefaultReplicas is the number of pods of a step.
+	DefaultReplicas int32 = 1
+	// DefaultCapacity is the size of the model volume and claim.
+	DefaultCapacity = "1Gi"
+	// DefaultAccessMode is the access mode of the model volume and claim: every step mounts it
+	// read-only, from any node.
+	DefaultAccessMode = corev1.ReadOnlyMany
+)
+
+// DefaultStepName is the name of the unnamed step at index i: step-<1-based index>.
+func DefaultStepName(i int) string {
+	return fmt.Sprintf("step-%d", i+1)
+}
+
+// StepName is the name of the step at index i, step-<1-based index> when it has none.
+func (s *PipelineSpec) StepName(i int) string {
+	if n := s.Steps[i].Name; n != "" {
+		return n
+	}
+	return DefaultStepName(i)
+}
+
+// EffectivePort is the port the step listens on: port, else args.listenPort, else 80.
+func (s *Step) EffectivePort() int32 {
+	if s.Port != nil {
+		return *s.Port
+	}
+	if v, ok := s.Args[ListenPortArg]; ok {
+		if n, err := strconv.ParseInt(string(v), 10, 32); err == nil && n > 0 && n <= 65535 {
+			return int32(n)
+		}
+	}
+	return DefaultPort
+}
+
+// EffectiveReplicas is the number of pods of the step.
+func (s *Step) EffectiveReplicas() int32 {
+	if s.Replicas != nil {
+		return *s.Replicas
+	}
+	return DefaultReplicas
+}
+
+// EffectiveType is the storage type, nfs when unset.
+func (m *ModelStorage) EffectiveType() StorageType {
+	if m.Type != "" {
+		return m.Type
+	}
+	return StorageTypeNFS
+}
+
+// EffectiveCapacity is the size of the volume and the claim.
+func (m *ModelStorage) EffectiveCapacity() resource.Quantity {
+	if m.Capacity != nil {
+		return *m.Capacity
+	}
+	return resource.MustParse(DefaultCapacity)
+}
+
+// EffectiveAccessModes are the access modes of the volume and the claim.
+func (m *ModelStorage) EffectiveAccessModes() []corev1.PersistentVolumeAccessMode {
+	if len(m.AccessModes) > 0 {
+		return m.AccessModes
+	}
+	return []corev1.PersistentVolumeAccessMode{DefaultAccessMode}
+}
+
+// EffectiveMountPath is where every step finds the model storage.
+func (m *ModelStorage) EffectiveMountPath() string {
+	if m.MountPath != "" {
+		return m.MountPath
+	}
+	return DefaultMountPath
+}
+
+// Default writes every default into the spec, so that the stored Pipeline shows what the
+// operator will do. It never changes a value the user set. Storage capacity and access modes
+// are defaulted only for the storage the operator creates (not for existingClaim).
+func (p *Pipeline) Default() {
+	spec := &p.Spec
+	named := map[string]bool{}
+	for _, s := range spec.Steps {
+		named[s.Name] = true
+	}
+	for i := range spec.Steps {
+		s := &spec.Steps[i]
+		// A step that another step already took the default name of stays unnamed, so that
+		// validation names the conflict instead of reporting two steps with one name.
+		if s.Name == "" && !named[DefaultStepName(i)] {
+			s.Name = DefaultStepName(i)
+		}
+		if s.Replicas == nil {
+			r := s.EffectiveReplicas()
+			s.Replicas = &r
+		}
+		if s.Port == nil {
+			port := s.EffectivePort()
+			s.Port = &port
+		}
+	}
+	m := &spec.ModelStorage
+	m.Type = m.EffectiveType()
+	m.MountPath = m.EffectiveMountPath()
+	if m.Type != StorageTypeExistingClaim {
+		if m.Capacity == nil {
+			c := m.EffectiveCapacity()
+			m.Capacity = &c
+		}
+		if len(m.AccessModes) == 0 {
+			m.AccessModes = m.EffectiveAccessModes()
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Package v1beta1 holds the admission webhooks of the distri-infer.ndsl.cn/v1beta1 Pipeline:
+// a defaulting webhook that writes every default into the spec, and a validating webhook for
+// the checks the CRD schema and its CEL rules cannot express.
+package v1beta1
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// SetupPipelineWebhookWithManager registers the defaulting and validating webhooks of Pipeline
+// with the manager's webhook server. nodes reads Node metadata for the location warnings; the
+// manager's cache already holds it.
+func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
+	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
+		WithDefaulter(&Defaulter{}).
+		WithValidator(&Validator{Nodes: nodes}).
+		Complete()
+}
+
+// +kubebuilder:webhook:path=/mutate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=true,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=mpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1
+
+// Defaulter writes the defaults of a Pipeline into its spec, so that the stored resource shows
+// what the operator does: step names, replicas and ports, the storage type, capacity, access
+// modes and mount path.
+type Defaulter struct{}
+
+// Default implements admission.Defaulter.
+func (*Defaulter) Default(_ context.Context, p *pipelinev1beta1.Pipeline) error {
+	p.Default()
+	return nil
+}
+
+// +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=vpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// Validator refuses Pipelines the operator could only half build, with a message that names
+// the field and says what to change, and warns about things that may be fine later.
+type Validator struct {
+	// Nodes reads Node metadata for the warning about a location no node has yet; nil turns
+	// that warning off.
+	Nodes client.Reader
+}
+
+// ValidateCreate implements admission.Validator.
+func (v *Validator) ValidateCreate(ctx context.Context, p *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+	return v.validate(ctx, p, nil)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+	if !p.DeletionTimestamp.IsZero() {
+		// A Pipeline being deleted only loses its finalizer: never block that.
+		return nil, nil
+	}
+	return v.validate(ctx, p, old)
+}
+
+// ValidateDelete implements admission.Validator; deletion is always allowed.
+func (*Validator) ValidateDelete(context.Context, *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+	if errs := validatePipeline(p); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
+	}
+	return warnings(p, old, v.nodeExists(ctx)), nil
+}
+
+// nodeExists looks a location up among the nodes' kubernetes.io/hostname labels, which is
+// what the step's node selector matches.
+func (v *Validator) nodeExists(ctx context.Context) func(string) (bool, error) {
+	if v.Nodes == nil {
+		return nil
+	}
+	return func(hostname string) (bool, error) {
+		nodes := &metav1.PartialObjectMetadataList{}
+		nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+		if err := v.Nodes.List(ctx, nodes, client.MatchingLabels{hostnameLabel: hostname}); err != nil {
+			return false, fmt.Errorf("list nodes with hostname %q: %w", hostname, err)
+		}
+		return len(nodes.Items) > 0, nil
+	}
+}

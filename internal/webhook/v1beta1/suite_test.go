@@ -1,0 +1,134 @@
+package v1beta1
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// The webhook suite installs the CRD and the webhook configurations that `make manifests`
+// generates into a real kube-apiserver, and serves the webhooks from a manager, so every
+// request below goes through the full admission chain: mutating webhook, schema and CEL,
+// validating webhook.
+
+var (
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	warned    = &warningRecorder{}
+	cancel    context.CancelFunc
+)
+
+func TestIntegrationWebhooks(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test-integration`, which builds kube-apiserver and etcd")
+	}
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Pipeline webhooks integration")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(pipelinev1beta1.AddToScheme(scheme)).To(Succeed())
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join("..", "..", "..", "config", "webhook", "manifests.yaml")},
+		},
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+
+	// Assertions use their own client, which records the admission warnings it receives.
+	clientCfg := rest.CopyConfig(cfg)
+	clientCfg.WarningHandlerWithContext = warned
+	k8sClient, err = client.New(clientCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	wio := &testEnv.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		}),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader())).To(Succeed())
+
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+
+	addr := net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort))
+	Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
+			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probes that the local server is up
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}).Should(Succeed())
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// warningRecorder keeps the warnings the apiserver returned, in order.
+type warningRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+// take returns the warnings since the last call and forgets them.
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}

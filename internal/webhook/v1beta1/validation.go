@@ -1,0 +1,243 @@
+package v1beta1
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// injectedEnv are the environment variables the operator sets in every step's container.
+var injectedEnv = sets.New("MODEL_NAME", "MODEL_PATH", "PIPELINE_NAME", "STEP_NAME", "STEP_INDEX", "NEXT_STEP_URL")
+
+// hostnameLabel is the node label a step's location selects on.
+const hostnameLabel = "kubernetes.io/hostname"
+
+// validatePipeline returns what the CRD schema cannot check: image references, node and
+// object names, storage parameters, quantities and the pod fields the apiserver would
+// otherwise refuse only when the operator writes the step's Deployment. It is pure: the
+// checks that need the cluster are warnings (see warnings).
+func validatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
+	var errs field.ErrorList
+	specPath := field.NewPath("spec")
+	stepsPath := specPath.Child("steps")
+	names := map[string]int{}
+	for i := range p.Spec.Steps {
+		s := &p.Spec.Steps[i]
+		sp := stepsPath.Index(i)
+		name := p.Spec.StepName(i)
+		if j, dup := names[name]; dup {
+			errs = append(errs, field.Duplicate(sp.Child("name"),
+				fmt.Sprintf("%s (also the name of steps[%d]; unnamed steps are called step-<position>)", name, j)))
+		}
+		names[name] = i
+		errs = append(errs, validateStep(s, sp)...)
+	}
+	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
+	return errs
+}
+
+func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, err := reference.ParseNormalizedNamed(s.Image); err != nil {
+		errs = append(errs, field.Invalid(sp.Child("image"), s.Image,
+			fmt.Sprintf("not a valid image reference (%v): expected [registry/]repository[:tag][@digest], lowercase, without spaces", err)))
+	}
+	if s.Location != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.Location) {
+			errs = append(errs, field.Invalid(sp.Child("location"), s.Location, "not a valid node name: "+msg))
+		}
+	}
+	for _, e := range s.Env {
+		ep := sp.Child("env").Key(e.Name)
+		if e.Name == "" || strings.ContainsAny(e.Name, "= \t\n") {
+			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "environment variable names must be non-empty and contain no '=' or whitespace"))
+		}
+		if e.Value != "" && e.ValueFrom != nil {
+			errs = append(errs, field.Invalid(ep, e.Name, "set value or valueFrom, not both"))
+		}
+	}
+	errs = append(errs, validateResources(s.Resources, sp.Child("resources"))...)
+	for k, v := range s.NodeSelector {
+		kp := sp.Child("nodeSelector").Key(k)
+		if k == hostnameLabel {
+			errs = append(errs, field.Forbidden(kp, "use location to choose the node"))
+			continue
+		}
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(kp, k, "not a valid label key: "+msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(kp, v, "not a valid label value: "+msg))
+		}
+	}
+	for j, t := range s.Tolerations {
+		errs = append(errs, validateToleration(t, sp.Child("tolerations").Index(j))...)
+	}
+	return errs
+}
+
+func validateResources(r *corev1.ResourceRequirements, rp *field.Path) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for name, req := range r.Requests {
+		if req.Sign() < 0 {
+			errs = append(errs, field.Invalid(rp.Child("requests").Key(string(name)), req.String(), "must not be negative"))
+		}
+		if limit, ok := r.Limits[name]; ok && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(rp.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must not exceed the limit %s", limit.String())))
+		}
+	}
+	for name, limit := range r.Limits {
+		if limit.Sign() < 0 {
+			errs = append(errs, field.Invalid(rp.Child("limits").Key(string(name)), limit.String(), "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateToleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, "not a valid taint key: "+msg))
+		}
+	}
+	switch t.Operator {
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "must be empty when operator is Exists"))
+		}
+	case corev1.TolerationOpEqual, "":
+		if t.Key == "" {
+			errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "a toleration without a key must use operator Exists"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator, []string{string(corev1.TolerationOpExists), string(corev1.TolerationOpEqual)}))
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, []string{
+			string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}))
+	}
+	return errs
+}
+
+var accessModes = []string{
+	string(corev1.ReadOnlyMany), string(corev1.ReadWriteMany), string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod),
+}
+
+func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	params := mp.Child("csiParameter")
+	switch m.EffectiveType() {
+	case pipelinev1beta1.StorageTypeNFS:
+		if server, ok := m.CSIParameter["server"]; ok && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
+			errs = append(errs, field.Invalid(params.Key("server"), server, "must be an IP address or a DNS name of the NFS server"))
+		}
+		if share, ok := m.CSIParameter["share"]; ok && path.Clean(share) != share {
+			errs = append(errs, field.Invalid(params.Key("share"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
+		}
+	case pipelinev1beta1.StorageTypeCSI:
+		if driver, ok := m.CSIParameter[pipelinev1beta1.CSIDriverParameter]; ok {
+			if msgs := validation.IsDNS1123Subdomain(driver); len(msgs) > 0 || len(driver) > 63 {
+				errs = append(errs, field.Invalid(params.Key(pipelinev1beta1.CSIDriverParameter), driver,
+					"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"))
+			}
+		}
+	case pipelinev1beta1.StorageTypeStorageClass:
+		for _, msg := range validation.IsDNS1123Subdomain(m.StorageClassName) {
+			errs = append(errs, field.Invalid(mp.Child("storageClassName"), m.StorageClassName, "not a valid StorageClass name: "+msg))
+		}
+	case pipelinev1beta1.StorageTypeExistingClaim:
+		for _, msg := range validation.IsDNS1123Subdomain(m.ClaimName) {
+			errs = append(errs, field.Invalid(mp.Child("claimName"), m.ClaimName, "not a valid claim name: "+msg))
+		}
+	}
+	if m.Capacity != nil && m.Capacity.Sign() <= 0 {
+		errs = append(errs, field.Invalid(mp.Child("capacity"), m.Capacity.String(), "must be greater than zero, e.g. 10Gi"))
+	}
+	seen := sets.New[corev1.PersistentVolumeAccessMode]()
+	for i, am := range m.AccessModes {
+		ap := mp.Child("accessModes").Index(i)
+		switch {
+		case !slices.Contains(accessModes, string(am)):
+			errs = append(errs, field.NotSupported(ap, am, accessModes))
+		case seen.Has(am):
+			errs = append(errs, field.Duplicate(ap, am))
+		}
+		seen.Insert(am)
+	}
+	if mount := m.MountPath; mount != "" {
+		switch {
+		case mount == "/":
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not be the root directory"))
+		case path.Clean(mount) != mount:
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(mount))))
+		case strings.Contains(mount, ":"):
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), mount, "must not contain ':'"))
+		}
+	}
+	return errs
+}
+
+// warnings are admission warnings: things that are accepted but may not be what the user
+// wants. nodeExists reports whether a node carries the given hostname; old is nil on create.
+func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
+	var out []string
+	locations := sets.New[string]()
+	for i := range p.Spec.Steps {
+		s := &p.Spec.Steps[i]
+		name := p.Spec.StepName(i)
+		if s.Location != "" {
+			if !locations.Has(s.Location) && nodeExists != nil {
+				if ok, err := nodeExists(s.Location); err == nil && !ok {
+					out = append(out, fmt.Sprintf("step %s: no node %q exists yet: the step stays pending until it joins the cluster", name, s.Location))
+				}
+			}
+			locations.Insert(s.Location)
+		}
+		for _, e := range s.Env {
+			if injectedEnv.Has(e.Name) {
+				out = append(out, fmt.Sprintf("step %s: env %s replaces the value the operator sets", name, e.Name))
+			} else if _, ok := s.Args[e.Name]; ok {
+				out = append(out, fmt.Sprintf("step %s: env %s replaces args.%s", name, e.Name, e.Name))
+			}
+		}
+	}
+	m := &p.Spec.ModelStorage
+	if locations.Len() > 1 && m.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim {
+		for _, am := range m.EffectiveAccessModes() {
+			if am == corev1.ReadWriteOnce || am == corev1.ReadWriteOncePod {
+				out = append(out, fmt.Sprintf("modelStorage.accessModes %s: steps on %d different nodes cannot all mount the volume", am, locations.Len()))
+			}
+		}
+	}
+	if old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
+		out = append(out, "modelStorage changed: the operator creates a new volume and claim, moves every step onto them (the steps' pods restart) and then deletes the old ones")
+	}
+	return out
+}
+
+// storageOf is what identifies the volume and claim: the storage spec with its defaults (so
+// that writing a default is not a change), without the mount path (which only moves the mount).
+func storageOf(p *pipelinev1beta1.Pipeline) pipelinev1beta1.ModelStorage {
+	c := p.DeepCopy()
+	c.Default()
+	c.Spec.ModelStorage.MountPath = ""
+	return c.Spec.ModelStorage
+}

@@ -1,0 +1,288 @@
+package v1beta1
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
+)
+
+func newNamespace(ctx context.Context) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ns))).To(Succeed()) })
+	return ns.Name
+}
+
+// sample is the DESIGN.md Pipeline, as config/samples ships it.
+func sample(ns string) *pipelinev1beta1.Pipeline {
+	p, err := samples.Pipeline(ns)
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+func nodeNamed(ctx context.Context, name string) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+	Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, node))).To(Succeed())
+}
+
+var _ = Describe("Pipeline admission", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) {
+		ns = newNamespace(ctx)
+		warned.take()
+	})
+
+	It("accepts the DESIGN.md Pipeline verbatim and stores every default", func(ctx SpecContext) {
+		for _, n := range []string{"xx-test-node236", "xx-test-node239"} {
+			nodeNamed(ctx, n)
+		}
+		p := sample(ns)
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(BeEmpty())
+
+		got := &pipelinev1beta1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		steps := got.Spec.Steps
+		Expect(steps[0].Name).To(Equal("step-1"))
+		Expect(steps[1].Name).To(Equal("step-2"))
+		Expect(steps[0].Replicas).To(HaveValue(BeEquivalentTo(1)))
+		Expect(steps[0].Port).To(HaveValue(BeEquivalentTo(9080)), "port follows args.listenPort")
+		Expect(steps[1].Port).To(HaveValue(BeEquivalentTo(80)))
+		Expect(steps[0].Args).To(HaveKeyWithValue("listenPort", pipelinev1beta1.ArgValue("9080")), "args are kept")
+		m := got.Spec.ModelStorage
+		Expect(m.Type).To(Equal(pipelinev1beta1.StorageTypeNFS))
+		Expect(m.Capacity).To(HaveValue(Equal(resource.MustParse("1Gi"))))
+		Expect(m.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
+		Expect(m.MountPath).To(Equal("/models"))
+		Expect(m.CSIParameter).To(Equal(map[string]string{"server": "192.168.20.235", "share": "/home/aiedge/csiTest"}))
+
+		By("an update that sends the Pipeline back unchanged is accepted and changes nothing")
+		again := got.DeepCopy()
+		Expect(k8sClient.Update(ctx, again)).To(Succeed())
+		Expect(again.Generation).To(Equal(got.Generation))
+	})
+
+	It("keeps what the user set and names only the unnamed steps", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.Steps[0].Name = "detect"
+		p.Spec.Steps[1].Replicas = ptr.To[int32](3)
+		p.Spec.Steps[1].Port = ptr.To[int32](8080)
+		p.Spec.ModelStorage.Type = pipelinev1beta1.StorageTypeExistingClaim
+		p.Spec.ModelStorage.ClaimName = "models"
+		p.Spec.ModelStorage.CSIParameter = nil
+		p.Spec.ModelStorage.MountPath = "/data/models"
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		got := &pipelinev1beta1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Spec.Steps[0].Name).To(Equal("detect"))
+		Expect(got.Spec.Steps[1].Name).To(Equal("step-2"))
+		Expect(got.Spec.Steps[1].Replicas).To(HaveValue(BeEquivalentTo(3)))
+		Expect(got.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8080)))
+		Expect(got.Spec.ModelStorage.MountPath).To(Equal("/data/models"))
+		Expect(got.Spec.ModelStorage.Capacity).To(BeNil(), "an existing claim has the size it has")
+		Expect(got.Spec.ModelStorage.AccessModes).To(BeEmpty())
+	})
+
+	It("accepts a step-<n> name at its own position", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.Steps[1].Name = "step-2"
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		Expect(p.Spec.Steps[0].Name).To(Equal("step-1"))
+	})
+
+	It("accepts every storage type", func(ctx SpecContext) {
+		for i, m := range []pipelinev1beta1.ModelStorage{
+			{Type: pipelinev1beta1.StorageTypeNFS, CSIParameter: map[string]string{"server": "nfs.example.com", "share": "/exports/models"}},
+			{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}},
+			{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//srv/models"}},
+			{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast-rwx", Capacity: ptr.To(resource.MustParse("20Gi")),
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
+			{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "team-models"},
+		} {
+			p := sample(ns)
+			p.Name = fmt.Sprintf("storage-%d", i)
+			p.Spec.ModelStorage = m
+			Expect(k8sClient.Create(ctx, p)).To(Succeed(), "storage %d: %+v", i, m)
+		}
+	})
+
+	It("warns about what may be fine later", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Name = "warned"
+		p.Spec.Steps[0].Location = "edge-node-not-yet-joined"
+		p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "MODEL_PATH", Value: "/elsewhere"}}
+		p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(ConsistOf(
+			ContainSubstring(`step step-1: no node "edge-node-not-yet-joined" exists yet`),
+			ContainSubstring("step step-2: env MODEL_PATH replaces the value the operator sets"),
+			ContainSubstring("modelStorage.accessModes ReadWriteOnce: steps on 2 different nodes cannot all mount the volume"),
+		))
+
+		By("a new node stops the location warning")
+		nodeNamed(ctx, "edge-node-not-yet-joined")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.Steps[1].Env = nil
+		p.Spec.ModelStorage.AccessModes = nil
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(ConsistOf(ContainSubstring("modelStorage changed: the operator creates a new volume and claim")),
+			"dropping the access modes goes back to the default, which changes the volume")
+
+		By("changing only the mount path keeps the volume: no storage warning")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.ModelStorage.MountPath = "/srv/models"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(BeEmpty())
+	})
+
+	It("lets a Pipeline being deleted lose its finalizer", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Finalizers = []string{"distri-infer.ndsl.cn/cleanup"}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Finalizers = nil
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &pipelinev1beta1.Pipeline{}))
+		}).Should(BeTrue())
+	})
+
+	DescribeTable("refuses a bad Pipeline with a message that says what to fix",
+		func(ctx SpecContext, mutate func(p *pipelinev1beta1.Pipeline), field, message string) {
+			p := sample(ns)
+			mutate(p)
+			err := k8sClient.Create(ctx, p)
+			Expect(err).To(HaveOccurred(), "the apiserver accepted it")
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(field))
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = []pipelinev1beta1.Step{} },
+			"spec.steps", "should have at least 1 items"),
+		Entry("more than 32 steps", func(p *pipelinev1beta1.Pipeline) {
+			for len(p.Spec.Steps) <= 32 {
+				p.Spec.Steps = append(p.Spec.Steps, *p.Spec.Steps[1].DeepCopy())
+			}
+		}, "spec.steps", "must have at most 32 items"),
+		Entry("an invalid Pipeline name", func(p *pipelinev1beta1.Pipeline) { p.Name = "face.detection" },
+			"metadata.name", "at most 63 characters of lowercase letters, digits and '-'"),
+		Entry("an image with a trailing space", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:latest " },
+			"spec.steps[0].image", "not a valid image reference"),
+		Entry("an image in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "NGINX" },
+			"spec.steps[1].image", "not a valid image reference"),
+		Entry("an image with a broken digest", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx@sha256:abc" },
+			"spec.steps[0].image", "not a valid image reference"),
+		Entry("no image", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "" },
+			"spec.steps[0].image", "should be at least 1 chars long"),
+		Entry("a location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "edge..node" },
+			"spec.steps[0].location", "not a valid node name"),
+		Entry("a location in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "Edge_Node" },
+			"spec.steps[0].location", "should match"),
+		Entry("no model", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "" },
+			"spec.steps[0].model", "should be at least 1 chars long"),
+		Entry("a model outside the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
+			"spec.steps[0].model", "must not contain '.' or '..' path segments"),
+		Entry("an arg the operator sets", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"}
+		},
+			"spec.steps[1].args", "args must not set MODEL_NAME, MODEL_PATH"),
+		Entry("an arg that is no environment variable name", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"batch size": "8"}
+		}, "spec.steps[1].args", "args keys must be printable ASCII characters without spaces or '='"),
+		Entry("a listenPort out of range", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "99999" },
+			"spec.steps[0].args", "args.listenPort must be a port number from 1 to 65535"),
+		Entry("a port out of range", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](70000) },
+			"spec.steps[1].port", "should be less than or equal to 65535"),
+		Entry("port and listenPort that disagree", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
+			"spec.steps[0]", "port and args.listenPort disagree"),
+		Entry("zero replicas", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Replicas = ptr.To[int32](0) },
+			"spec.steps[0].replicas", "should be greater than or equal to 1"),
+		Entry("two steps with one name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "detect" },
+			"spec.steps", "step names must be unique"),
+		Entry("a name taken from an unnamed step", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = "step-2" },
+			"spec.steps", "a step named step-<n> takes the name of the unnamed step at position n"),
+		Entry("a step name in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = "Detect" },
+			"spec.steps[0].name", "should match"),
+		Entry("a step name too long for its objects", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = strings.Repeat("a", 41) },
+			"spec.steps[0].name", "may not be more than 40"),
+		Entry("an env name with '='", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "A=B", Value: "1"}} },
+			"spec.steps[1].env[A=B].name", "environment variable names must be non-empty and contain no '='"),
+		Entry("requests above limits", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+			}
+		}, "spec.steps[0].resources.requests[memory]", "must not exceed the limit 1Gi"),
+		Entry("a node selector on the hostname", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].NodeSelector = map[string]string{"kubernetes.io/hostname": "other"}
+		}, "spec.steps[0].nodeSelector[kubernetes.io/hostname]", "use location to choose the node"),
+		Entry("a node selector key that is no label key", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].NodeSelector = map[string]string{"gpu type": "a100"}
+		}, "spec.steps[0].nodeSelector[gpu type]", "not a valid label key"),
+		Entry("a toleration with an unknown operator", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: "Maybe"}}
+		}, "spec.steps[0].tolerations[0].operator", "Unsupported value"),
+		Entry("an unknown storage type", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Type = "s3" },
+			"spec.modelStorage.type", "Unsupported value"),
+		Entry("nfs without a server", func(p *pipelinev1beta1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
+			"spec.modelStorage", "modelStorage of type nfs needs csiParameter.server and csiParameter.share"),
+		Entry("an nfs server that is no host", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "nfs server!" },
+			"spec.modelStorage.csiParameter[server]", "must be an IP address or a DNS name of the NFS server"),
+		Entry("a relative nfs share", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "home/models" },
+			"spec.modelStorage", "csiParameter.share must be an absolute path on the NFS server"),
+		Entry("an nfs share with '..'", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/home/../models" },
+			"spec.modelStorage.csiParameter[share]", "must be a clean absolute path (/models)"),
+		Entry("csi without volume attributes", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
+		}, "spec.modelStorage", "modelStorage of type csi needs the driver's volume attributes"),
+		Entry("a csi driver that is no driver name", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage.Type = pipelinev1beta1.StorageTypeCSI
+			p.Spec.ModelStorage.CSIParameter["driver"] = "NFS_Driver"
+		}, "spec.modelStorage.csiParameter[driver]", "must be a CSI driver name"),
+		Entry("storageClass without a class", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass}
+		}, "spec.modelStorage", "modelStorage of type storageClass needs storageClassName"),
+		Entry("a class name that is no object name", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "Fast_SSD"}
+		}, "spec.modelStorage.storageClassName", "not a valid StorageClass name"),
+		Entry("existingClaim without a claim", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim}
+		}, "spec.modelStorage", "modelStorage of type existingClaim needs claimName"),
+		Entry("a zero capacity", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("0")) },
+			"spec.modelStorage.capacity", "must be greater than zero"),
+		Entry("an unknown access mode", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
+		}, "spec.modelStorage.accessModes[0]", "Unsupported value"),
+		Entry("a relative mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "models" },
+			"spec.modelStorage.mountPath", "should match '^/'"),
+		Entry("an unknown entry Service type", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: "ExternalName"}
+		}, "spec.expose.serviceType", "Unsupported value"),
+		Entry("an Ingress host that is no DNS name", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "Infer_Example"}}
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name"),
+		Entry("an Ingress TLS secret without a host", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{TLSSecretName: "infer-tls"}}
+		}, "spec.expose.ingress", "ingress.tlsSecretName needs ingress.host"),
+		Entry("a relative Ingress path", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "infer"}}
+		}, "spec.expose.ingress.path", "ingress.path must start with '/'"),
+		Entry("the root as mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
+			"spec.modelStorage.mountPath", "must not be the root directory"),
+	)
+})
