@@ -21,6 +21,8 @@ if ! command -v buildah >/dev/null; then
 fi
 
 buildah=(buildah --storage-driver vfs)
+# The previous build of IMAGE would stay behind untagged: every rebuild replaces it.
+"${buildah[@]}" rmi "$image" >/dev/null 2>&1 || true
 "${buildah[@]}" bud --isolation chroot --quiet "$@" -f "$dockerfile" -t "$image" "$context"
 mkdir -p "$(dirname "$archive")"
 rm -f "$archive"
