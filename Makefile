@@ -3,6 +3,14 @@
 VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/ndsl-cn/pipeline-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+# OLM: the bundle image, its channels and the file-based catalog image.
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+CHANNELS ?= candidate
+DEFAULT_CHANNEL ?= $(CHANNELS)
+BUNDLE_METADATA_OPTS ?= --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+# Images built with buildah are written here as OCI archives.
+IMAGE_DIR ?= $(CURDIR)/.images
 
 # Tools are built from the Go module proxy into a cache outside the clone, keyed by version,
 # so every clone on this machine shares them.
@@ -14,6 +22,13 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KWOK_VERSION ?= v0.8.0
+OPERATOR_SDK_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-sdk" {print $$2}' hack/tools/olm/go.mod)
+OPM_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-registry" {print $$2}' hack/tools/olm/go.mod)
+# Without these tags containers/image wants gpgme and the btrfs and devicemapper headers (cgo).
+# The catalog test is built with the same tags and flags as the OLM tools, so it reuses their
+# compiled packages.
+export OLM_BUILD_TAGS := containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
+CATALOG_TEST = (cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -tags $(OLM_BUILD_TAGS) ./catalogcheck/ -count=1 -v)
 
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
@@ -24,6 +39,11 @@ KUSTOMIZE := $(CACHE_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 GOLANGCI_LINT := $(CACHE_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 KWOK := $(CACHE_DIR)/kwok-$(KWOK_VERSION)/kwok
 KUBECTL := $(KUBE_BIN_DIR)/kubectl
+OLM_TOOLS_DIR := $(CACHE_DIR)/olm-$(OPERATOR_SDK_VERSION)-$(OPM_VERSION)
+OPERATOR_SDK := $(OLM_TOOLS_DIR)/operator-sdk
+SCORECARD_TEST := $(OLM_TOOLS_DIR)/scorecard-test
+OPM := $(OLM_TOOLS_DIR)/opm
+GRPC_HEALTH_PROBE := $(OLM_TOOLS_DIR)/grpc_health_probe
 
 # The local control plane: state, kubeconfig and logs.
 LOCAL_DIR ?= $(CURDIR)/.local
@@ -33,6 +53,9 @@ LOCALCLUSTER := go run ./hack/localcluster
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 export GOFLAGS := -buildvcs=false
+
+# What make verify regenerates and compares with the commit.
+GENERATED := api config internal cmd pkg bundle bundle.Dockerfile catalog
 
 .PHONY: all
 all: build
@@ -67,13 +90,13 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run
 
 .PHONY: verify
-verify: manifests generate fmt ## Regenerate code and manifests; fail when the tree changes.
-	@if [ -n "$$(git status --porcelain -- api config internal cmd bundle pkg)" ]; then \
-		echo "generated files are stale: run 'make manifests generate fmt' and commit:"; \
-		git status --porcelain -- api config internal cmd bundle pkg; git --no-pager diff --stat; exit 1; fi
+verify: manifests generate fmt bundle catalog ## Regenerate code, manifests, bundle and catalog; fail when the tree changes.
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		echo "generated files are stale: run 'make manifests generate fmt bundle catalog' and commit:"; \
+		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-integration test-fuzz test-e2e ## Run every test: unit, alert rules, integration (envtest), fuzzing and end-to-end.
+test: test-unit test-rules test-bundle test-integration test-fuzz test-e2e ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fuzzing and end-to-end.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
@@ -82,6 +105,15 @@ test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
 .PHONY: test-rules
 test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.
 	cd hack/tools/rulecheck && GOFLAGS=-mod=mod go test ./... -count=1
+
+.PHONY: test-bundle
+test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (operatorframework suite, no warnings), run its six scorecard tests, validate and serve catalog/.
+	hack/validate-bundle.sh $(OPERATOR_SDK) bundle
+	hack/scorecard.sh $(SCORECARD_TEST) bundle
+	$(OPM) validate catalog
+	export OPM=$(OPM) CATALOG_DIR=$(CURDIR)/catalog BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator \
+		CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && $(CATALOG_TEST) && \
+	hack/rehearse-release.sh $(OPM) $(DEFAULT_CHANNEL) $(IMAGE_TAG_BASE)-bundle 99.0.0 sh -c '$(CATALOG_TEST)'
 
 .PHONY: test-integration
 test-integration: manifests generate envtest $(KUSTOMIZE) ## Integration tests against a real kube-apiserver and etcd.
@@ -139,6 +171,13 @@ demo-down: local-down ## Stop everything make demo started.
 build: manifests generate fmt vet ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
+.PHONY: docker-build
+docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.
+	@hack/image-build.sh Dockerfile . $(IMG) $(IMAGE_DIR)/manager.tar \
+		--build-arg TARGETOS=linux --build-arg TARGETARCH=$$(go env GOARCH) || { \
+		echo "docker-build: the Dockerfile's base images golang:1.26 (docker.io) and gcr.io/distroless/static:nonroot" >&2; \
+		echo "must be pullable (registry access, or already in buildah's vfs storage) to build $(IMG)" >&2; exit 1; }
+
 .PHONY: run
 run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
 	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
@@ -166,6 +205,51 @@ deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster 
 undeploy: $(KUSTOMIZE) $(KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
+##@ OLM
+
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile for $(IMG) at $(VERSION), then validate them.
+	$(OPERATOR_SDK) generate kustomize manifests -q
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	cd config/manifests && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
+	@# The generator stamps the time of every run (the bundle must be a function of the sources),
+	@# and lists in relatedImages only RELATED_IMAGE_* variables: the manager image goes there too,
+	@# for mirroring to disconnected registries.
+	sed -i -e '/^    createdAt: /d' -e 's|^  version: |  relatedImages:\n  - image: $(IMG)\n    name: manager\n&|' \
+		bundle/manifests/pipeline-operator.clusterserviceversion.yaml
+	$(OPERATOR_SDK) bundle validate ./bundle
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image $(BUNDLE_IMG) from bundle/ with buildah into $(IMAGE_DIR)/bundle.tar (OCI archive).
+	rm -rf $(IMAGE_DIR)/bundle-context && mkdir -p $(IMAGE_DIR)/bundle-context
+	cp -r bundle bundle.Dockerfile $(IMAGE_DIR)/bundle-context/
+	hack/image-build.sh bundle.Dockerfile $(IMAGE_DIR)/bundle-context $(BUNDLE_IMG) $(IMAGE_DIR)/bundle.tar
+
+.PHONY: bundle-push
+bundle-push: ## Push $(BUNDLE_IMG) to its registry (needs the registry and its credentials).
+	buildah --storage-driver vfs push $(BUNDLE_IMG) docker://$(BUNDLE_IMG)
+
+.PHONY: catalog
+catalog: $(OPM) ## Add bundle/ to the file-based catalog in catalog/ (channel $(DEFAULT_CHANNEL)) and validate it.
+	hack/catalog.sh $(OPM) bundle catalog pipeline-operator $(DEFAULT_CHANNEL) $(IMAGE_TAG_BASE)-bundle
+	$(OPM) validate catalog
+
+.PHONY: catalog-build
+catalog-build: $(OPM) $(GRPC_HEALTH_PROBE) ## Build the catalog image $(CATALOG_IMG) (catalog/ served by opm) with buildah into $(IMAGE_DIR)/catalog.tar.
+	rm -rf $(IMAGE_DIR)/catalog-context && mkdir -p $(IMAGE_DIR)/catalog-context/cache
+	cp -r catalog catalog.Dockerfile $(OPM) $(GRPC_HEALTH_PROBE) $(IMAGE_DIR)/catalog-context/
+	hack/image-build.sh catalog.Dockerfile $(IMAGE_DIR)/catalog-context $(CATALOG_IMG) $(IMAGE_DIR)/catalog.tar
+
+.PHONY: test-images
+test-images: bundle-build catalog-build ## Check the built bundle image (labels, files) and serve the catalog image as its user (needs root).
+	export BUNDLE_DIR=$(CURDIR)/bundle PACKAGE=pipeline-operator CHANNEL=$(DEFAULT_CHANNEL) \
+		BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle && hack/test-images.sh $(BUNDLE_IMG) $(CATALOG_IMG) sh -c '$(CATALOG_TEST)'
+
+.PHONY: catalog-push
+catalog-push: ## Push $(CATALOG_IMG) to its registry (needs the registry and its credentials).
+	buildah --storage-driver vfs push $(CATALOG_IMG) docker://$(CATALOG_IMG)
+
 ##@ Tools
 
 .PHONY: envtest
@@ -182,6 +266,8 @@ $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
 $(CODEGEN_DIR)/client-gen:
 	hack/build-tool.sh codegen $(CODEGEN_DIR)
+$(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GRPC_HEALTH_PROBE):
+	hack/build-tool.sh olm $(OLM_TOOLS_DIR)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -45,12 +45,14 @@ type Step struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Step Name",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Name string `json:"name,omitempty"`
 
 	// image is the container image of the step.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Image string `json:"image"`
 
 	// location is the name of the node the step must run on
@@ -58,6 +60,7 @@ type Step struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Location string `json:"location,omitempty"`
 
 	// model is the model's directory inside the model storage; the step finds it at
@@ -67,6 +70,7 @@ type Step struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.]?(/|$)')",message="model must not contain '.' or '..' path segments"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Model string `json:"model"`
 
 	// args is the configuration handed to the step: each entry becomes an environment
@@ -77,6 +81,7 @@ type Step struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[!-<>-~]+$'))",message="args keys must be printable ASCII characters without spaces or '='"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['MODEL_NAME', 'MODEL_PATH', 'PIPELINE_NAME', 'STEP_NAME', 'STEP_INDEX', 'NEXT_STEP_URL']))",message="args must not set MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX or NEXT_STEP_URL: the operator sets them"
 	// +kubebuilder:validation:XValidation:rule="!('listenPort' in self) || self['listenPort'].matches('^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')",message="args.listenPort must be a port number from 1 to 65535"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Arguments"
 	Args map[string]ArgValue `json:"args,omitempty"`
 
 	// replicas is the number of pods of the step.
@@ -84,6 +89,7 @@ type Step struct {
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// port is the port the step's container listens on, and the port of its Service.
@@ -91,10 +97,12 @@ type Step struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Port",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	Port *int32 `json:"port,omitempty"`
 
 	// resources are the compute resources of the step's container.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors="urn:alm:descriptor:com.tectonic.ui:resourceRequirements"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// env are extra environment variables of the step's container, set after args.
@@ -102,17 +110,20 @@ type Step struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Environment Variables",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// nodeSelector adds node labels the step's pods require, besides location.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node Selector",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// tolerations let the step's pods run on tainted nodes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// securityContext is the security context of the step's container. When set it replaces
@@ -133,6 +144,7 @@ type ModelStorage struct {
 	// type is how the model storage is provided: nfs, csi, storageClass or existingClaim.
 	// +optional
 	// +kubebuilder:default=nfs
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:nfs","urn:alm:descriptor:com.tectonic.ui:select:csi","urn:alm:descriptor:com.tectonic.ui:select:storageClass","urn:alm:descriptor:com.tectonic.ui:select:existingClaim"}
 	Type StorageType `json:"type,omitempty"`
 
 	// csiParameter describes the volume. For nfs: server and share. For csi: driver
@@ -140,12 +152,14 @@ type ModelStorage struct {
 	// server and share).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Parameters"
 	CSIParameter map[string]string `json:"csiParameter,omitempty"`
 
 	// storageClassName is the StorageClass that provisions the claim (type storageClass).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Class",xDescriptors="urn:alm:descriptor:io.kubernetes:StorageClass"
 	StorageClassName string `json:"storageClassName,omitempty"`
 
 	// claimName is the PersistentVolumeClaim, in the Pipeline's namespace, that holds the
@@ -153,16 +167,19 @@ type ModelStorage struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Existing Claim",xDescriptors="urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"
 	ClaimName string `json:"claimName,omitempty"`
 
 	// capacity is the size of the volume and of the claim. Defaults to 1Gi.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Capacity",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Capacity *resource.Quantity `json:"capacity,omitempty"`
 
 	// accessModes of the volume and the claim. Defaults to [ReadOnlyMany].
 	// +optional
 	// +kubebuilder:validation:MaxItems=4
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Access Modes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 
 	// mountPath is where every step finds the model storage.
@@ -170,6 +187,7 @@ type ModelStorage struct {
 	// +kubebuilder:default=/models
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mount Path",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MountPath string `json:"mountPath,omitempty"`
 }
 
@@ -207,6 +225,7 @@ type IngressExpose struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="ingress.host must be a DNS name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), such as infer.example.com"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9.]+$')",message="ingress.host must be a DNS name, not an IP address: leave host empty to accept requests for any address"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Host",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Host string `json:"host,omitempty"`
 
 	// path is the HTTP path routed to the entry step. Defaults to "/".
@@ -217,12 +236,14 @@ type IngressExpose struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="ingress.path must start with '/'"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)|%2[fF]')",message="ingress.path must not contain '//', '.' or '..' segments or an encoded '/' (%2F)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]?#]')",message="ingress.path must not contain spaces, '?' or '#'"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Path string `json:"path,omitempty"`
 
 	// pathType is how path matches request paths: Prefix (path and everything below it) or
 	// Exact. Defaults to Prefix.
 	// +optional
 	// +kubebuilder:default=Prefix
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Path Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Prefix","urn:alm:descriptor:com.tectonic.ui:select:Exact"}
 	PathType IngressPathType `json:"pathType,omitempty"`
 
 	// className is the IngressClass that serves the Ingress. Empty uses the cluster's
@@ -231,6 +252,7 @@ type IngressExpose struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ingress Class",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	ClassName string `json:"className,omitempty"`
 
 	// tlsSecretName is the Secret, in the Pipeline's namespace, holding the TLS certificate
@@ -239,6 +261,7 @@ type IngressExpose struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS Secret",xDescriptors="urn:alm:descriptor:io.kubernetes:Secret"
 	TLSSecretName string `json:"tlsSecretName,omitempty"`
 }
 
@@ -248,10 +271,12 @@ type Expose struct {
 	// LoadBalancer. Defaults to ClusterIP. The other steps' Services stay ClusterIP.
 	// +optional
 	// +kubebuilder:default=ClusterIP
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Entry Service Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:ClusterIP","urn:alm:descriptor:com.tectonic.ui:select:NodePort","urn:alm:descriptor:com.tectonic.ui:select:LoadBalancer"}
 	ServiceType ServiceType `json:"serviceType,omitempty"`
 
 	// ingress, when set, makes an Ingress that routes to the entry step's Service.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ingress"
 	Ingress *IngressExpose `json:"ingress,omitempty"`
 }
 
@@ -265,15 +290,18 @@ type PipelineSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || self.exists_one(t, has(t.name) && t.name == s.name))",message="step names must be unique"
 	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || !s.name.matches('^step-[1-9][0-9]?$') || int(s.name.substring(5)) > size(self) || has(self[int(s.name.substring(5)) - 1].name))",message="a step named step-<n> takes the name of the unnamed step at position n: name that step too, or choose another name"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Steps"
 	Steps []Step `json:"steps"`
 
 	// modelStorage is the shared storage every step mounts read-only.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model Storage"
 	ModelStorage ModelStorage `json:"modelStorage"`
 
 	// expose says how the entry (first) step is reached from outside the cluster. Without
 	// it every step has a ClusterIP Service only.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose"
 	Expose *Expose `json:"expose,omitempty"`
 }
 
@@ -335,32 +363,39 @@ type StepStatus struct {
 	// name is the step's name (step-<index> when the step is unnamed).
 	// +required
 	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Step Name",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Name string `json:"name"`
 
 	// deploymentName is the name of the step's Deployment.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Deployment",xDescriptors="urn:alm:descriptor:io.kubernetes:Deployment"
 	DeploymentName string `json:"deploymentName,omitempty"`
 
 	// deploymentPhase is the state of the step's Deployment.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Deployment Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	DeploymentPhase DeploymentPhase `json:"deploymentPhase,omitempty"`
 
 	// servicePhase is the state of the step's Service.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Service Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ServicePhase ServicePhase `json:"servicePhase,omitempty"`
 
 	// url is the in-cluster URL of the step's Service.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	URL string `json:"url,omitempty"`
 
 	// replicas is the number of pods the step should have.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	Replicas int32 `json:"replicas,omitempty"`
 
 	// readyReplicas is the number of the step's pods that are ready.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 }
 
@@ -368,20 +403,24 @@ type StepStatus struct {
 type DetailPhase struct {
 	// pvPhase is the phase of the model PersistentVolume (nfs and csi storage).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Volume Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	PVPhase corev1.PersistentVolumePhase `json:"pvPhase,omitempty"`
 
 	// pvcPhase is the phase of the model PersistentVolumeClaim.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Claim Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	PVCPhase corev1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
 
 	// ingressPhase is the state of the Ingress of spec.expose.ingress; empty without one.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ingress Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	IngressPhase IngressPhase `json:"ingressPhase,omitempty"`
 
 	// stepsPhase holds one entry per step, in spec order.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Steps"
 	StepsPhase []StepStatus `json:"stepsPhase,omitempty"`
 }
 
@@ -389,20 +428,24 @@ type DetailPhase struct {
 type PipelineStatus struct {
 	// phase summarises the Pipeline: creating, running, failed or deleting.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors="urn:alm:descriptor:io.kubernetes.phase"
 	Phase PipelinePhase `json:"phase,omitempty"`
 
 	// detailPhase is the state of the storage and of every step.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Detail Phase"
 	DetailPhase DetailPhase `json:"detailPhase,omitempty"`
 
 	// models lists the model of every step, in order, comma-separated.
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Models",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Models string `json:"models,omitempty"`
 
 	// readySteps is "<available steps>/<steps>".
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Steps",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ReadySteps string `json:"readySteps,omitempty"`
 
 	// url is where the entry step is reached from outside the cluster, once known: the
@@ -410,25 +453,30 @@ type PipelineStatus struct {
 	// and port of a LoadBalancer Service. Empty until an address exists.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:org.w3:link"
 	URL string `json:"url,omitempty"`
 
 	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
 	// Services).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Port",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	NodePort int32 `json:"nodePort,omitempty"`
 
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Volume",xDescriptors="urn:alm:descriptor:io.kubernetes:PersistentVolume"
 	PVName string `json:"pvName,omitempty"`
 
 	// pvcName is the name of the claim every step mounts.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Claim",xDescriptors="urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"
 	PVCName string `json:"pvcName,omitempty"`
 
 	// observedGeneration is the generation of the spec the last successful pass applied.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Observed Generation",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Available, Progressing, Degraded and Reconciled.
@@ -436,6 +484,7 @@ type PipelineStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -451,6 +500,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
