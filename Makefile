@@ -188,6 +188,10 @@ run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECON
 
 ##@ Deployment
 
+# What make deploy applies: config/default (the manager makes its own webhook certificate) or
+# config/overlays/cert-manager (cert-manager issues and renews it).
+DEPLOY_CONFIG ?= config/default
+
 .PHONY: install
 install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRD into the cluster of $$KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
@@ -199,11 +203,11 @@ uninstall: manifests $(KUSTOMIZE) $(KUBECTL) $(KUBECTL) ## Remove the CRD from t
 .PHONY: deploy
 deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) $(KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ OLM
 

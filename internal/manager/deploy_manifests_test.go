@@ -28,14 +28,14 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
 )
 
-// deployManifests is what `make deploy` applies: config/default built by kustomize (the
-// binary the Makefile builds, named by $KUSTOMIZE).
-func deployManifests() []*unstructured.Unstructured {
+// deployManifests is what `make deploy` applies: config/default (or the overlay dir under
+// config/) built by kustomize (the binary the Makefile builds, named by $KUSTOMIZE).
+func deployManifests(dir string) []*unstructured.Unstructured {
 	GinkgoHelper()
 	kustomize := os.Getenv("KUSTOMIZE")
 	Expect(kustomize).NotTo(BeEmpty(), "KUSTOMIZE names the kustomize binary: run `make test-integration`")
-	out, err := exec.Command(kustomize, "build", filepath.Join("..", "..", "config", "default")).Output()
-	Expect(err).NotTo(HaveOccurred(), "kustomize build config/default")
+	out, err := exec.Command(kustomize, "build", filepath.Join("..", "..", "config", dir)).Output()
+	Expect(err).NotTo(HaveOccurred(), "kustomize build config/%s", dir)
 
 	var objs []*unstructured.Unstructured
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
@@ -76,7 +76,7 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 	)
 	BeforeAll(func() {
 		ctx = context.Background()
-		objs = deployManifests()
+		objs = deployManifests("default")
 		manager = the[appsv1.Deployment](objs, "Deployment", "pipeline-operator-controller-manager")
 	})
 
@@ -144,5 +144,44 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		webhook := the[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "pipeline-operator-allow-webhook-traffic")
 		Expect(selects(webhook)).To(BeTrue(), "the policy selects the manager's pod")
 		Expect(webhook.Spec.Ingress).To(Equal([]networkingv1.NetworkPolicyIngressRule{{Ports: port(9443)}}), "from any source")
+	})
+})
+
+var _ = Describe("The cert-manager overlay of make deploy", func() {
+	It("serves the certificate cert-manager issues for the webhook Service and injects its CA", func() {
+		objs := deployManifests(filepath.Join("overlays", "cert-manager"))
+		cert := the[unstructured.Unstructured](objs, "Certificate", "pipeline-operator-serving-cert")
+		Expect(cert.GetNamespace()).To(Equal("pipeline-operator-system"))
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+		the[unstructured.Unstructured](objs, "Issuer", issuer)
+
+		service := the[corev1.Service](objs, "Service", "pipeline-operator-webhook-service")
+		Expect(dnsNames).To(ContainElement(service.Name + "." + service.Namespace + ".svc"))
+
+		manager := the[appsv1.Deployment](objs, "Deployment", "pipeline-operator-controller-manager")
+		var mounted string
+		for _, v := range manager.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == secretName {
+				mounted = v.Name
+			}
+		}
+		Expect(mounted).NotTo(BeEmpty(), "the manager mounts the Secret %s", secretName)
+		Expect(manager.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(And(
+			HaveField("Name", mounted), HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs"))),
+			"mounted where the manager looks for a certificate first (--webhook-cert-dir)")
+
+		inject := cert.GetNamespace() + "/" + cert.GetName()
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+			found := false
+			for _, u := range objs {
+				if u.GetKind() == kind {
+					found = true
+					Expect(u.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", inject), u.GetName())
+				}
+			}
+			Expect(found).To(BeTrue(), "the overlay keeps the %s", kind)
+		}
 	})
 })
