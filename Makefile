@@ -131,7 +131,7 @@ FUZZTIME ?= 30s
 
 .PHONY: test-fuzz
 test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook) and the child builders for $(FUZZTIME).
-	go test ./internal/controller/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME)
+	go test ./internal/controller/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 BENCH_SIZES ?= 100,300,1000
 
