@@ -229,39 +229,31 @@ func serial() *big.Int {
 
 // injectCA sets caBundle on every webhook of the two configurations, when it differs.
 func (s *SelfSigned) injectCA(ctx context.Context, ca []byte) error {
-	var errs []error
-	if name := s.MutatingWebhookConfiguration; name != "" {
-		errs = append(errs, s.patchCA(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{}, name, func(o client.Object) bool {
-			cfg := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
-			changed := false
-			for i := range cfg.Webhooks {
-				changed = setCA(&cfg.Webhooks[i].ClientConfig, ca) || changed
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	return errors.Join(
+		s.patchCA(ctx, mutating, s.MutatingWebhookConfiguration, ca, func() (out []*admissionregistrationv1.WebhookClientConfig) {
+			for i := range mutating.Webhooks {
+				out = append(out, &mutating.Webhooks[i].ClientConfig)
 			}
-			return changed
-		}))
-	}
-	if name := s.ValidatingWebhookConfiguration; name != "" {
-		errs = append(errs, s.patchCA(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{}, name, func(o client.Object) bool {
-			cfg := o.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-			changed := false
-			for i := range cfg.Webhooks {
-				changed = setCA(&cfg.Webhooks[i].ClientConfig, ca) || changed
+			return out
+		}),
+		s.patchCA(ctx, validating, s.ValidatingWebhookConfiguration, ca, func() (out []*admissionregistrationv1.WebhookClientConfig) {
+			for i := range validating.Webhooks {
+				out = append(out, &validating.Webhooks[i].ClientConfig)
 			}
-			return changed
-		}))
-	}
-	return errors.Join(errs...)
+			return out
+		}),
+	)
 }
 
-func setCA(cc *admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
-	if bytes.Equal(cc.CABundle, ca) {
-		return false
+// patchCA writes ca into the client configs of the webhook configuration obj named name (an
+// empty name is skipped); configs lists them once obj has been read.
+func (s *SelfSigned) patchCA(ctx context.Context, obj client.Object, name string, ca []byte,
+	configs func() []*admissionregistrationv1.WebhookClientConfig) error {
+	if name == "" {
+		return nil
 	}
-	cc.CABundle = ca
-	return true
-}
-
-func (s *SelfSigned) patchCA(ctx context.Context, obj client.Object, name string, set func(client.Object) bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -270,7 +262,13 @@ func (s *SelfSigned) patchCA(ctx context.Context, obj client.Object, name string
 			}
 			return err
 		}
-		if !set(obj) {
+		changed := false
+		for _, cc := range configs() {
+			if !bytes.Equal(cc.CABundle, ca) {
+				cc.CABundle, changed = ca, true
+			}
+		}
+		if !changed {
 			return nil
 		}
 		return s.Client.Update(ctx, obj)
