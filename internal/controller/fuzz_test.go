@@ -24,13 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // crdAdmission checks a Pipeline the way the apiserver does before the validating webhook:
@@ -106,19 +106,12 @@ const fuzzNamespace = "fuzz"
 
 func fuzzClient(t *testing.T) client.Client {
 	fuzzAPI.once.Do(func() {
-		env := &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-			ErrorIfCRDPathMissing: true,
-		}
-		cfg, err := env.Start()
+		cfg, err := testenv.New().Start()
 		if err != nil {
 			fuzzAPI.err = err
 			return
 		}
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		_ = pipelinev1beta1.AddToScheme(scheme)
-		if fuzzAPI.c, fuzzAPI.err = client.New(cfg, client.Options{Scheme: scheme}); fuzzAPI.err != nil {
+		if fuzzAPI.c, fuzzAPI.err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); fuzzAPI.err != nil {
 			return
 		}
 		fuzzAPI.err = fuzzAPI.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fuzzNamespace}})

@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,20 +11,15 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // The integration suite runs the reconciler in a manager against a real kube-apiserver and
@@ -37,7 +30,7 @@ var (
 	testEnv    *envtest.Environment
 	cfg        *rest.Config
 	k8sClient  client.Client // non-cached: assertions see the apiserver, not a cache
-	testScheme = runtime.NewScheme()
+	testScheme = testenv.Scheme()
 	cancelMgr  context.CancelFunc
 	mgrCache   cache.Cache // the manager's cache, to check what it holds
 	metricsReg *prometheus.Registry
@@ -47,28 +40,14 @@ var (
 var sampleNodes = []string{"xx-test-node236", "xx-test-node239"}
 
 func TestIntegration(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test-integration`, which builds kube-apiserver and etcd")
-	}
+	testenv.RequireAssets(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Pipeline controller integration")
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	SetDefaultConsistentlyDuration(time.Second)
-	SetDefaultConsistentlyPollingInterval(100 * time.Millisecond)
-
-	Expect(clientgoscheme.AddToScheme(testScheme)).To(Succeed())
-	Expect(pipelinev1beta1.AddToScheme(testScheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(testScheme)).To(Succeed())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
+	testenv.ConfigureGinkgo(20 * time.Second)
+	testEnv = testenv.New()
 	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())

@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 	"github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned"
 )
 
@@ -28,21 +27,14 @@ var (
 )
 
 func TestIntegrationClient(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test-integration`, which builds kube-apiserver and etcd")
-	}
+	testenv.RequireAssets(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Generated Pipeline client integration")
 }
 
 var _ = BeforeSuite(func() {
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
+	testenv.ConfigureGinkgo(20 * time.Second)
+	testEnv = testenv.New()
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 
