@@ -5,8 +5,10 @@ package v1beta1
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,10 +36,39 @@ func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) erro
 // modes and mount path.
 type Defaulter struct{}
 
-// Default implements admission.Defaulter.
-func (*Defaulter) Default(_ context.Context, p *pipelinev1beta1.Pipeline) error {
+// Default implements admission.Defaulter. On an update, a port that was only the default
+// taken from args.listenPort follows a new args.listenPort, so that editing the argument alone
+// is enough.
+func (*Defaulter) Default(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		old := &pipelinev1beta1.Pipeline{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return fmt.Errorf("decode the stored Pipeline: %w", err)
+		}
+		followListenPort(old, p)
+	}
 	p.Default()
 	return nil
+}
+
+// followListenPort clears the port of every step of p whose port, in old, was the value of
+// its args.listenPort, when only the argument changed: defaulting then takes the new one.
+func followListenPort(old, p *pipelinev1beta1.Pipeline) {
+	before := map[string]*pipelinev1beta1.Step{}
+	for i := range old.Spec.Steps {
+		before[old.Spec.StepName(i)] = &old.Spec.Steps[i]
+	}
+	for i := range p.Spec.Steps {
+		s, was := &p.Spec.Steps[i], before[p.Spec.StepName(i)]
+		if was == nil || was.Port == nil || s.Port == nil || *s.Port != *was.Port {
+			continue
+		}
+		oldArg, hadArg := was.Args[pipelinev1beta1.ListenPortArg]
+		newArg, hasArg := s.Args[pipelinev1beta1.ListenPortArg]
+		if hadArg && hasArg && oldArg != newArg && fmt.Sprint(*was.Port) == string(oldArg) {
+			s.Port = nil
+		}
+	}
 }
 
 // +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=vpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1

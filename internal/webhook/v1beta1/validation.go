@@ -240,7 +240,11 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 		}
 	}
 	if old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
-		out = append(out, "modelStorage changed: the operator creates a new volume and claim, moves every step onto them (the steps' pods restart) and then deletes the old ones")
+		if m.EffectiveType() == pipelinev1beta1.StorageTypeExistingClaim {
+			out = append(out, fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", m.ClaimName))
+		} else {
+			out = append(out, "modelStorage changed: the operator creates a new volume and claim, moves every step onto them (the steps' pods restart) and then deletes the old ones")
+		}
 	}
 	return out
 }

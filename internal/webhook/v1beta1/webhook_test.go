@@ -96,6 +96,35 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(got.Spec.ModelStorage.AccessModes).To(BeEmpty())
 	})
 
+	It("lets args.listenPort alone change the port it set", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.Steps[1].Port = ptr.To[int32](8080)
+		p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"listenPort": "8080"}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.Steps[0].Args["listenPort"] = "9090"
+		p.Spec.Steps[1].Args["listenPort"] = "8081"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(p.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9090)), "the defaulted port follows the argument")
+		Expect(p.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8081)), "a port equal to the argument follows it too")
+
+		By("a port changed together with a different argument is still refused")
+		p.Spec.Steps[0].Args["listenPort"] = "9191"
+		p.Spec.Steps[0].Port = ptr.To[int32](7070)
+		err := k8sClient.Update(ctx, p)
+		Expect(err).To(MatchError(ContainSubstring("port and args.listenPort disagree")))
+	})
+
+	It("warns that a new existing claim moves the steps", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		warned.take()
+		p.Spec.ModelStorage.ClaimName = "models-b"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(ContainElement("modelStorage changed: every step moves to claim models-b (the steps' pods restart)"))
+	})
+
 	It("accepts a step-<n> name at its own position", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[1].Name = "step-2"
