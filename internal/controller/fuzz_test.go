@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,32 +93,24 @@ func (a *crdAdmission) admit(p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipe
 	return out, nil
 }
 
-// fuzzAPI is a real apiserver for the seed run (go test without -fuzz): there, the children of
-// every accepted seed are also sent to the apiserver (dry run), which validates them fully.
-var fuzzAPI struct {
-	once sync.Once
-	c    client.Client
-	err  error
-}
-
 const fuzzNamespace = "fuzz"
 
-func fuzzClient(t *testing.T) client.Client {
-	fuzzAPI.once.Do(func() {
-		cfg, err := testenv.New().Start()
-		if err != nil {
-			fuzzAPI.err = err
-			return
-		}
-		if fuzzAPI.c, fuzzAPI.err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); fuzzAPI.err != nil {
-			return
-		}
-		fuzzAPI.err = fuzzAPI.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fuzzNamespace}})
-	})
-	if fuzzAPI.err != nil {
-		t.Fatalf("start the apiserver: %v", fuzzAPI.err)
+// startFuzzAPI starts a real apiserver for the seed run and stops it when f ends.
+func startFuzzAPI(f *testing.F) client.Client {
+	env := testenv.New()
+	cfg, err := env.Start()
+	if err != nil {
+		f.Fatalf("start the apiserver: %v", err)
 	}
-	return fuzzAPI.c
+	f.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fuzzNamespace}}); err != nil {
+		f.Fatal(err)
+	}
+	return c
 }
 
 // fuzzing is true in a `go test -fuzz` run, false when only the seeds run.
@@ -138,7 +129,10 @@ func fuzzing() bool {
 // test-fuzz fuzzes for a short while; longer: FUZZTIME=10m make test-fuzz.
 func FuzzPipeline(f *testing.F) {
 	admission := loadCRDAdmission(f)
-	withAPIServer := !fuzzing() && os.Getenv("KUBEBUILDER_ASSETS") != ""
+	var apiserver client.Client
+	if !fuzzing() && os.Getenv("KUBEBUILDER_ASSETS") != "" {
+		apiserver = startFuzzAPI(f)
+	}
 	f.Add("facedetection-pipeline", "", "nginx:latest", "xx-test-node236", "facedetection-1", "listenPort", "9080", uint16(0), uint16(0), uint8(1), uint8(0), "192.168.20.235", "/home/aiedge/csiTest", "", "")
 	f.Add("p", "detect", "registry.example.com:5000/team/face@sha256:"+strings.Repeat("ab", 32), "node-1", "models/v2/face", "BATCH", "8", uint16(8080), uint16(3), uint8(3), uint8(1), "nfs.example.com", "/exports", "/data", "infer.example.com")
 	f.Add(strings.Repeat("a", 63), strings.Repeat("b", 40), "busybox", "", "m", "listenPort", "65535", uint16(0), uint16(1000), uint8(31), uint8(2), "", "", "/models", "")
@@ -226,11 +220,11 @@ func FuzzPipeline(f *testing.F) {
 		if ingressSpec(p) != nil {
 			children = append(children, desiredIngress(p))
 		}
-		if !withAPIServer {
+		if apiserver == nil {
 			return
 		}
 		ctx := context.Background()
-		c := fuzzClient(t)
+		c := apiserver
 		if err := c.Create(ctx, p.DeepCopy(), client.DryRunAll); err != nil {
 			t.Fatalf("the apiserver refuses a Pipeline the in-process admission accepted: %v", err)
 		}
