@@ -10,6 +10,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -91,6 +92,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, p *pipelinev1beta1.Pipel
 func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		// A Pipeline being deleted only loses its finalizer: never block that.
+		return nil, nil
+	}
+	if equality.Semantic.DeepEqual(old.Spec, p.Spec) {
+		// Labels, annotations, finalizers: a Pipeline stored before a check existed can still
+		// be paused, labelled or finalized.
 		return nil, nil
 	}
 	return v.validate(ctx, p, old)
