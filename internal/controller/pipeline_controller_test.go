@@ -438,27 +438,13 @@ var _ = Describe("Pipeline reconciler", func() {
 		// Let the manager finish whatever its last pass started.
 		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
 
-		counter := &writeCounter{}
-		counting := rest.CopyConfig(cfg)
-		counting.Wrap(counter.wrap)
-		c, err := client.New(counting, client.Options{Scheme: testScheme})
-		Expect(err).NotTo(HaveOccurred())
-		recorder := events.NewFakeRecorder(100)
-		r := &PipelineReconciler{Client: c, APIReader: c, Recorder: recorder}
-
-		for range 2 {
-			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		Expect(counter.writes.Load()).To(BeZero())
-		Expect(recorder.Events).To(BeEmpty())
-		Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
+		r, counter := expectNoWritesOnReconcile(ctx, p)
 
 		By("the same reconciler does write when something drifted, so the count can see writes")
 		d := deploymentOf(ctx, p, 0)
 		d.Spec.Template.Spec.Containers[0].Image = "busybox:drift"
 		Expect(k8sClient.Update(ctx, d)).To(Succeed())
-		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(counter.writes.Load()).To(BeNumerically(">", 0))
 	})
@@ -647,4 +633,26 @@ func gathered(name string, labels map[string]string) float64 {
 		}
 	}
 	return -1
+}
+
+// expectNoWritesOnReconcile runs two passes over the converged Pipeline p with a reconciler
+// whose client counts its writes on the wire, and expects no write, no event and an unchanged
+// Pipeline. It returns the reconciler and its counter.
+func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1beta1.Pipeline) (*PipelineReconciler, *writeCounter) {
+	GinkgoHelper()
+	counter := &writeCounter{}
+	counting := rest.CopyConfig(cfg)
+	counting.Wrap(counter.wrap)
+	c, err := client.New(counting, client.Options{Scheme: testScheme})
+	Expect(err).NotTo(HaveOccurred())
+	recorder := events.NewFakeRecorder(100)
+	r := &PipelineReconciler{Client: c, APIReader: c, Recorder: recorder}
+	for range 2 {
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Expect(counter.writes.Load()).To(BeZero())
+	Expect(recorder.Events).To(BeEmpty())
+	Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
+	return r, counter
 }
