@@ -170,7 +170,7 @@ func validateStorageSource(m *pipelinev1beta1.ModelStorage, mp *field.Path) fiel
 		if server, ok := m.CSIParameter["server"]; ok && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
 			errs = append(errs, field.Invalid(params.Key("server"), server, "must be an IP address or a DNS name of the NFS server"))
 		}
-		if share, ok := m.CSIParameter["share"]; ok && path.Clean(share) != share {
+		if share, ok := m.CSIParameter["share"]; ok && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
 			errs = append(errs, field.Invalid(params.Key("share"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
 		}
 	case pipelinev1beta1.StorageTypeCSI:

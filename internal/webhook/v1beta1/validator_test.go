@@ -34,3 +34,16 @@ func TestValidateUpdateChecksOnlyChangedSpecs(t *testing.T) {
 		t.Fatalf("a spec update kept an invalid image: %v", err)
 	}
 }
+
+func TestNFSShareMayEndInASlash(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for share, ok := range map[string]bool{"/exports/models/": true, "/": true, "/exports/../models": false, "/exports//models": false} {
+		p.Spec.ModelStorage.CSIParameter["share"] = share
+		if errs := ValidatePipeline(p); (len(errs) == 0) != ok {
+			t.Errorf("share %q: errors %v, want accepted %t", share, errs, ok)
+		}
+	}
+}
