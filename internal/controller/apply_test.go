@@ -95,4 +95,26 @@ func TestCachedDeploymentsStayComparable(t *testing.T) {
 	if ok, err := a.upToDate(cached); err != nil || !ok {
 		t.Errorf("a stripped Deployment no longer matches what was applied: %v %v", ok, err)
 	}
+	if cached.Spec.Template.Spec.SecurityContext != sharedPodSecurity ||
+		cached.Spec.Template.Spec.Containers[0].SecurityContext != sharedContainerSecurity[1] {
+		t.Errorf("the operator's security contexts are not shared in the cache")
+	}
+
+	// A step's own security context stays its own.
+	p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
+	own := typed[appsv1.Deployment](t, must(newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted))).content)
+	obj, err = stripDeploymentDefaults(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 {
+		t.Errorf("a step's own security context was replaced: %+v", sc)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

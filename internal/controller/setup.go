@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -143,17 +144,43 @@ func nodeMembershipChanged() predicate.Predicate {
 }
 
 // stripDeploymentDefaults drops, from a cached Deployment, its managedFields and the defaults of
-// its pod template that the operator neither sets nor reads.
+// its pod template that the operator neither sets nor reads, and shares the security contexts
+// the operator sets on every step pod among all cached Deployments.
 func stripDeploymentDefaults(obj any) (any, error) {
 	obj, err := cache.TransformStripManagedFields()(obj)
 	if d, ok := obj.(*appsv1.Deployment); ok && err == nil {
 		pod := &d.Spec.Template.Spec
 		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
 		pod.TerminationGracePeriodSeconds = nil
+		pod.SecurityContext = shared(pod.SecurityContext, sharedPodSecurity)
 		for i := range pod.Containers {
 			c := &pod.Containers[i]
 			c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = "", "", ""
+			c.SecurityContext = shared(c.SecurityContext, sharedContainerSecurity...)
 		}
 	}
 	return obj, err
+}
+
+// The security contexts of step pods, one copy each for the whole cache. Sharing them is safe:
+// the cache's objects are never changed in place (reads from the cache get deep copies).
+var (
+	sharedPodSecurity       = convert[corev1.PodSecurityContext](stepPodSecurityContext())
+	sharedContainerSecurity = []*corev1.SecurityContext{
+		convert[corev1.SecurityContext](stepSecurityContext(pipelinev1beta1.Step{}, "")),
+		convert[corev1.SecurityContext](stepSecurityContext(pipelinev1beta1.Step{}, PodSecurityRestricted)),
+	}
+)
+
+// shared returns the one of candidates equal to v, else v itself.
+func shared[T any](v *T, candidates ...*T) *T {
+	if v == nil {
+		return nil
+	}
+	for _, c := range candidates {
+		if equality.Semantic.DeepEqual(v, c) {
+			return c
+		}
+	}
+	return v
 }
