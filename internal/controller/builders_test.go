@@ -94,7 +94,7 @@ func TestLastStepHasNoNextStep(t *testing.T) {
 	env := d.Spec.Template.Spec.Containers[0].Env
 	found := false
 	for _, e := range env {
-		if e.Name == EnvNextStepURL {
+		if e.Name == pipelinev1beta1.EnvNextStepURL {
 			found = true
 			if e.Value != "" {
 				t.Errorf("last step forwards to %q", e.Value)
@@ -102,7 +102,7 @@ func TestLastStepHasNoNextStep(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("last step has no %s variable", EnvNextStepURL)
+		t.Errorf("last step has no %s variable", pipelinev1beta1.EnvNextStepURL)
 	}
 	if got := d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort; got != 80 {
 		t.Errorf("step without listenPort listens on %d, want 80", got)
@@ -149,7 +149,7 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 
 	// The previous step now forwards to the renamed step's Service on its port.
 	prev := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, ""))
-	if got := envMap(prev.Spec.Template.Spec.Containers[0].Env)[EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
+	if got := envMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1beta1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
 		t.Errorf("step 1 forwards to %q", got)
 	}
 }

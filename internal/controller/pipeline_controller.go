@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
 // Finalizer lets the operator delete the cluster-scoped PersistentVolume of a Pipeline, which
@@ -332,12 +333,11 @@ func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int)
 	if location == "" {
 		return nil
 	}
-	nodes := &metav1.PartialObjectMetadataList{}
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := r.Client.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: location}); err != nil {
-		return fmt.Errorf("list nodes: %w", err)
+	exists, err := nodes.WithHostname(ctx, r.Client, location)
+	if err != nil {
+		return err
 	}
-	if len(nodes.Items) == 0 {
+	if !exists {
 		s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "step %d (%s): node %s does not exist (no node has %s=%s)",
 			i+1, stepName(s.pipeline, i), location, corev1.LabelHostname, location)
 	}

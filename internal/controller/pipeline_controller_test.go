@@ -179,9 +179,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(d2.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"kubernetes.io/hostname": "xx-test-node239"}))
 		Expect(d1.Spec.Template.Spec.Containers[0].Args).To(BeEmpty())
 		Expect(envOf(d1)).To(HaveKeyWithValue("listenPort", "9080"))
-		Expect(envOf(d1)).To(HaveKeyWithValue(EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
-		Expect(envOf(d2)).To(HaveKeyWithValue(EnvNextStepURL, ""))
-		Expect(envOf(d2)).To(HaveKeyWithValue(EnvModelPath, "/models/facedetection-2"))
+		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
+		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, ""))
+		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1beta1.EnvModelPath, "/models/facedetection-2"))
 		Expect(d1.Labels).To(HaveKeyWithValue("step", "1"))
 		Expect(d2.Labels).To(HaveKeyWithValue("step", "2"))
 		Expect(metav1.IsControlledBy(d1, getPipeline(ctx, p))).To(BeTrue())
@@ -363,7 +363,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		p = getPipeline(ctx, p)
 		Expect(deploymentOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
 		Expect(serviceOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[EnvNextStepURL] }).
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[pipelinev1beta1.EnvNextStepURL] }).
 			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
 
@@ -373,10 +373,10 @@ var _ = Describe("Pipeline reconciler", func() {
 			p.Spec.Steps = []pipelinev1beta1.Step{s[0], s[2], s[1]}
 		})
 		p = getPipeline(ctx, p)
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[EnvNextStepURL] }).
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1beta1.EnvNextStepURL] }).
 			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
 		Eventually(func() map[string]string { return deploymentOf(ctx, p, 1).Labels }).Should(HaveKeyWithValue("step", "2"))
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[EnvNextStepURL] }).Should(BeEmpty())
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[pipelinev1beta1.EnvNextStepURL] }).Should(BeEmpty())
 
 		By("removing a step deletes its Deployment and Service")
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:2] })

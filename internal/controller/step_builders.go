@@ -22,16 +22,6 @@ const (
 	modelVolumeName = "models"
 )
 
-// Environment variables the operator gives every step.
-const (
-	EnvModelName    = "MODEL_NAME"
-	EnvModelPath    = "MODEL_PATH"
-	EnvPipelineName = "PIPELINE_NAME"
-	EnvStepName     = "STEP_NAME"
-	EnvStepIndex    = "STEP_INDEX"
-	EnvNextStepURL  = "NEXT_STEP_URL"
-)
-
 // stepURL is the in-cluster URL of the Service of step i.
 func stepURL(p *pipelinev1beta1.Pipeline, i int) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", stepObjectName(p, i), p.Namespace, stepPort(p, i))
@@ -60,12 +50,12 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(string(s.Args[k])))
 	}
 	env = append(env,
-		corev1ac.EnvVar().WithName(EnvModelName).WithValue(s.Model),
-		corev1ac.EnvVar().WithName(EnvModelPath).WithValue(modelPath(p, i)),
-		corev1ac.EnvVar().WithName(EnvPipelineName).WithValue(p.Name),
-		corev1ac.EnvVar().WithName(EnvStepName).WithValue(stepName(p, i)),
-		corev1ac.EnvVar().WithName(EnvStepIndex).WithValue(strconv.Itoa(i+1)),
-		corev1ac.EnvVar().WithName(EnvNextStepURL).WithValue(nextStepURL(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelName).WithValue(s.Model),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelPath).WithValue(modelPath(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvPipelineName).WithValue(p.Name),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepName).WithValue(stepName(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepIndex).WithValue(strconv.Itoa(i+1)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
 	)
 	for _, e := range s.Env {
 		env = append(env, convert[corev1ac.EnvVarApplyConfiguration](e))

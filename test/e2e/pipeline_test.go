@@ -92,7 +92,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: deploymentName(p, 1)}, d)).To(Succeed())
 		var next string
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == controller.EnvNextStepURL {
+			if e.Name == pipelinev1beta1.EnvNextStepURL {
 				next = e.Value
 			}
 		}

@@ -9,15 +9,14 @@ import (
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
 // SetupPipelineWebhookWithManager registers the defaulting and validating webhooks of Pipeline
@@ -120,12 +119,5 @@ func (v *Validator) nodeExists(ctx context.Context) func(string) (bool, error) {
 	if v.Nodes == nil {
 		return nil
 	}
-	return func(hostname string) (bool, error) {
-		nodes := &metav1.PartialObjectMetadataList{}
-		nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-		if err := v.Nodes.List(ctx, nodes, client.MatchingLabels{hostnameLabel: hostname}); err != nil {
-			return false, fmt.Errorf("list nodes with hostname %q: %w", hostname, err)
-		}
-		return len(nodes.Items) > 0, nil
-	}
+	return func(hostname string) (bool, error) { return nodes.WithHostname(ctx, v.Nodes, hostname) }
 }

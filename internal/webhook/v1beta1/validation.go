@@ -18,10 +18,7 @@ import (
 )
 
 // injectedEnv are the environment variables the operator sets in every step's container.
-var injectedEnv = sets.New("MODEL_NAME", "MODEL_PATH", "PIPELINE_NAME", "STEP_NAME", "STEP_INDEX", "NEXT_STEP_URL")
-
-// hostnameLabel is the node label a step's location selects on.
-const hostnameLabel = "kubernetes.io/hostname"
+var injectedEnv = sets.New(pipelinev1beta1.InjectedEnv...)
 
 // ValidatePipeline returns what the CRD schema cannot check: image references, node and
 // object names, storage parameters, quantities and the pod fields the apiserver would
@@ -70,7 +67,7 @@ func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
 	errs = append(errs, validateResources(s.Resources, sp.Child("resources"))...)
 	for k, v := range s.NodeSelector {
 		kp := sp.Child("nodeSelector").Key(k)
-		if k == hostnameLabel {
+		if k == corev1.LabelHostname {
 			errs = append(errs, field.Forbidden(kp, "use location to choose the node"))
 			continue
 		}
