@@ -8,8 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -63,6 +66,7 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
 	kind := u.GetKind()
 
+	var existing metav1.Object = current
 	err = r.Client.Get(ctx, key, current)
 	switch {
 	case err == nil:
@@ -75,42 +79,140 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 			return err == nil, err
 		}
 	case apierrors.IsNotFound(err):
-		// The cache holds only the operator's objects: make sure no one else's has this name.
-		// The apiserver's watch cache answers (resourceVersion 0), sparing etcd a read per child.
-		foreign := &metav1.PartialObjectMetadata{}
-		foreign.SetGroupVersionKind(u.GroupVersionKind())
-		if err := r.APIReader.Get(ctx, key, foreign, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}); err == nil {
-			if !ownedBy(s.pipeline, foreign) {
-				s.conflict(kind, key.Name)
-				return false, nil
-			}
-		} else if !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("get %s %s: %w", kind, key.Name, err)
+		// The cache holds only the operator's objects. A plain create fails on an object of the
+		// same name, so the operator never takes over someone else's object, at no extra request.
+		created, err := r.createChild(ctx, s, current, u)
+		if err != nil {
+			return false, r.applyFailed(s, u, "Create", err)
 		}
+		if created {
+			return true, nil
+		}
+		// An object of that name exists that the cache has not shown yet: the operator's own
+		// from an earlier pass, or someone else's.
+		m, err := r.getMetadata(ctx, u)
+		if err != nil {
+			return false, err
+		}
+		if !ownedBy(s.pipeline, m) {
+			s.conflict(kind, key.Name)
+			return false, nil
+		}
+		existing = m
 	default:
 		return false, fmt.Errorf("get %s %s: %w", kind, key.Name, err)
 	}
 
-	verb, action := "Updated", "Update"
-	if current.GetUID() == "" {
-		verb, action = "Created", "Create"
+	if err := r.updateChild(ctx, existing, current, u); err != nil {
+		return false, r.applyFailed(s, u, "Update", err)
 	}
-	applied := u.DeepCopy()
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeWarning, pipelinev1beta1.ReasonApplyFailed, action,
-			"Failed to apply %s %s: %v", kind, key.Name, err)
-		return false, applyFailed(fmt.Errorf("apply %s %s: %w", kind, key.Name, err))
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, current); err != nil {
-		return false, fmt.Errorf("read back %s %s: %w", kind, key.Name, err)
-	}
-	if verb == "Created" {
-		s.recordCreated(kind, key.Name, u)
-	} else {
-		// The child is the event's related object: events about different children stay apart.
-		r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, verb, action, "%s %s %s", verb, kind, key.Name)
-	}
+	// The child is the event's related object: events about different children stay apart.
+	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, "Updated", "Update", "Updated %s %s", kind, key.Name)
 	return true, nil
+}
+
+// applyFailed records a warning event for a child the apiserver refused and returns the error
+// of the pass.
+func (r *PipelineReconciler) applyFailed(s *scope, u *unstructured.Unstructured, action string, err error) error {
+	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeWarning, pipelinev1beta1.ReasonApplyFailed, action,
+		"Failed to apply %s %s: %v", u.GetKind(), u.GetName(), err)
+	return applyFailed(fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err))
+}
+
+// getMetadata reads the metadata of the object u names from the apiserver, managedFields
+// included.
+func (r *PipelineReconciler) getMetadata(ctx context.Context, u *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(u.GroupVersionKind())
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(u), m); err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return m, nil
+}
+
+// createChild creates the child u describes and fills current with it. It returns false, and
+// no error, when an object of that name already exists.
+func (r *PipelineReconciler) createChild(ctx context.Context, s *scope, current client.Object, u *unstructured.Unstructured) (bool, error) {
+	obj := u.DeepCopy()
+	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, current); err != nil {
+		return false, fmt.Errorf("read back: %w", err)
+	}
+	s.recordCreated(u.GetKind(), u.GetName(), u)
+	return true, nil
+}
+
+// updateChild applies u, server-side, to the existing child and fills current with the result.
+//
+// A child made by createChild starts with its fields owned by the create (an Update operation
+// of the operator's field manager), and an apply never removes a field that another operation
+// still owns. Before its first update such a child therefore has the create's fields handed
+// over to the operator's apply, the way kubectl moves objects from client-side to server-side
+// apply: from then on fields the spec drops are removed. existing is the child as the cache
+// holds it (which marks such children, see keepCreatedMarker) or its metadata.
+func (r *PipelineReconciler) updateChild(ctx context.Context, existing metav1.Object, current client.Object, u *unstructured.Unstructured) error {
+	if hasCreatedFields(existing) {
+		m, ok := existing.(*metav1.PartialObjectMetadata)
+		if !ok {
+			var err error
+			if m, err = r.getMetadata(ctx, u); err != nil {
+				return err
+			}
+		}
+		handOver, err := csaupgrade.UpgradeManagedFieldsPatch(m, sets.New(FieldManager), FieldManager)
+		if err != nil {
+			return fmt.Errorf("hand the fields of the create over to the apply: %w", err)
+		}
+		if handOver != nil {
+			if err := r.Client.Patch(ctx, m, client.RawPatch(types.JSONPatchType, handOver)); err != nil {
+				return fmt.Errorf("hand the fields of the create over to the apply: %w", err)
+			}
+		}
+	}
+	obj := u.DeepCopy()
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, current); err != nil {
+		return fmt.Errorf("read back: %w", err)
+	}
+	return nil
+}
+
+// createdMarker stands, in a cached child, for the managedFields entry of the create that made
+// it: the cache keeps no managedFields, but must tell updateChild which children still need the
+// hand-over. All cached children share this one slice (reads from the cache get deep copies).
+var createdMarker = []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}}
+
+// hasCreatedFields reports whether obj has fields owned by the operator's create.
+func hasCreatedFields(obj metav1.Object) bool {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// keepCreatedMarker is the cache transform of children: it drops their managedFields, keeping
+// only createdMarker on a child whose create still owns fields.
+func keepCreatedMarker(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	if hasCreatedFields(m) {
+		m.SetManagedFields(createdMarker)
+	} else {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // deleteChild deletes a child that the spec no longer describes.

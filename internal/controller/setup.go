@@ -23,8 +23,8 @@ import (
 )
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
-// managedFields: the cluster's other Deployments, Services, volumes and Ingresses cost it no
-// memory.
+// managedFields (children keep a shared marker, see keepCreatedMarker): the cluster's other
+// Deployments, Services, volumes and Ingresses cost it no memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
@@ -33,10 +33,10 @@ func CacheOptions() cache.Options {
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}:            {Label: managed, Transform: stripDeploymentDefaults},
-			&corev1.Service{}:               {Label: managed},
-			&corev1.PersistentVolumeClaim{}: {Label: managed},
-			&corev1.PersistentVolume{}:      {Label: managed},
-			&networkingv1.Ingress{}:         {Label: managed},
+			&corev1.Service{}:               {Label: managed, Transform: keepCreatedMarker},
+			&corev1.PersistentVolumeClaim{}: {Label: managed, Transform: keepCreatedMarker},
+			&corev1.PersistentVolume{}:      {Label: managed, Transform: keepCreatedMarker},
+			&networkingv1.Ingress{}:         {Label: managed, Transform: keepCreatedMarker},
 		},
 	}
 }
@@ -143,11 +143,11 @@ func nodeMembershipChanged() predicate.Predicate {
 	}
 }
 
-// stripDeploymentDefaults drops, from a cached Deployment, its managedFields and the defaults of
+// stripDeploymentDefaults drops, from a cached Deployment, its managedFields (keepCreatedMarker) and the defaults of
 // its pod template that the operator neither sets nor reads, and shares the security contexts
 // the operator sets on every step pod among all cached Deployments.
 func stripDeploymentDefaults(obj any) (any, error) {
-	obj, err := cache.TransformStripManagedFields()(obj)
+	obj, err := keepCreatedMarker(obj)
 	if d, ok := obj.(*appsv1.Deployment); ok && err == nil {
 		pod := &d.Spec.Template.Spec
 		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
