@@ -118,3 +118,48 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestKeepCreatedMarker(t *testing.T) {
+	fields := &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}
+	tests := []struct {
+		name    string
+		managed []metav1.ManagedFieldsEntry
+		marked  bool
+	}{
+		{"created, never updated", []metav1.ManagedFieldsEntry{
+			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields},
+			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: fields},
+		}, true},
+		{"created and applied since", []metav1.ManagedFieldsEntry{
+			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields},
+			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields},
+		}, true},
+		{"handed over to the apply", []metav1.ManagedFieldsEntry{
+			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields},
+		}, false},
+		{"someone else's update", []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields},
+		}, false},
+		{"the operator's status write", []metav1.ManagedFieldsEntry{
+			{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsV1: fields},
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj, err := keepCreatedMarker(&corev1.Service{ObjectMeta: metav1.ObjectMeta{ManagedFields: tt.managed}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := obj.(*corev1.Service).ManagedFields
+			switch {
+			case tt.marked && (len(got) != 1 || &got[0] != &createdMarker[0]):
+				t.Errorf("managedFields = %+v, want the shared marker", got)
+			case !tt.marked && got != nil:
+				t.Errorf("managedFields = %+v, want none", got)
+			}
+			if hasCreatedFields(obj.(*corev1.Service)) != tt.marked {
+				t.Errorf("hasCreatedFields after the transform = %v, want %v", !tt.marked, tt.marked)
+			}
+		})
+	}
+}
