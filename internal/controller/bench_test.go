@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -376,27 +377,50 @@ func benchForeign(t *testing.T) int64 {
 // carry the status of their generation; a watch loads the apiserver far less than polling.
 func watchConverged(t *testing.T, cfg *rest.Config, n int) func() {
 	t.Helper()
+	ctx := context.Background()
 	wc, err := client.NewWithWatch(cfg, benchScheme())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(context.Background(), &pipelinev1beta1.PipelineList{}, client.InNamespace("bench"))
+	w, err := wc.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace("bench"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	done := map[string]bool{}
+	see := func(obj apiruntime.Object) {
+		if p, ok := obj.(*pipelinev1beta1.Pipeline); ok &&
+			p.Status.ObservedGeneration == p.Generation && len(p.Status.DetailPhase.StepsPhase) == benchSteps {
+			done[p.Name] = true
+		}
+	}
+	// rewatch lists the Pipelines and watches on from there: the apiserver may end a watch at
+	// any time.
+	rewatch := func() {
+		list := &pipelinev1beta1.PipelineList{}
+		if err := wc.List(ctx, list, client.InNamespace("bench")); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			see(&list.Items[i])
+		}
+		if w, err = wc.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace("bench"),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return func() {
-		defer w.Stop()
-		done := map[string]bool{}
+		defer func() { w.Stop() }()
 		timeout := time.After(30 * time.Minute)
 		for len(done) < n {
 			select {
 			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatal("watch closed")
-				}
-				if p, ok := ev.Object.(*pipelinev1beta1.Pipeline); ok &&
-					p.Status.ObservedGeneration == p.Generation && len(p.Status.DetailPhase.StepsPhase) == benchSteps {
-					done[p.Name] = true
+				switch {
+				case !ok || ev.Type == watch.Error:
+					t.Logf("the watch of Pipelines ended (%d of %d converged): watching on", len(done), n)
+					w.Stop()
+					rewatch()
+				default:
+					see(ev.Object)
 				}
 			case <-timeout:
 				t.Fatalf("only %d of %d Pipelines converged", len(done), n)

@@ -66,44 +66,32 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
 	kind := u.GetKind()
 
-	var existing metav1.Object = current
 	err = r.Client.Get(ctx, key, current)
-	switch {
-	case err == nil:
-		if !ownedBy(s.pipeline, current) {
-			s.conflict(kind, key.Name)
-			return false, nil
-		}
-		ok, err := a.upToDate(current)
-		if err != nil || ok {
-			return err == nil, err
-		}
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		// The cache holds only the operator's objects. A plain create fails on an object of the
 		// same name, so the operator never takes over someone else's object, at no extra request.
-		created, err := r.createChild(ctx, s, current, u)
-		if err != nil {
-			return false, r.applyFailed(s, u, "Create", err)
+		created, cerr := r.createChild(ctx, s, current, u)
+		if cerr != nil {
+			return false, r.applyFailed(s, u, "Create", cerr)
 		}
 		if created {
 			return true, nil
 		}
 		// An object of that name exists that the cache has not shown yet: the operator's own
 		// from an earlier pass, or someone else's.
-		m, err := r.getMetadata(ctx, u)
-		if err != nil {
-			return false, err
-		}
-		if !ownedBy(s.pipeline, m) {
-			s.conflict(kind, key.Name)
-			return false, nil
-		}
-		existing = m
-	default:
+		err = r.APIReader.Get(ctx, key, current)
+	}
+	if err != nil {
 		return false, fmt.Errorf("get %s %s: %w", kind, key.Name, err)
 	}
-
-	if err := r.updateChild(ctx, existing, current, u); err != nil {
+	if !ownedBy(s.pipeline, current) {
+		s.conflict(kind, key.Name)
+		return false, nil
+	}
+	if ok, err := a.upToDate(current); err != nil || ok {
+		return err == nil, err
+	}
+	if err := r.updateChild(ctx, current, u); err != nil {
 		return false, r.applyFailed(s, u, "Update", err)
 	}
 	// The child is the event's related object: events about different children stay apart.
@@ -117,17 +105,6 @@ func (r *PipelineReconciler) applyFailed(s *scope, u *unstructured.Unstructured,
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeWarning, pipelinev1beta1.ReasonApplyFailed, action,
 		"Failed to apply %s %s: %v", u.GetKind(), u.GetName(), err)
 	return applyFailed(fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err))
-}
-
-// getMetadata reads the metadata of the object u names from the apiserver, managedFields
-// included.
-func (r *PipelineReconciler) getMetadata(ctx context.Context, u *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(u.GroupVersionKind())
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(u), m); err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", u.GetKind(), u.GetName(), err)
-	}
-	return m, nil
 }
 
 // createChild creates the child u describes and fills current with it. It returns false, and
@@ -148,31 +125,18 @@ func (r *PipelineReconciler) createChild(ctx context.Context, s *scope, current 
 	return true, nil
 }
 
-// updateChild applies u, server-side, to the existing child and fills current with the result.
+// updateChild applies u, server-side, to current, the existing child, and fills current with
+// the result.
 //
 // A child made by createChild starts with its fields owned by the create (an Update operation
 // of the operator's field manager), and an apply never removes a field that another operation
 // still owns. Before its first update such a child therefore has the create's fields handed
 // over to the operator's apply, the way kubectl moves objects from client-side to server-side
-// apply: from then on fields the spec drops are removed. existing is the child as the cache
-// holds it (which marks such children, see keepCreatedMarker) or its metadata.
-func (r *PipelineReconciler) updateChild(ctx context.Context, existing metav1.Object, current client.Object, u *unstructured.Unstructured) error {
-	if hasCreatedFields(existing) {
-		m, ok := existing.(*metav1.PartialObjectMetadata)
-		if !ok {
-			var err error
-			if m, err = r.getMetadata(ctx, u); err != nil {
-				return err
-			}
-		}
-		handOver, err := csaupgrade.UpgradeManagedFieldsPatch(m, sets.New(FieldManager), FieldManager)
-		if err != nil {
+// apply: from then on fields the spec drops are removed.
+func (r *PipelineReconciler) updateChild(ctx context.Context, current client.Object, u *unstructured.Unstructured) error {
+	if hasCreatedFields(current) {
+		if err := r.handOverCreatedFields(ctx, current, u); err != nil {
 			return fmt.Errorf("hand the fields of the create over to the apply: %w", err)
-		}
-		if handOver != nil {
-			if err := r.Client.Patch(ctx, m, client.RawPatch(types.JSONPatchType, handOver)); err != nil {
-				return fmt.Errorf("hand the fields of the create over to the apply: %w", err)
-			}
 		}
 	}
 	obj := u.DeepCopy()
@@ -183,6 +147,26 @@ func (r *PipelineReconciler) updateChild(ctx context.Context, existing metav1.Ob
 		return fmt.Errorf("read back: %w", err)
 	}
 	return nil
+}
+
+// handOverCreatedFields moves the fields owned by the operator's create of current into its
+// apply. Entries read from the apiserver carry their field sets; a cached child carries only
+// createdMarker, which has none, and its managedFields are read first.
+func (r *PipelineReconciler) handOverCreatedFields(ctx context.Context, current client.Object, u *unstructured.Unstructured) error {
+	var obj client.Object = current
+	if current.GetManagedFields()[0].FieldsV1 == nil {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(u.GroupVersionKind())
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(u), m); err != nil {
+			return err
+		}
+		obj = m
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
 }
 
 // createdMarker stands, in a cached child, for the managedFields entry of the create that made

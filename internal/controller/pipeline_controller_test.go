@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -16,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
@@ -461,6 +464,38 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(counter.writes.Load()).To(BeNumerically(">", 0))
 	})
 
+	It("recognises its own children that its cache has not shown yet, and leaves them as they are", func() {
+		p := runningSample(ctx, ns)
+		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
+		before := childVersions(ctx, p)
+
+		// A cache that has not seen the children yet: every create is refused as already existing.
+		direct, err := client.NewWithWatch(cfg, client.Options{Scheme: testScheme})
+		Expect(err).NotTo(HaveOccurred())
+		var creates atomic.Int64
+		notCached := interceptor.NewClient(direct, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				switch obj.(type) {
+				case *appsv1.Deployment, *corev1.Service, *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
+					return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				creates.Add(1)
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		recorder := events.NewFakeRecorder(100)
+		r := &PipelineReconciler{Client: notCached, APIReader: direct, Recorder: recorder}
+		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(creates.Load()).To(BeNumerically("==", 6), "volume, claim, 2 Deployments, 2 Services")
+		Expect(recorder.Events).To(BeEmpty())
+		Expect(childVersions(ctx, p)).To(Equal(before))
+		Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
+	})
+
 	It("reports a step pinned to a node that does not exist, and recovers when it joins", func() {
 		node := "edge-node-" + ns[len(ns)-5:]
 		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = node })
@@ -668,4 +703,19 @@ func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1beta1.Pipeline)
 	Expect(recorder.Events).To(BeEmpty())
 	Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
 	return r, counter
+}
+
+// childVersions are the resourceVersions of the children of p, by kind and name.
+func childVersions(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]string {
+	GinkgoHelper()
+	rv := map[string]string{}
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
+		Expect(k8sClient.List(ctx, l, client.InNamespace(p.Namespace), client.MatchingLabels{LabelPipeline: p.Name})).To(Succeed())
+		for _, o := range objects(l) {
+			rv[fmt.Sprintf("%T %s", o, o.GetName())] = o.GetResourceVersion()
+		}
+	}
+	pv := child(ctx, &corev1.PersistentVolume{}, "", pvName(p))
+	rv["PersistentVolume "+pv.Name] = pv.ResourceVersion
+	return rv
 }
