@@ -165,6 +165,7 @@ func parallel(n int, f func(i int) error) error {
 func benchFloor(t *testing.T, n int) time.Duration {
 	_, c := startBenchEnv(t, "bench")
 	ctx := context.Background()
+	scheme := runtimeScheme()
 	start := time.Now()
 	err := parallel(n, func(i int) error {
 		p := benchPipeline("bench", i)
@@ -185,7 +186,14 @@ func benchFloor(t *testing.T, n int) time.Duration {
 			if err != nil {
 				return err
 			}
-			if err := c.Create(ctx, a.unstructured(), client.FieldOwner(FieldManager)); err != nil {
+			obj, err := scheme.New(a.unstructured().GroupVersionKind())
+			if err != nil {
+				return err
+			}
+			if err := apiruntime.DefaultUnstructuredConverter.FromUnstructured(a.content, obj); err != nil {
+				return err
+			}
+			if err := c.Create(ctx, obj.(client.Object), client.FieldOwner(FieldManager)); err != nil {
 				return err
 			}
 		}

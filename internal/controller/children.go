@@ -110,16 +110,17 @@ func (r *PipelineReconciler) applyFailed(s *scope, u *unstructured.Unstructured,
 // createChild creates the child u describes and fills current with it. It returns false, and
 // no error, when an object of that name already exists.
 func (r *PipelineReconciler) createChild(ctx context.Context, s *scope, current client.Object, u *unstructured.Unstructured) (bool, error) {
-	obj := u.DeepCopy()
-	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
+	// The typed object is sent and read back: decoding the answer into it costs far less than
+	// into unstructured content.
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, current); err != nil {
+		return false, fmt.Errorf("convert: %w", err)
+	}
+	err := r.Client.Create(ctx, current, client.FieldOwner(FieldManager))
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
 		return false, err
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, current); err != nil {
-		return false, fmt.Errorf("read back: %w", err)
 	}
 	s.recordCreated(u.GetKind(), u.GetName(), u)
 	return true, nil

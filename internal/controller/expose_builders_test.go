@@ -141,3 +141,28 @@ func TestMayHaveStaleIngress(t *testing.T) {
 		t.Errorf("an Ingress phase in the status of a spec without an Ingress does not start the stale search")
 	}
 }
+
+func TestMayHaveStaleChildren(t *testing.T) {
+	p := loadSample(t, "default")
+	p.Generation = 1
+	if mayHaveStaleChildren(p) {
+		t.Errorf("a new Pipeline, never changed and never reconciled, looks for stale children")
+	}
+	p.Generation = 2
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a Pipeline changed before its first successful pass does not look for stale children")
+	}
+	p.Status = computeStatus(p, convergedWorld())
+	if mayHaveStaleChildren(p) {
+		t.Fatalf("a converged Pipeline looks for stale children")
+	}
+	p.Generation = 3
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a changed spec does not start the stale search")
+	}
+	p.Generation, p.Status.ObservedGeneration = 1, 1
+	p.Spec.Steps[0].Name = "renamed"
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a status naming other children (an earlier naming) does not start the stale search")
+	}
+}

@@ -190,9 +190,13 @@ func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) erro
 
 // mayHaveStaleChildren reports whether children of an earlier spec may still exist: the last
 // successful pass was for another generation, or made children with other names. A converged
-// Pipeline skips the search for stale children, which lists every child kind.
+// Pipeline skips the search for stale children, which lists every child kind in the namespace;
+// so does a new one, whose spec never changed and so never named other children.
 func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 	st := p.Status
+	if p.Generation == 1 && st.ObservedGeneration == 0 {
+		return false
+	}
 	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
 		st.PVCName != claimName(p) || (ownsVolume(p) && st.PVName != pvName(p)) || (!ownsVolume(p) && st.PVName != "") ||
 		(ingressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") {
