@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -94,6 +95,9 @@ func TestCachedDeploymentsStayComparable(t *testing.T) {
 	}
 	if ok, err := a.upToDate(cached); err != nil || !ok {
 		t.Errorf("a stripped Deployment no longer matches what was applied: %v %v", ok, err)
+	}
+	if reflect.ValueOf(cached.Spec.Template.Labels).Pointer() != reflect.ValueOf(cached.Labels).Pointer() {
+		t.Errorf("the pod template's labels are a second copy of the Deployment's")
 	}
 	if cached.Spec.Template.Spec.SecurityContext != sharedPodSecurity ||
 		cached.Spec.Template.Spec.Containers[0].SecurityContext != sharedContainerSecurity[1] {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -143,12 +144,16 @@ func nodeMembershipChanged() predicate.Predicate {
 	}
 }
 
-// stripDeploymentDefaults drops, from a cached Deployment, its managedFields (keepCreatedMarker) and the defaults of
-// its pod template that the operator neither sets nor reads, and shares the security contexts
+// stripDeploymentDefaults drops, from a cached Deployment, its managedFields (keepCreatedMarker)
+// and the defaults of its pod template that the operator neither sets nor reads, keeps one map
+// for its labels and its pods' labels when they are the same, and shares the security contexts
 // the operator sets on every step pod among all cached Deployments.
 func stripDeploymentDefaults(obj any) (any, error) {
 	obj, err := keepCreatedMarker(obj)
 	if d, ok := obj.(*appsv1.Deployment); ok && err == nil {
+		if maps.Equal(d.Spec.Template.Labels, d.Labels) {
+			d.Spec.Template.Labels = d.Labels
+		}
 		pod := &d.Spec.Template.Spec
 		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
 		pod.TerminationGracePeriodSeconds = nil
