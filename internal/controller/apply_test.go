@@ -124,7 +124,7 @@ func must[T any](v T, err error) T {
 }
 
 func TestKeepCreatedMarker(t *testing.T) {
-	fields := &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}
+	fields := metav1.NewFieldsV1(`{"f:spec":{}}`)
 	tests := []struct {
 		name    string
 		managed []metav1.ManagedFieldsEntry

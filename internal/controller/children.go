@@ -154,7 +154,7 @@ func (r *PipelineReconciler) updateChild(ctx context.Context, current client.Obj
 // apply. Entries read from the apiserver carry their field sets; a cached child carries only
 // createdMarker, which has none, and its managedFields are read first.
 func (r *PipelineReconciler) handOverCreatedFields(ctx context.Context, current client.Object, u *unstructured.Unstructured) error {
-	var obj client.Object = current
+	obj := current
 	if current.GetManagedFields()[0].FieldsV1 == nil {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(u.GroupVersionKind())
