@@ -536,7 +536,7 @@ generation.
 - **writes**: the operator's object writes per Pipeline (the minimum is ` + strconv.Itoa(minWritesPerPipeline) + `: finalizer, PV,
   PVC, 3 Deployments, 3 Services, status); events are counted apart. A pass that runs before
   the cache shows a child made by the pass before sends a create that the apiserver refuses as
-  already existing: it is counted too, which is when the figure exceeds 10.
+  already existing: it is counted too, which is when the figure exceeds ` + strconv.Itoa(minWritesPerPipeline) + `.
 - **restart / resync**: a new manager starts against the converged Pipelines and reconciles
   every one; then a 5 s cache resync reconciles every one again. Writes and events counted;
   resourceVersions of every Pipeline and child compared before and after.

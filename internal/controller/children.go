@@ -72,7 +72,7 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		// same name, so the operator never takes over someone else's object, at no extra request.
 		created, cerr := r.createChild(ctx, s, current, u)
 		if cerr != nil {
-			return false, r.applyFailed(s, u, "Create", cerr)
+			return false, r.recordApplyFailed(s, u, "Create", cerr)
 		}
 		if created {
 			return true, nil
@@ -92,16 +92,16 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		return err == nil, err
 	}
 	if err := r.updateChild(ctx, current, u); err != nil {
-		return false, r.applyFailed(s, u, "Update", err)
+		return false, r.recordApplyFailed(s, u, "Update", err)
 	}
 	// The child is the event's related object: events about different children stay apart.
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, "Updated", "Update", "Updated %s %s", kind, key.Name)
 	return true, nil
 }
 
-// applyFailed records a warning event for a child the apiserver refused and returns the error
+// recordApplyFailed records a warning event for a child the apiserver refused and returns the error
 // of the pass.
-func (r *PipelineReconciler) applyFailed(s *scope, u *unstructured.Unstructured, action string, err error) error {
+func (r *PipelineReconciler) recordApplyFailed(s *scope, u *unstructured.Unstructured, action string, err error) error {
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeWarning, pipelinev1beta1.ReasonApplyFailed, action,
 		"Failed to apply %s %s: %v", u.GetKind(), u.GetName(), err)
 	return applyFailed(fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err))
