@@ -29,13 +29,12 @@ const (
 
 // Reasons of the Degraded condition.
 const (
-	ReasonAsExpected      = "AsExpected"
-	ReasonStepFailed      = "StepFailed"
-	ReasonNodeNotFound    = "NodeNotFound"
-	ReasonStorageFailed   = "StorageFailed"
-	ReasonClaimNotFound   = "ClaimNotFound"
-	ReasonNameConflict    = "NameConflict"
-	ReasonReconcileFailed = "ReconcileFailed"
+	ReasonAsExpected    = "AsExpected"
+	ReasonStepFailed    = "StepFailed"
+	ReasonNodeNotFound  = "NodeNotFound"
+	ReasonStorageFailed = "StorageFailed"
+	ReasonClaimNotFound = "ClaimNotFound"
+	ReasonNameConflict  = "NameConflict"
 )
 
 // Reasons of the Reconciled condition.
@@ -43,6 +42,7 @@ const (
 	ReasonReconcileSucceeded = "ReconcileSucceeded"
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonDeleteFailed       = "DeleteFailed"
+	ReasonReconcileFailed    = "ReconcileFailed"
 	// ReasonPaused means the Pipeline carries PausedAnnotation: its children are left as they are.
 	ReasonPaused = "Paused"
 )
