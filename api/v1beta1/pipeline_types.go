@@ -404,12 +404,12 @@ type StepStatus struct {
 	// replicas is the number of pods the step should have.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"`
 
 	// readyReplicas is the number of the step's pods that are ready.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 }
 
 // DetailPhase is the state of every child of a Pipeline.
@@ -447,7 +447,7 @@ type PipelineStatus struct {
 	// detailPhase is the state of the storage and of every step.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Detail Phase"
-	DetailPhase DetailPhase `json:"detailPhase,omitempty"`
+	DetailPhase DetailPhase `json:"detailPhase,omitzero"`
 
 	// models lists the model of every step, in order, comma-separated.
 	// +optional
@@ -470,7 +470,7 @@ type PipelineStatus struct {
 	URL string `json:"url,omitempty"`
 
 	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
-	// Services).
+	// Services); absent when the entry step's Service opens none (0 is not a port).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Port",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	NodePort int32 `json:"nodePort,omitempty"`
@@ -490,7 +490,7 @@ type PipelineStatus struct {
 	// observedGeneration is the generation of the spec the last successful pass applied.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Observed Generation",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration"`
 
 	// conditions are Available, Progressing, Degraded and Reconciled.
 	// +optional
@@ -524,7 +524,7 @@ type Pipeline struct {
 
 	// status is the observed state of the pipeline.
 	// +optional
-	Status PipelineStatus `json:"status,omitempty"`
+	Status PipelineStatus `json:"status,omitzero"`
 }
 
 // PipelineList is a list of Pipelines.

@@ -6,10 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/schema"
 )
 
 // FieldManager is the server-side apply field manager of every write to a child.
@@ -64,15 +69,19 @@ func (a *appliedObject) upToDate(existing client.Object) (bool, error) {
 		return false, fmt.Errorf("unmarshal existing %T: %w", existing, err)
 	}
 	// Typed objects read from the apiserver may come without their type meta.
-	current["apiVersion"], current["kind"] = a.content["apiVersion"], a.content["kind"]
-	return contains(current, a.content), nil
+	apiVersion, kind := a.content["apiVersion"].(string), a.content["kind"].(string)
+	current["apiVersion"], current["kind"] = apiVersion, kind
+	return contains(current, a.content, kindType(apiVersion, kind)), nil
 }
 
-// contains reports whether have holds every field of want with the same value. Maps may have
-// extra keys (fields defaulted by the apiserver or owned by others); lists must match element
-// by element, since the operator owns the whole of each list it sets. A field that is absent
-// from have matches a zero value in want, as API objects omit empty fields.
-func contains(have, want any) bool {
+// contains reports whether have holds every field of want with the same value, the way the
+// apiserver merges an apply of want into have: t is their type in the apiserver's schema.
+// Maps may have extra keys (fields defaulted by the apiserver or owned by others). Lists that
+// the schema declares associative (list-maps such as env, ports and volumes, and sets) may
+// have extra entries, someone else's; each entry of want must be in have, found by its keys.
+// Other lists are atomic: they must match element by element. A field that is absent from
+// have matches a zero value in want, as API objects omit empty fields.
+func contains(have, want any, t fieldType) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
@@ -84,18 +93,30 @@ func contains(have, want any) bool {
 			if !ok && isZero(wv) {
 				continue
 			}
-			if !ok || !contains(hv, wv) {
+			if !ok || !contains(hv, wv, t.field(k)) {
 				return false
 			}
 		}
 		return true
 	case []any:
 		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
+		if !ok {
+			return false
+		}
+		list, elem := t.list()
+		if list != nil && list.ElementRelationship == schema.Associative {
+			for _, wv := range w {
+				if !containsEntry(h, wv, elem, list.Keys) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(h) != len(w) {
 			return false
 		}
 		for i := range w {
-			if !contains(h[i], w[i]) {
+			if !contains(h[i], w[i], elem) {
 				return false
 			}
 		}
@@ -103,6 +124,110 @@ func contains(have, want any) bool {
 	default:
 		return reflect.DeepEqual(have, want)
 	}
+}
+
+// containsEntry reports whether the associative list have holds the entry want: the entry
+// with the same keys (a set's equal element when there are no keys) contains want.
+func containsEntry(have []any, want any, elem fieldType, keys []string) bool {
+	w, ok := want.(map[string]any)
+	if len(keys) == 0 || !ok {
+		for _, hv := range have {
+			if contains(hv, want, elem) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, hv := range have {
+		h, ok := hv.(map[string]any)
+		if ok && sameKeys(h, w, elem, keys) {
+			return contains(h, w, elem)
+		}
+	}
+	return false
+}
+
+// sameKeys reports whether two entries of a list-map have the same key values; a key an entry
+// omits has the schema's default (protocol TCP for ports).
+func sameKeys(a, b map[string]any, elem fieldType, keys []string) bool {
+	for _, k := range keys {
+		if !reflect.DeepEqual(elem.keyValue(a, k), elem.keyValue(b, k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// fieldType is a type of the apiserver's schema for server-side apply. The zero fieldType is
+// an unknown type, whose lists are compared as atomic.
+type fieldType struct {
+	schema *schema.Schema
+	ref    schema.TypeRef
+}
+
+func (t fieldType) atom() schema.Atom {
+	if t.schema == nil {
+		return schema.Atom{}
+	}
+	a, _ := t.schema.Resolve(t.ref)
+	return a
+}
+
+// field is the type of field name of a map type.
+func (t fieldType) field(name string) fieldType {
+	m := t.atom().Map
+	if m == nil {
+		return fieldType{}
+	}
+	if f, ok := m.FindField(name); ok {
+		return fieldType{t.schema, f.Type}
+	}
+	return fieldType{t.schema, m.ElementType}
+}
+
+// list is the list type t is, if it is one, and the type of its elements.
+func (t fieldType) list() (*schema.List, fieldType) {
+	l := t.atom().List
+	if l == nil {
+		return nil, fieldType{}
+	}
+	return l, fieldType{t.schema, l.ElementType}
+}
+
+// keyValue is the value of key k of a list-map entry of type t, or the key's default.
+func (t fieldType) keyValue(entry map[string]any, k string) any {
+	if v, ok := entry[k]; ok {
+		return v
+	}
+	if m := t.atom().Map; m != nil {
+		if f, ok := m.FindField(k); ok {
+			return f.Default
+		}
+	}
+	return nil
+}
+
+var (
+	typeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+		return applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+	})
+	kindTypes sync.Map // "apiVersion/kind" to fieldType
+)
+
+// kindType is the type of the built-in kind apiVersion/kind in the apiserver's schema, the
+// zero fieldType for a kind it does not know.
+func kindType(apiVersion, kind string) fieldType {
+	key := apiVersion + "/" + kind
+	if t, ok := kindTypes.Load(key); ok {
+		return t.(fieldType)
+	}
+	var t fieldType
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+	if tv, err := typeConverter().ObjectToTyped(obj); err == nil {
+		t = fieldType{tv.Schema(), tv.TypeRef()}
+	}
+	kindTypes.Store(key, t)
+	return t
 }
 
 // isZero reports whether a JSON value is empty: "", false, 0, null, {} or [].

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
 func TestContains(t *testing.T) {
@@ -29,10 +31,87 @@ func TestContains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := contains(tt.have, tt.want); got != tt.ok {
+			if got := contains(tt.have, tt.want, fieldType{}); got != tt.ok {
 				t.Errorf("contains(%v, %v) = %v, want %v", tt.have, tt.want, got, tt.ok)
 			}
 		})
+	}
+}
+
+// TestContainsMergesLikeTheAPIServer checks the comparison against the apiserver's schema: the
+// entries of list-maps are found by their keys, whatever else the list holds, and atomic lists
+// stay atomic.
+func TestContainsMergesLikeTheAPIServer(t *testing.T) {
+	p := loadSample(t, "default")
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(*appsv1.Deployment)
+		ok   bool
+	}{
+		{"as applied", func(*appsv1.Deployment) {}, true},
+		{"someone else's env var", func(d *appsv1.Deployment) {
+			c := &d.Spec.Template.Spec.Containers[0]
+			c.Env = append([]corev1.EnvVar{{Name: "INJECTED", Value: "1"}}, c.Env...)
+		}, true},
+		{"env vars in another order", func(d *appsv1.Deployment) {
+			env := d.Spec.Template.Spec.Containers[0].Env
+			env[0], env[len(env)-1] = env[len(env)-1], env[0]
+		}, true},
+		{"someone else's sidecar and volume", func(d *appsv1.Deployment) {
+			pod := &d.Spec.Template.Spec
+			pod.Containers = append(pod.Containers, corev1.Container{Name: "proxy", Image: "proxy:1"})
+			pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tokens"})
+		}, true},
+		{"a port's protocol defaulted", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
+		}, true},
+		{"one of the operator's env vars changed", func(d *appsv1.Deployment) {
+			env := d.Spec.Template.Spec.Containers[0].Env
+			for i := range env {
+				if env[i].Name == pipelinev1beta1.EnvModelName {
+					env[i].Value = "other"
+				}
+			}
+		}, false},
+		{"one of the operator's env vars removed", func(d *appsv1.Deployment) {
+			c := &d.Spec.Template.Spec.Containers[0]
+			c.Env = c.Env[1:]
+		}, false},
+		{"the port's protocol changed", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolUDP
+		}, false},
+		{"someone else's command and args (the operator sets neither)", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Command = []string{"sh"}
+			d.Spec.Template.Spec.Containers[0].Args = append(d.Spec.Template.Spec.Containers[0].Args, "-v")
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := typed[appsv1.Deployment](t, a.content)
+			tt.edit(d)
+			if ok, err := a.upToDate(d); err != nil || ok != tt.ok {
+				t.Errorf("upToDate = %v (%v), want %v", ok, err, tt.ok)
+			}
+		})
+	}
+
+	// An atomic list the operator sets must match as a whole: the apply would replace it.
+	p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}}
+	b, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := typed[appsv1.Deployment](t, b.content)
+	if ok, _ := b.upToDate(d); !ok {
+		t.Fatal("the applied Deployment with tolerations is not up to date")
+	}
+	d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists})
+	if ok, _ := b.upToDate(d); ok {
+		t.Error("a toleration added to the atomic list went unnoticed")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,7 +79,10 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 			return true, nil
 		}
 		// An object of that name exists that the cache has not shown yet: the operator's own
-		// from an earlier pass, or someone else's.
+		// from an earlier pass, or someone else's. It is read into an empty object: decoding
+		// into current, which holds the desired content, would keep the fields the server's
+		// copy lacks, and the comparison would see fields that are not there.
+		zero(current)
 		err = r.APIReader.Get(ctx, key, current)
 	}
 	if err != nil {
@@ -97,6 +101,12 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 	// The child is the event's related object: events about different children stay apart.
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, "Updated", "Update", "Updated %s %s", kind, key.Name)
 	return true, nil
+}
+
+// zero sets the object obj points to to its zero value.
+func zero(obj client.Object) {
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type()))
 }
 
 // recordApplyFailed records a warning event for a child the apiserver refused and returns the error

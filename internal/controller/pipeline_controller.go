@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -37,6 +39,11 @@ const Finalizer = "distri-infer.ndsl.cn/cleanup"
 // claimRecheckInterval is how often a Pipeline that mounts a claim the operator does not own
 // (and so does not watch) looks at it again until it is bound.
 const claimRecheckInterval = 15 * time.Second
+
+// conflictRecheckInterval is how often a Pipeline whose child's name is held by someone else's
+// object looks again: the operator does not watch objects it does not manage, so it would not
+// otherwise see that object go.
+const conflictRecheckInterval = 10 * time.Second
 
 // PipelineReconciler reconciles Pipelines.
 type PipelineReconciler struct {
@@ -55,11 +62,12 @@ type PipelineReconciler struct {
 // scope is the state of one pass over one Pipeline. The steps of a pass run concurrently: each
 // writes only its own entries of obs, and problems go through addProblem.
 type scope struct {
-	pipeline     *pipelinev1beta1.Pipeline
-	obs          *observed
-	podSecurity  PodSecurityLevel
+	pipeline    *pipelinev1beta1.Pipeline
+	obs         *observed
+	podSecurity PodSecurityLevel
+	mu          sync.Mutex
+	// requeueAfter is when the Pipeline must be looked at again without a watch event; 0 is never.
 	requeueAfter time.Duration
-	mu           sync.Mutex
 	// created are the children this pass created, by "Kind name", for one event.
 	created map[string]runtime.Object
 }
@@ -75,6 +83,15 @@ func (s *scope) addProblem(reason, format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.obs.problems = append(s.obs.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+// requeueWithin asks for another pass within d, whatever else of the pass asks for.
+func (s *scope) requeueWithin(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
 }
 
 func (s *scope) recordCreated(kind, name string, obj runtime.Object) {
@@ -106,6 +123,7 @@ func (r *PipelineReconciler) recordCreatedEvent(s *scope) {
 func (s *scope) conflict(kind, name string) {
 	s.addProblem(pipelinev1beta1.ReasonNameConflict,
 		"%s %s already exists and does not belong to this Pipeline: rename or delete it", kind, name)
+	s.requeueWithin(conflictRecheckInterval)
 }
 
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;update;patch
@@ -130,10 +148,8 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
-		patch := client.MergeFrom(p.DeepCopy())
-		controllerutil.AddFinalizer(p, Finalizer)
-		if err := r.Client.Patch(ctx, p, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.AddFinalizer(p, Finalizer) }); err != nil {
+			return ctrl.Result{}, ignoreStale(ctx, fmt.Errorf("add finalizer: %w", err))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -148,8 +164,11 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	s.obs.err = err
 	before := *p.Status.DeepCopy()
 	after := computeStatus(p, s.obs)
+	// The status write carries the resourceVersion the pass started from: it succeeds only when
+	// before was the status the apiserver held, so what is derived from the change (events, the
+	// rollout histogram) is recorded once per change, never twice from an outdated copy.
 	if serr := r.updateStatus(ctx, p, after); serr != nil {
-		err = errors.Join(err, serr)
+		err = errors.Join(err, ignoreStale(ctx, serr))
 	} else {
 		r.Metrics.observeStatus(p, before, after, r.now())
 		r.recordResumed(p, before)
@@ -174,8 +193,8 @@ func (r *PipelineReconciler) now() time.Time {
 func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	var storageErr, ingressErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { storageErr = r.reconcileStorage(ctx, s) })
-	wg.Go(func() { ingressErr = r.reconcileIngress(ctx, s) })
+	wg.Go(func() { storageErr = recoverPanic(ctx, "storage", func() error { return r.reconcileStorage(ctx, s) }) })
+	wg.Go(func() { ingressErr = recoverPanic(ctx, "ingress", func() error { return r.reconcileIngress(ctx, s) }) })
 	stepsErr := r.reconcileSteps(ctx, s)
 	wg.Wait()
 	if storageErr != nil || stepsErr != nil || ingressErr != nil {
@@ -219,12 +238,7 @@ func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) err
 		var wg sync.WaitGroup
 		if ownsVolume(p) {
 			wg.Go(func() {
-				pv := &corev1.PersistentVolume{}
-				ok, err := r.applyChild(ctx, s, pv, desiredPV(p))
-				if ok {
-					s.obs.pv = pv
-				}
-				pvErr = err
+				pvErr = recoverPanic(ctx, "persistent volume", func() error { return r.reconcileVolume(ctx, s) })
 			})
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -243,15 +257,37 @@ func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) err
 	case apierrors.IsNotFound(err):
 		s.addProblem(pipelinev1beta1.ReasonClaimNotFound,
 			"PersistentVolumeClaim %s named by modelStorage.claimName does not exist in namespace %s", claimName(p), p.Namespace)
-		s.requeueAfter = claimRecheckInterval
+		s.requeueWithin(claimRecheckInterval)
 	case err != nil:
 		return fmt.Errorf("get claim %s: %w", claimName(p), err)
 	default:
 		s.obs.pvc = pvc
 		if pvc.Status.Phase != corev1.ClaimBound {
-			s.requeueAfter = claimRecheckInterval
+			s.requeueWithin(claimRecheckInterval)
 		}
 	}
+	return nil
+}
+
+// reconcileVolume makes the model PersistentVolume exist as the spec says. A Released volume
+// was bound to a claim that is gone (deleted by someone, or left by an earlier Pipeline of the
+// same name whose finalizer was removed by hand): it can never bind to the current claim, and
+// is not taken over. It is deleted (its reclaim policy is Retain: the model data stays where
+// it is), and its deletion event starts the pass that makes a new one.
+func (r *PipelineReconciler) reconcileVolume(ctx context.Context, s *scope) error {
+	pv := &corev1.PersistentVolume{}
+	ok, err := r.applyChild(ctx, s, pv, desiredPV(s.pipeline))
+	switch {
+	case err != nil || !ok:
+		return err
+	case !pv.DeletionTimestamp.IsZero():
+		return nil
+	case pv.Status.Phase == corev1.VolumeReleased:
+		log.FromContext(ctx).Info("Replacing a PersistentVolume released by an earlier claim", "persistentVolume", pv.Name,
+			"claimUID", ptr.Deref(pv.Spec.ClaimRef, corev1.ObjectReference{}).UID)
+		return r.deleteChild(ctx, s.pipeline, pv, "PersistentVolume")
+	}
+	s.obs.pv = pv
 	return nil
 }
 
@@ -268,7 +304,8 @@ func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error
 	var wg sync.WaitGroup
 	for i := range s.pipeline.Spec.Steps {
 		wg.Go(func() {
-			if err := r.reconcileStep(ctx, s, i); err != nil {
+			err := recoverPanic(ctx, "step "+stepName(s.pipeline, i), func() error { return r.reconcileStep(ctx, s, i) })
+			if err != nil {
 				errs[i] = fmt.Errorf("step %d (%s): %w", i+1, stepName(s.pipeline, i), err)
 			}
 		})
@@ -387,61 +424,102 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	return errors.Join(errs...)
 }
 
-// reconcileDelete removes the PersistentVolume of a Pipeline that is being deleted, then lets
+// reconcileDelete removes the PersistentVolumes of a Pipeline that is being deleted, then lets
 // it go. The garbage collector removes the namespaced children through their owner references.
 func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
 		return nil
 	}
-	if p.Status.Phase != pipelinev1beta1.PipelinePhaseDeleting {
-		status := p.Status.DeepCopy()
-		status.Phase = pipelinev1beta1.PipelinePhaseDeleting
-		if err := r.updateStatus(ctx, p, *status); err != nil {
-			return err
-		}
+	status := p.Status.DeepCopy()
+	status.Phase = pipelinev1beta1.PipelinePhaseDeleting
+	if err := r.updateStatus(ctx, p, *status); err != nil {
+		return ignoreStale(ctx, err)
 	}
 
+	// The volumes are listed from the apiserver, not the cache: one created a moment ago may not
+	// be in the cache yet, and a cluster-scoped volume left behind is one nobody cleans up.
 	pvs := &corev1.PersistentVolumeList{}
-	if err := r.Client.List(ctx, pvs, volumeSelector(p)); err != nil {
+	if err := r.APIReader.List(ctx, pvs, volumeSelector(p)); err != nil {
 		return fmt.Errorf("list persistent volumes: %w", err)
 	}
+	var errs []error
 	for i := range pvs.Items {
-		if err := r.deleteChild(ctx, p, &pvs.Items[i], "PersistentVolume"); err != nil {
-			return err
-		}
+		errs = append(errs, r.deleteChild(ctx, p, &pvs.Items[i], "PersistentVolume"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The deletion is retried with back-off; the status says why the Pipeline stays.
+		err = fmt.Errorf("%w: the Pipeline keeps its finalizer %s until its volumes are deleted; "+
+			"remove the cause, or delete the volumes yourself", err, Finalizer)
+		status := p.Status.DeepCopy()
+		setReconciled(status, p.Generation, err)
+		return errors.Join(err, ignoreStale(ctx, r.updateStatus(ctx, p, *status)))
 	}
 
-	patch := client.MergeFrom(p.DeepCopy())
-	controllerutil.RemoveFinalizer(p, Finalizer)
-	if err := r.Client.Patch(ctx, p, patch); err != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
+	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
+		return ignoreStale(ctx, fmt.Errorf("remove finalizer: %w", err))
 	}
 	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", len(pvs.Items))
 	return nil
 }
 
-// updateStatus writes status when it differs from what p holds, and records the problems that
-// are new since the last status as events.
+// updateStatus writes status when it differs from what p holds, and then records the problems
+// that are new since p's status as events. The write carries p's resourceVersion: the apiserver
+// refuses it (a conflict) when p is not its latest version, so a status is never written, nor
+// an event recorded, from an outdated copy.
 func (r *PipelineReconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) error {
 	if equality.Semantic.DeepEqual(p.Status, status) {
 		return nil
 	}
-	r.recordDegraded(p, status)
-	patch := client.MergeFrom(p.DeepCopy())
+	before := p.DeepCopy()
 	p.Status = status
-	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		p.Status = before.Status
 		return fmt.Errorf("update status: %w", err)
 	}
+	r.recordDegraded(p, before.Status)
 	return nil
 }
 
-// recordDegraded emits a warning event when the Degraded condition turns True or changes its message.
+// patchLocked changes p's metadata with edit and sends the change as a merge patch that carries
+// p's resourceVersion. A merge patch replaces whole lists: without the lock, a finalizer someone
+// else added in between would be dropped.
+func (r *PipelineReconciler) patchLocked(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(*pipelinev1beta1.Pipeline)) error {
+	base := p.DeepCopy()
+	edit(p)
+	return r.Client.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// ignoreStale drops the conflict of a write made from an outdated copy of the Pipeline: the
+// cache is about to deliver the newer version, and its event starts the next pass.
+func ignoreStale(ctx context.Context, err error) error {
+	if apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("The Pipeline changed during the pass: the next pass starts from its newer version", "error", err.Error())
+		return nil
+	}
+	return err
+}
+
+// recoverPanic runs f and turns a panic in it into an error of the pass. controller-runtime
+// recovers panics in Reconcile, not in the goroutines a pass starts, where one would end the
+// manager.
+func recoverPanic(ctx context.Context, what string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.FromContext(ctx).Error(fmt.Errorf("%v", v), "Panic recovered", "in", what, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic in %s: %v", what, v)
+		}
+	}()
+	return f()
+}
+
+// recordDegraded emits a warning event when p's Degraded condition turned True or changed its
+// message since the status before.
 func (r *PipelineReconciler) recordDegraded(p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) {
-	now := meta.FindStatusCondition(status.Conditions, pipelinev1beta1.ConditionDegraded)
+	now := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded)
 	if now == nil || now.Status != metav1.ConditionTrue {
 		return
 	}
-	before := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded)
+	before := meta.FindStatusCondition(status.Conditions, pipelinev1beta1.ConditionDegraded)
 	if before != nil && before.Status == now.Status && before.Message == now.Message {
 		return
 	}

@@ -41,7 +41,7 @@ type PipelineStatusApplyConfiguration struct {
 	// and port of a LoadBalancer Service. Empty until an address exists.
 	URL *string `json:"url,omitempty"`
 	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
-	// Services).
+	// Services); absent when the entry step's Service opens none (0 is not a port).
 	NodePort *int32 `json:"nodePort,omitempty"`
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	PVName *string `json:"pvName,omitempty"`
