@@ -283,8 +283,10 @@ func (r *PipelineReconciler) reconcileVolume(ctx context.Context, s *scope) erro
 	case !pv.DeletionTimestamp.IsZero():
 		return nil
 	case pv.Status.Phase == corev1.VolumeReleased:
-		log.FromContext(ctx).Info("Replacing a PersistentVolume released by an earlier claim", "persistentVolume", pv.Name,
-			"claimUID", ptr.Deref(pv.Spec.ClaimRef, corev1.ObjectReference{}).UID)
+		r.Recorder.Eventf(s.pipeline, pv, corev1.EventTypeNormal, "VolumeReleased", "Delete",
+			"PersistentVolume %s is Released: the claim it was bound to (uid %s) is gone, so it cannot bind again; "+
+				"it is deleted and made anew (reclaim policy Retain: the model data is not touched)",
+			pv.Name, ptr.Deref(pv.Spec.ClaimRef, corev1.ObjectReference{}).UID)
 		return r.deleteChild(ctx, s.pipeline, pv, "PersistentVolume")
 	}
 	s.obs.pv = pv
@@ -514,13 +516,13 @@ func recoverPanic(ctx context.Context, what string, f func() error) (err error) 
 
 // recordDegraded emits a warning event when p's Degraded condition turned True or changed its
 // message since the status before.
-func (r *PipelineReconciler) recordDegraded(p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) {
+func (r *PipelineReconciler) recordDegraded(p *pipelinev1beta1.Pipeline, before pipelinev1beta1.PipelineStatus) {
 	now := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded)
 	if now == nil || now.Status != metav1.ConditionTrue {
 		return
 	}
-	before := meta.FindStatusCondition(status.Conditions, pipelinev1beta1.ConditionDegraded)
-	if before != nil && before.Status == now.Status && before.Message == now.Message {
+	was := meta.FindStatusCondition(before.Conditions, pipelinev1beta1.ConditionDegraded)
+	if was != nil && was.Status == now.Status && was.Message == now.Message {
 		return
 	}
 	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, now.Reason, "Reconcile", "%s", now.Message)

@@ -264,6 +264,7 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 			g.Expect(pv.UID).NotTo(Equal(old.UID))
 			g.Expect(pv.Spec.ClaimRef.UID).To(BeEmpty())
 		}).Should(Succeed())
+		Eventually(eventNotes(ctx, again)).Should(ContainElement(ContainSubstring("VolumeReleased: PersistentVolume " + old.Name + " is Released")))
 		bindStorage(ctx, again)
 		rollOut(ctx, again)
 		Eventually(phase(ctx, again)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
