@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
@@ -76,6 +77,10 @@ func main() {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if err := webhooks.applyEnv(flag.CommandLine, os.LookupEnv); err != nil {
+		setupLog.Error(err, "invalid environment")
+		os.Exit(1)
+	}
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -158,9 +163,34 @@ type webhookFlags struct {
 	validatingWebhookConfiguration string
 }
 
+// The flag that turns the webhooks off, and the environment variable that does the same when
+// the flag is not given (kubebuilder's convention).
+const (
+	enableWebhooksFlag = "enable-webhooks"
+	enableWebhooksEnv  = "ENABLE_WEBHOOKS"
+)
+
+// applyEnv lets ENABLE_WEBHOOKS decide whether the webhooks are served when fs (parsed) was not
+// given --enable-webhooks; an empty value counts as unset.
+func (w *webhookFlags) applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == enableWebhooksFlag })
+	v, ok := lookupEnv(enableWebhooksEnv)
+	if explicit || !ok || v == "" {
+		return nil
+	}
+	enabled, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%s=%q is neither true nor false", enableWebhooksEnv, v)
+	}
+	w.enabled = enabled
+	return nil
+}
+
 func (w *webhookFlags) bind(fs *flag.FlagSet) {
-	fs.BoolVar(&w.enabled, "enable-webhooks", true,
-		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered).")
+	fs.BoolVar(&w.enabled, enableWebhooksFlag, true,
+		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered). "+
+			"Without this flag, the environment variable "+enableWebhooksEnv+" (true or false) decides; the flag wins over it.")
 	fs.IntVar(&w.port, "webhook-port", webhook.DefaultPort, "Port of the webhook server.")
 	fs.StringVar(&w.certDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"Directory of the webhook serving certificate (tls.crt, tls.key), as mounted by cert-manager or OLM. "+
@@ -227,7 +257,8 @@ func (w *webhookFlags) selfSigned() (*webhookcerts.SelfSigned, error) {
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {
 		return nil, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
-			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or pass --enable-webhooks=false", w.certDir)
+			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+
+			"(--enable-webhooks=false or ENABLE_WEBHOOKS=false)", w.certDir)
 	}
 	return &webhookcerts.SelfSigned{
 		Namespace:                      namespace,
