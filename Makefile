@@ -100,7 +100,7 @@ test: test-unit test-rules test-bundle test-integration test-fuzz test-e2e ## Ru
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
-	go test ./api/... ./internal/... -run 'Test[^I]' -skip 'TestIntegration' -count=1
+	go test ./api/... ./internal/... ./cmd/... -run 'Test[^I]' -skip 'TestIntegration' -count=1
 
 .PHONY: test-rules
 test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -76,20 +77,20 @@ func main() {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if err := webhooks.applyEnv(flag.CommandLine, os.LookupEnv); err != nil {
+		setupLog.Error(err, "invalid environment")
+		os.Exit(1)
+	}
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	restConfig := ctrl.GetConfigOrDie()
-	var webhookServer webhook.Server
-	if webhooks.enabled {
-		certDir, err := webhooks.certificates(context.Background(), restConfig)
-		if err != nil {
-			setupLog.Error(err, "unable to provide the webhook serving certificate")
-			os.Exit(1)
-		}
-		webhookServer = webhook.NewServer(webhook.Options{Port: webhooks.port, CertDir: certDir, TLSOpts: tlsOpts})
+	webhookServer, selfSigned, err := webhooks.server(tlsOpts)
+	if err != nil {
+		setupLog.Error(err, "unable to provide the webhook serving certificate")
+		os.Exit(1)
 	}
 
 	mgrOpts := ctrl.Options{
@@ -125,7 +126,7 @@ func main() {
 	}
 
 	if webhooks.enabled {
-		if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+		if err := setupWebhooks(mgr, selfSigned); err != nil {
 			setupLog.Error(err, "unable to set up the Pipeline webhooks")
 			os.Exit(1)
 		}
@@ -142,13 +143,6 @@ func main() {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up ready check")
 		os.Exit(1)
-	}
-	if webhooks.enabled {
-		// Ready only once the webhook server serves: the webhook Service routes to ready pods.
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			setupLog.Error(err, "unable to set up the webhook ready check")
-			os.Exit(1)
-		}
 	}
 
 	setupLog.Info("starting manager")
@@ -169,14 +163,40 @@ type webhookFlags struct {
 	validatingWebhookConfiguration string
 }
 
+// The flag that turns the webhooks off, and the environment variable that does the same when
+// the flag is not given (kubebuilder's convention).
+const (
+	enableWebhooksFlag = "enable-webhooks"
+	enableWebhooksEnv  = "ENABLE_WEBHOOKS"
+)
+
+// applyEnv lets ENABLE_WEBHOOKS decide whether the webhooks are served when fs (parsed) was not
+// given --enable-webhooks; an empty value counts as unset.
+func (w *webhookFlags) applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == enableWebhooksFlag })
+	v, ok := lookupEnv(enableWebhooksEnv)
+	if explicit || !ok || v == "" {
+		return nil
+	}
+	enabled, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%s=%q is neither true nor false", enableWebhooksEnv, v)
+	}
+	w.enabled = enabled
+	return nil
+}
+
 func (w *webhookFlags) bind(fs *flag.FlagSet) {
-	fs.BoolVar(&w.enabled, "enable-webhooks", true,
-		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered).")
+	fs.BoolVar(&w.enabled, enableWebhooksFlag, true,
+		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered). "+
+			"Without this flag, the environment variable "+enableWebhooksEnv+" (true or false) decides; the flag wins over it.")
 	fs.IntVar(&w.port, "webhook-port", webhook.DefaultPort, "Port of the webhook server.")
 	fs.StringVar(&w.certDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"Directory of the webhook serving certificate (tls.crt, tls.key), as mounted by cert-manager or OLM. "+
-			"When it holds none, the manager makes a self-signed CA, keeps it in --webhook-secret-name and "+
-			"injects it into the webhook configurations.")
+			"When it holds none, the manager makes a self-signed CA and serving certificate, keeps them in "+
+			"--webhook-secret-name, renews them before they expire and keeps the CA in the webhook configurations "+
+			"while it runs.")
 	fs.StringVar(&w.serviceName, "webhook-service-name", "pipeline-operator-webhook-service",
 		"Service through which the apiserver calls the webhooks (names in the self-signed certificate).")
 	fs.StringVar(&w.secretName, "webhook-secret-name", "pipeline-operator-webhook-server-cert",
@@ -187,35 +207,67 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 		"ValidatingWebhookConfiguration that receives the self-signed CA.")
 }
 
-// certificates returns the directory the webhook server reads its certificate from: the
-// mounted one, else a self-signed one made (or read back from its Secret) now.
-func (w *webhookFlags) certificates(ctx context.Context, cfg *rest.Config) (string, error) {
+// server is the webhook server, nil when the webhooks are off, and the self-signed certificate
+// it serves when no certificate is mounted.
+func (w *webhookFlags) server(tlsOpts []func(*tls.Config)) (webhook.Server, *webhookcerts.SelfSigned, error) {
+	if !w.enabled {
+		return nil, nil, nil
+	}
+	selfSigned, err := w.selfSigned()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := webhook.Options{Port: w.port, CertDir: w.certDir, TLSOpts: tlsOpts}
+	if selfSigned != nil {
+		// Served from the Secret as it changes, instead of from files.
+		opts.TLSOpts = append(slices.Clip(tlsOpts), func(c *tls.Config) { c.GetCertificate = selfSigned.GetCertificate })
+	}
+	return webhook.NewServer(opts), selfSigned, nil
+}
+
+// setupWebhooks registers the Pipeline webhooks, the rotation of the self-signed certificate
+// (when selfSigned is not nil) and their readiness checks.
+func setupWebhooks(mgr ctrl.Manager, selfSigned *webhookcerts.SelfSigned) error {
+	if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+		return err
+	}
+	// Ready only once the webhook server serves: the webhook Service routes to ready pods.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("add the webhook ready check: %w", err)
+	}
+	if selfSigned == nil {
+		return nil
+	}
+	if err := selfSigned.SetupWithManager(context.Background(), mgr); err != nil {
+		return err
+	}
+	// And only once the self-signed certificate is served and its CA injected.
+	if err := mgr.AddReadyzCheck("webhook-certificate", selfSigned.Ready); err != nil {
+		return fmt.Errorf("add the webhook certificate ready check: %w", err)
+	}
+	return nil
+}
+
+// selfSigned is the self-signed certificate provisioning when no certificate is mounted in the
+// certificate directory, nil when one is.
+func (w *webhookFlags) selfSigned() (*webhookcerts.SelfSigned, error) {
 	if webhookcerts.HasCertificate(w.certDir) {
-		return w.certDir, nil
+		return nil, nil
 	}
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {
-		return "", fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
-			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or pass --enable-webhooks=false", w.certDir)
+		return nil, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
+			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+
+			"(--enable-webhooks=false or ENABLE_WEBHOOKS=false)", w.certDir)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return "", fmt.Errorf("create client: %w", err)
-	}
-	dir := filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs")
-	certs := &webhookcerts.SelfSigned{
-		Client:                         c,
+	return &webhookcerts.SelfSigned{
 		Namespace:                      namespace,
 		SecretName:                     w.secretName,
 		ServiceName:                    w.serviceName,
-		CertDir:                        dir,
+		CertDir:                        filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
 		MutatingWebhookConfiguration:   w.mutatingWebhookConfiguration,
 		ValidatingWebhookConfiguration: w.validatingWebhookConfiguration,
-	}
-	if err := certs.Ensure(ctx); err != nil {
-		return "", err
-	}
-	return dir, nil
+	}, nil
 }
 
 // setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition

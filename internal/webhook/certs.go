@@ -1,32 +1,68 @@
 // Package webhook provides the serving certificate of the manager's webhook server when no
 // certificate is mounted (make deploy without cert-manager): a self-signed CA and a serving
-// certificate kept in a Secret shared by every replica, with the CA injected into the
-// Pipeline webhook configurations.
+// certificate kept in a Secret shared by every replica, renewed before they expire, with the CA
+// kept in the Pipeline webhook configurations — all while the manager runs.
+//
+// The rotation is the cert rotator of github.com/open-policy-agent/cert-controller (pkg/rotator,
+// the one OPA Gatekeeper runs). It keeps the Secret valid on a ticker and whenever the Secret
+// changes, and puts the CA back into a webhook configuration whenever one is created, replaced or
+// loses its caBundle. This package adds what the rotator leaves to its users:
+//
+//   - the Secret must exist before the rotator starts: SetupWithManager creates it (type
+//     kubernetes.io/tls, empty) when missing, and it is created again if deleted while the
+//     manager runs, which forces a new CA;
+//   - the rotator only writes the Secret (its users mount it as a volume, which the kubelet
+//     refreshes a minute or more later): here every replica watches the Secret and serves its
+//     key pair from memory at once (GetCertificate), and writes it to CertDir, where the rotator
+//     looks for it before it reports ready;
+//   - readiness (Ready): a serving certificate is loaded and the CA has been injected.
+//
+// What the rotator implies:
+//
+//   - Secret: its name and the keys ca.crt, tls.crt and tls.key are those the manager has always
+//     used; the rotator adds ca.key (the CA's private key, kept to sign the next serving
+//     certificates). A Secret written by an earlier version has no ca.key, so the first start
+//     with this one makes a new CA and serving certificate and injects the new CA.
+//   - Certificates: RSA 2048; the serving certificate names <service>.<namespace>.svc and
+//     <service>.<namespace>.svc.cluster.local, the CA is named pipeline-operator-webhook-ca.
+//   - Cache and RBAC: the rotator caches every Secret of the manager's namespace and every
+//     mutating and validating webhook configuration of the cluster (its cache takes no field
+//     selector), so it needs get, list and watch on those (config/rbac/webhook_cert_role.yaml);
+//     writes stay limited to the one Secret and the two configurations by name (create, which
+//     cannot be limited by name, excepted). The watch of the Secret for serving is narrowed to
+//     its name.
+//   - Replicas: every replica runs the rotator and the watch, also without the leader Lease
+//     (every replica serves webhooks). They agree through the Secret: a replica that renews it
+//     writes with the version it read, so of two replicas renewing at once one is refused and
+//     then reads the other's certificate; each replica serves what the Secret holds.
 package webhook
 
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Keys of the certificate Secret and files of the certificate directory.
@@ -36,11 +72,16 @@ const (
 	KeyKey  = corev1.TLSPrivateKeyKey
 )
 
-// Validity of the self-signed certificates, and how close to expiry they are replaced.
+// Defaults of the certificates' lifetimes and of how often they are checked.
 const (
-	certValidity = 10 * 365 * 24 * time.Hour
-	renewBefore  = 30 * 24 * time.Hour
+	DefaultCAValidity    = 10 * 365 * 24 * time.Hour
+	DefaultCertValidity  = 365 * 24 * time.Hour
+	DefaultRenewBefore   = 90 * 24 * time.Hour
+	DefaultCheckInterval = 12 * time.Hour
 )
+
+// caName is the common name of the self-signed CA.
+const caName = "pipeline-operator-webhook-ca"
 
 // HasCertificate reports whether dir already holds a serving certificate and key, mounted by
 // cert-manager or OLM; then SelfSigned is not needed.
@@ -53,228 +94,202 @@ func HasCertificate(dir string) bool {
 	return true
 }
 
-// SelfSigned provisions the webhook server's certificate without cert-manager.
+// SelfSigned provisions and renews the webhook server's certificate without cert-manager. Its
+// GetCertificate serves the certificate from the moment the Secret holds one; until then the
+// TLS handshake fails, so the webhook server's readiness check fails too.
 type SelfSigned struct {
-	// Client must not be cached: it runs before the manager's caches start.
-	Client client.Client
 	// Namespace is the manager's namespace; the Secret and the webhook Service live there.
 	Namespace string
 	// SecretName is the Secret holding the CA and the serving certificate.
 	SecretName string
 	// ServiceName is the webhook Service; the certificate is valid for its DNS names.
 	ServiceName string
-	// CertDir receives tls.crt, tls.key and ca.crt for the webhook server.
+	// CertDir receives tls.crt, tls.key and ca.crt each time the certificate changes.
 	CertDir string
 	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration get the CA as caBundle;
 	// an empty name is skipped.
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// CAValidity and CertValidity are the lifetimes of a new CA and serving certificate;
+	// RenewBefore is how long before its expiry either is replaced, and CheckInterval how
+	// often that is checked besides on changes of the Secret. Zero means the Default… value.
+	CAValidity, CertValidity, RenewBefore, CheckInterval time.Duration
+	// Name prefixes the names of the two controllers SetupWithManager adds (controller names
+	// are unique in a process); "webhook-certificate" when empty.
+	Name string
+
+	serving  atomic.Pointer[tls.Certificate]
+	injected chan struct{}
 }
 
-// Ensure makes sure the Secret holds a CA and a serving certificate valid for the Service
-// (creating or renewing them), writes them to CertDir and injects the CA into the webhook
-// configurations. Every replica runs it at start; they agree through the Secret.
-func (s *SelfSigned) Ensure(ctx context.Context) error {
-	secret, err := s.ensureSecret(ctx)
+// SetupWithManager creates the Secret when it is missing and adds to mgr the rotator and the
+// watch that serves the Secret's certificate. Call it before mgr starts.
+func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	name := s.Name
+	if name == "" {
+		name = "webhook-certificate"
+	}
+	// The Secret is created empty, which draws the apiserver's warning that a kubernetes.io/tls
+	// Secret holds no PEM data: expected until the rotator fills it, so not shown.
+	quiet := rest.CopyConfig(mgr.GetConfig())
+	quiet.WarningHandler, quiet.WarningHandlerWithContext = nil, rest.NoWarnings{}
+	creator, err := client.New(quiet, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
+		return fmt.Errorf("create a client for the webhook certificate Secret: %w", err)
+	}
+	if err := s.createSecret(ctx, creator); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
-		return fmt.Errorf("create webhook certificate directory: %w", err)
-	}
-	for _, k := range []string{CAKey, CertKey, KeyKey} {
-		if err := os.WriteFile(filepath.Join(s.CertDir, k), secret.Data[k], 0o600); err != nil {
-			return fmt.Errorf("write webhook certificate %s: %w", k, err)
-		}
-	}
-	return s.injectCA(ctx, secret.Data[CAKey])
-}
 
-func (s *SelfSigned) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	var webhooks []rotator.WebhookInfo
+	if s.MutatingWebhookConfiguration != "" {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.MutatingWebhookConfiguration, Type: rotator.Mutating})
 	}
-	return time.Now()
-}
-
-func (s *SelfSigned) dnsNames() []string {
-	return []string{
-		s.ServiceName + "." + s.Namespace + ".svc",
-		s.ServiceName + "." + s.Namespace + ".svc.cluster.local",
+	if s.ValidatingWebhookConfiguration != "" {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ValidatingWebhookConfiguration, Type: rotator.Validating})
 	}
-}
-
-func (s *SelfSigned) ensureSecret(ctx context.Context) (*corev1.Secret, error) {
-	key := client.ObjectKey{Namespace: s.Namespace, Name: s.SecretName}
-	var secret *corev1.Secret
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		secret = &corev1.Secret{}
-		err := s.Client.Get(ctx, key, secret)
-		switch {
-		case apierrors.IsNotFound(err):
-			secret = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.SecretName, Labels: map[string]string{
-					"app.kubernetes.io/name":       "pipeline-operator",
-					"app.kubernetes.io/component":  "webhook",
-					"app.kubernetes.io/managed-by": "pipeline-operator",
-				}},
-				Type: corev1.SecretTypeTLS,
-			}
-			if secret.Data, err = s.generate(); err != nil {
-				return err
-			}
-			err = s.Client.Create(ctx, secret)
-			if apierrors.IsAlreadyExists(err) {
-				// Another replica was first: use its certificate.
-				return apierrors.NewConflict(corev1.Resource("secrets"), s.SecretName, err)
-			}
-			return err
-		case err != nil:
-			return err
-		case s.valid(secret.Data):
-			return nil
-		}
-		if secret.Data, err = s.generate(); err != nil {
-			return err
-		}
-		return s.Client.Update(ctx, secret)
+	s.injected = make(chan struct{})
+	dnsName := s.ServiceName + "." + s.Namespace + ".svc"
+	err = rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:              types.NamespacedName{Namespace: s.Namespace, Name: s.SecretName},
+		CertDir:                s.CertDir,
+		CAName:                 caName,
+		CAOrganization:         "pipeline-operator",
+		DNSName:                dnsName,
+		ExtraDNSNames:          []string{dnsName + ".cluster.local"},
+		IsReady:                s.injected,
+		Webhooks:               webhooks,
+		FieldOwner:             "pipeline-operator",
+		RequireLeaderElection:  false,
+		CaCertDuration:         orDefault(s.CAValidity, DefaultCAValidity),
+		ServerCertDuration:     orDefault(s.CertValidity, DefaultCertValidity),
+		LookaheadInterval:      orDefault(s.RenewBefore, DefaultRenewBefore),
+		RotationCheckFrequency: orDefault(s.CheckInterval, DefaultCheckInterval),
+		ControllerName:         name + "-rotator",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("webhook certificate secret %s: %w", key, err)
+		return fmt.Errorf("add the webhook certificate rotator: %w", err)
 	}
-	return secret, nil
-}
 
-// valid reports whether data holds a key pair and a CA that verifies it for the Service's
-// DNS names for at least renewBefore.
-func (s *SelfSigned) valid(data map[string][]byte) bool {
-	pair, err := tls.X509KeyPair(data[CertKey], data[KeyKey])
-	if err != nil {
-		return false
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return false
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(data[CAKey]) {
-		return false
-	}
-	at := s.now().Add(renewBefore)
-	for _, name := range s.dnsNames() {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, CurrentTime: at}); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// generate makes a CA and a serving certificate signed by it.
-func (s *SelfSigned) generate() (map[string][]byte, error) {
-	now := s.now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	ca := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "pipeline-operator-webhook-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign CA: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: s.dnsNames()[0]},
-		DNSNames:     s.dnsNames(),
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode serving key: %w", err)
-	}
-	return map[string][]byte{
-		CAKey:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		CertKey: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		KeyKey:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}, nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(fmt.Sprintf("read random serial number: %v", err))
-	}
-	return n
-}
-
-// injectCA sets caBundle on every webhook of the two configurations, when it differs.
-func (s *SelfSigned) injectCA(ctx context.Context, ca []byte) error {
-	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	return errors.Join(
-		s.patchCA(ctx, mutating, s.MutatingWebhookConfiguration, ca, func() (out []*admissionregistrationv1.WebhookClientConfig) {
-			for i := range mutating.Webhooks {
-				out = append(out, &mutating.Webhooks[i].ClientConfig)
-			}
-			return out
-		}),
-		s.patchCA(ctx, validating, s.ValidatingWebhookConfiguration, ca, func() (out []*admissionregistrationv1.WebhookClientConfig) {
-			for i := range validating.Webhooks {
-				out = append(out, &validating.Webhooks[i].ClientConfig)
-			}
-			return out
-		}),
-	)
-}
-
-// patchCA writes ca into the client configs of the webhook configuration obj named name (an
-// empty name is skipped); configs lists them once obj has been read.
-func (s *SelfSigned) patchCA(ctx context.Context, obj client.Object, name string, ca []byte,
-	configs func() []*admissionregistrationv1.WebhookClientConfig) error {
-	if name == "" {
-		return nil
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				// Not registered (yet): nothing calls the webhook, so nothing needs the CA.
-				return nil
-			}
-			return err
-		}
-		changed := false
-		for _, cc := range configs() {
-			if !bytes.Equal(cc.CABundle, ca) {
-				cc.CABundle, changed = ca, true
-			}
-		}
-		if !changed {
-			return nil
-		}
-		return s.Client.Update(ctx, obj)
+	// The Secret, and only it, in a cache of its own.
+	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(),
+		Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {
+			Namespaces: map[string]cache.Config{s.Namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", s.SecretName),
+		}},
 	})
 	if err != nil {
-		return fmt.Errorf("inject the webhook CA into %s: %w", name, err)
+		return fmt.Errorf("create the cache of the webhook certificate Secret: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return fmt.Errorf("add the cache of the webhook certificate Secret: %w", err)
+	}
+	r := &servingReconciler{certs: s, reader: secrets, writer: creator}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(name + "-serving").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{})).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("add the webhook certificate watch: %w", err)
 	}
 	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// GetCertificate returns the serving certificate the Secret holds, for tls.Config.
+func (s *SelfSigned) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := s.serving.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errors.New("the webhook serving certificate is not ready yet")
+}
+
+// Ready is a readiness check: it fails until a serving certificate is loaded and the CA has
+// been injected into the webhook configurations.
+func (s *SelfSigned) Ready(*http.Request) error {
+	if s.serving.Load() == nil {
+		return errors.New("no webhook serving certificate yet")
+	}
+	select {
+	case <-s.injected:
+		return nil
+	default:
+		return errors.New("the webhook CA is not injected yet")
+	}
+}
+
+// createSecret creates the Secret, empty, unless it exists: the rotator fills it.
+func (s *SelfSigned) createSecret(ctx context.Context, c client.Writer) error {
+	err := c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.SecretName, Labels: map[string]string{
+			"app.kubernetes.io/name":       "pipeline-operator",
+			"app.kubernetes.io/component":  "webhook",
+			"app.kubernetes.io/managed-by": "pipeline-operator",
+		}},
+		Type: corev1.SecretTypeTLS,
+		// A kubernetes.io/tls Secret must have both keys, empty or not.
+		Data: map[string][]byte{CertKey: {}, KeyKey: {}},
+	})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the webhook certificate secret %s/%s: %w", s.Namespace, s.SecretName, err)
+	}
+	return nil
+}
+
+// load serves the key pair of data and writes data to CertDir, unless it is the one served
+// already. Data without a usable key pair (a Secret not filled yet) changes nothing: the
+// rotator fills it, and the watch brings it back.
+func (s *SelfSigned) load(data map[string][]byte) (bool, error) {
+	pair, err := tls.X509KeyPair(data[CertKey], data[KeyKey])
+	if err != nil {
+		return false, nil // not a key pair yet: nothing to serve, nothing failed
+	}
+	if cur := s.serving.Load(); cur != nil && bytes.Equal(cur.Certificate[0], pair.Certificate[0]) {
+		return false, nil
+	}
+	if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
+		return false, fmt.Errorf("create webhook certificate directory: %w", err)
+	}
+	// The certificate last: its file is what the rotator waits for.
+	for _, k := range []string{KeyKey, CAKey, CertKey} {
+		if err := os.WriteFile(filepath.Join(s.CertDir, k), data[k], 0o600); err != nil {
+			return false, fmt.Errorf("write webhook certificate %s: %w", k, err)
+		}
+	}
+	s.serving.Store(&pair)
+	return true, nil
+}
+
+// servingReconciler serves the certificate of the Secret, and creates the Secret again when it
+// was deleted.
+type servingReconciler struct {
+	certs  *SelfSigned
+	reader client.Reader
+	writer client.Writer
+}
+
+func (r *servingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	secret := &corev1.Secret{}
+	err := r.reader.Get(ctx, req.NamespacedName, secret)
+	if apierrors.IsNotFound(err) {
+		// The last certificate is served until the rotator fills the new Secret.
+		return ctrl.Result{}, r.certs.createSecret(ctx, r.writer)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read the webhook certificate secret: %w", err)
+	}
+	loaded, err := r.certs.load(secret.Data)
+	if loaded {
+		ctrl.LoggerFrom(ctx).Info("serving the webhook certificate of the Secret", "resourceVersion", secret.ResourceVersion)
+	}
+	return ctrl.Result{}, err
 }

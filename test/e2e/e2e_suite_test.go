@@ -119,21 +119,27 @@ var _ = BeforeSuite(func() {
 	operatorCfg.Wrap(forbidden.wrap)
 
 	By("keeping the webhook certificate with the ServiceAccount's permissions, as the deployed manager does")
-	operatorClient, err := client.New(operatorCfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	certDir := GinkgoT().TempDir()
 	certs := &webhookcerts.SelfSigned{
-		Client:                         operatorClient,
 		Namespace:                      operatorNamespace,
 		SecretName:                     "pipeline-operator-webhook-server-cert",
 		ServiceName:                    "pipeline-operator-webhook-service",
-		CertDir:                        certDir,
+		CertDir:                        GinkgoT().TempDir(),
 		MutatingWebhookConfiguration:   mutatingWebhookConfiguration,
 		ValidatingWebhookConfiguration: validatingWebhookConfiguration,
 	}
-	Expect(certs.Ensure(context.Background())).To(Succeed())
+	certMgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(certs.SetupWithManager(context.Background(), certMgr)).To(Succeed())
+	certCtx, stopCerts := context.WithCancel(context.Background())
+	certsDone := make(chan error, 1)
+	go func() { certsDone <- certMgr.Start(certCtx) }()
+	Eventually(func() error { return certs.Ready(nil) }).Should(Succeed(), "certificate served and CA injected")
+	// Stopped before the webhooks are pointed at this process below, which would otherwise get
+	// the rotator's CA back.
+	stopCerts()
+	Expect(<-certsDone).To(Succeed())
 	Expect(forbidden.count.Load()).To(BeZero(), describeRefusals())
-	ca, err := os.ReadFile(filepath.Join(certDir, webhookcerts.CAKey))
+	ca, err := os.ReadFile(filepath.Join(certs.CertDir, webhookcerts.CAKey))
 	Expect(err).NotTo(HaveOccurred())
 	injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	Expect(admin.Get(context.Background(), client.ObjectKey{Name: validatingWebhookConfiguration}, injected)).To(Succeed())
