@@ -206,7 +206,7 @@ var _ = AfterSuite(func() {
 	if front != nil {
 		operator = front.summary()
 	}
-	fmt.Fprintf(os.Stdout, "\nOLM test: %s; total %s\nOLM test: %s\nOLM test: restarts of OLM's operators: %s; the operator's API traffic: %s\n",
+	_, _ = fmt.Fprintf(os.Stdout, "\nOLM test: %s; total %s\nOLM test: %s\nOLM test: restarts of OLM's operators: %s; the operator's API traffic: %s\n",
 		strings.Join(timings, ", "), time.Since(suiteStart).Round(time.Second), peaks.report(), strings.Join(restarts, ", "), operator)
 })
 

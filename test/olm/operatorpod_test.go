@@ -67,7 +67,7 @@ func (o *operatorPod) run() {
 		defer close(o.finished)
 		for ctx.Err() == nil {
 			if err := o.sync(ctx); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(GinkgoWriter, "operator pod: %v\n", err)
+				GinkgoWriter.Printf("operator pod: %v\n", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -182,7 +182,7 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 		env:     environ(vars...),
 		logFile: filepath.Join(logDir, fmt.Sprintf("pipeline-operator-%d.log", o.starts)),
 	}
-	fmt.Fprintf(GinkgoWriter, "operator pod: starting the manager (%s=%s), log %s\n",
+	GinkgoWriter.Printf("operator pod: starting the manager (%s=%s), log %s\n",
 		envOperatorConditionName, env[envOperatorConditionName], p.logFile)
 	p.start()
 	o.mu.Lock()
@@ -298,11 +298,4 @@ func (o *operatorPod) webhookReady() bool {
 	}
 	_ = conn.Close()
 	return true
-}
-
-// managerStarts is how many times the manager was started.
-func (o *operatorPod) managerStarts() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.starts
 }

@@ -52,7 +52,7 @@ func (p *process) start() {
 				}
 			}
 			if err := p.run(ctx, first); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(GinkgoWriter, "%s: %v (restarting; log %s)\n", p.name, err, p.logFile)
+				GinkgoWriter.Printf("%s: %v (restarting; log %s)\n", p.name, err, p.logFile)
 			}
 			if ctx.Err() != nil {
 				return
