@@ -57,7 +57,8 @@ func serveCatalog(name, dir string) (*process, string) {
 		logFile: filepath.Join(logDir, name+".log"),
 	}
 	p.start()
-	DeferCleanup(p.stop)
+	// Served for the rest of the suite, as a catalog's pod would be.
+	catalogServers = append(catalogServers, p)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	Eventually(func() error {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)

@@ -63,12 +63,13 @@ var (
 	current, next               release
 	currentCatalog, nextCatalog string
 
-	olmProcesses []*process
-	front        *apiFront
-	egress       *egressProxy
-	pod          *operatorPod
-	timings      []string
-	suiteStart   time.Time
+	olmProcesses   []*process
+	catalogServers []*process
+	front          *apiFront
+	egress         *egressProxy
+	pod            *operatorPod
+	timings        []string
+	suiteStart     time.Time
 )
 
 // release is a bundle directory and its ClusterServiceVersion's name and version.
@@ -189,7 +190,7 @@ var _ = AfterSuite(func() {
 	if pod != nil {
 		pod.stop()
 	}
-	for _, p := range olmProcesses {
+	for _, p := range append(olmProcesses, catalogServers...) {
 		p.stop()
 	}
 	if egress != nil {
