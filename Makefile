@@ -30,6 +30,8 @@ OPM_VERSION := $(shell awk '$$1=="github.com/operator-framework/operator-registr
 export OLM_BUILD_TAGS := containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
 CATALOG_TEST = (cd hack/tools/olm && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -trimpath -tags $(OLM_BUILD_TAGS) ./catalogcheck/ -count=1 -v)
 
+OLM_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/operator-framework/operator-lifecycle-manager" {print $$3}' hack/tools/lifecycle/go.mod)
+
 KUBE_BIN_DIR := $(CACHE_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR := $(CACHE_DIR)/etcd-$(ETCD_VERSION)
 CODEGEN_DIR := $(CACHE_DIR)/code-generator-$(CODEGEN_VERSION)
@@ -44,9 +46,14 @@ OPERATOR_SDK := $(OLM_TOOLS_DIR)/operator-sdk
 SCORECARD_TEST := $(OLM_TOOLS_DIR)/scorecard-test
 OPM := $(OLM_TOOLS_DIR)/opm
 GRPC_HEALTH_PROBE := $(OLM_TOOLS_DIR)/grpc_health_probe
+# Operator Lifecycle Manager itself (olm-operator, catalog-operator, its CRDs), for make test-olm.
+OLM_DIR := $(CACHE_DIR)/operator-lifecycle-manager-$(OLM_VERSION)
 
 # The local control plane: state, kubeconfig and logs.
 LOCAL_DIR ?= $(CURDIR)/.local
+# make test-olm's own control plane, and the version its upgrade goes to (hack/rehearse-release.sh).
+OLM_LOCAL_DIR := $(LOCAL_DIR)/olm
+OLM_NEXT_VERSION ?= 99.0.0
 LOCAL_KUBECONFIG := $(LOCAL_DIR)/kubeconfig
 LOCALCLUSTER := go run ./hack/localcluster
 
@@ -96,7 +103,7 @@ verify: manifests generate fmt bundle catalog ## Regenerate code, manifests, bun
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-bundle test-integration test-fuzz test-e2e ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fuzzing and end-to-end.
+test: test-unit test-rules test-bundle test-integration test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
@@ -126,6 +133,18 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 	$(MAKE) -s local-up && \
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
 	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
+
+.PHONY: test-olm
+test-olm: local-tools $(OLM_DIR)/olm $(OPM) ## Install, upgrade and uninstall the bundle through OLM (built from the Go module proxy) on a local control plane of its own.
+	go build -o $(OLM_LOCAL_DIR)/bin/manager ./cmd
+	@trap '$(LOCALCLUSTER) down -dir $(OLM_LOCAL_DIR) >/dev/null' EXIT; \
+	$(LOCALCLUSTER) down -dir $(OLM_LOCAL_DIR) >/dev/null && \
+	$(LOCALCLUSTER) up -dir $(OLM_LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) \
+		-egress-socket $(OLM_LOCAL_DIR)/egress.sock && \
+	export OLM_KUBECONFIG=$(OLM_LOCAL_DIR)/kubeconfig OLM_DIR=$(OLM_DIR) OPM=$(OPM) MANAGER=$(OLM_LOCAL_DIR)/bin/manager \
+		OLM_LOG_DIR=$(OLM_LOCAL_DIR)/logs OLM_CHANNEL=$(DEFAULT_CHANNEL) OLM_EGRESS_SOCKET=$(OLM_LOCAL_DIR)/egress.sock && \
+	hack/rehearse-release.sh $(OPM) $(DEFAULT_CHANNEL) $(IMAGE_TAG_BASE)-bundle $(OLM_NEXT_VERSION) \
+		go test ./test/olm/ -count=1 -timeout 20m -v -ginkgo.v=false
 
 # A number of runs (Nx) rather than a duration: the run's length does not depend on the machine's load.
 FUZZTIME ?= 5000x
@@ -273,6 +292,8 @@ $(CODEGEN_DIR)/client-gen:
 	hack/build-tool.sh codegen $(CODEGEN_DIR)
 $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GRPC_HEALTH_PROBE):
 	hack/build-tool.sh olm $(OLM_TOOLS_DIR)
+$(OLM_DIR)/olm:
+	hack/build-tool.sh lifecycle $(OLM_DIR)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

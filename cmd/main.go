@@ -12,7 +12,6 @@ import (
 	"strconv"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
-	"github.com/operator-framework/operator-lib/conditions"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -271,7 +270,8 @@ func (w *webhookFlags) selfSigned() (*webhookcerts.SelfSigned, error) {
 }
 
 // setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition
-// when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off.
+// when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off. The
+// condition is found from POD_NAMESPACE when it is set, so a manager run outside a Pod keeps it too.
 func setupOperatorCondition(mgr ctrl.Manager) error {
 	setupLog := ctrl.Log.WithName("setup")
 	// The OperatorCondition is read and written directly: caching it would watch every
@@ -280,7 +280,7 @@ func setupOperatorCondition(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("create a client for the OperatorCondition: %w", err)
 	}
-	cond, err := conditions.InClusterFactory{Client: direct}.NewCondition(apiv2.ConditionType(apiv2.Upgradeable))
+	cond, err := controller.NewOperatorCondition(direct, apiv2.ConditionType(apiv2.Upgradeable), os.Getenv)
 	if err != nil {
 		setupLog.Info("OLM OperatorCondition off: the operator does not run under OLM", "reason", err.Error())
 		return nil

@@ -41,6 +41,9 @@ type cluster struct {
 	// kwokStages are kwok's stage files: how simulated nodes and pods move through their lives.
 	kwokStages []string
 	nodes      []string
+	// egressSocket, when set, is the Unix socket of the HTTP CONNECT proxy kube-apiserver
+	// dials for every connection into the cluster network (its "cluster" egress selection).
+	egressSocket string
 }
 
 func (c *cluster) path(parts ...string) string {
@@ -136,18 +139,26 @@ func (c *cluster) startAPIServer(pk *pki, etcdURL string, port int) error {
 	if err := c.writeKubeconfig(pk, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
 		return err
 	}
-	if err := c.start("kube-apiserver", filepath.Join(c.kubeBin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
+	args := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+pk.path("apiserver.crt"), "--tls-private-key-file="+pk.path("apiserver.key"),
-		"--client-ca-file="+pk.path("ca.crt"),
-		"--service-account-key-file="+pk.path("sa.pub"), "--service-account-signing-key-file="+pk.path("sa.key"),
+		"--tls-cert-file=" + pk.path("apiserver.crt"), "--tls-private-key-file=" + pk.path("apiserver.key"),
+		"--client-ca-file=" + pk.path("ca.crt"),
+		"--service-account-key-file=" + pk.path("sa.pub"), "--service-account-signing-key-file=" + pk.path("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--authorization-mode=RBAC", "--service-cluster-ip-range="+serviceCIDR,
-		"--allow-privileged=true", "--profiling=false", "--cert-dir="+pk.dir,
+		"--authorization-mode=RBAC", "--service-cluster-ip-range=" + serviceCIDR,
+		"--allow-privileged=true", "--profiling=false", "--cert-dir=" + pk.dir,
 		// Loopback cannot be the endpoint of the kubernetes Service; nothing here needs it.
 		"--endpoint-reconciler-type=none",
-	); err != nil {
+	}
+	if c.egressSocket != "" {
+		file, err := c.writeEgressSelector()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--egress-selector-config-file="+file)
+	}
+	if err := c.start("kube-apiserver", filepath.Join(c.kubeBin, "kube-apiserver"), args...); err != nil {
 		return err
 	}
 	cs, err := c.client()
@@ -161,6 +172,23 @@ func (c *cluster) startAPIServer(pk *pki, etcdURL string, port int) error {
 		}
 		return nil
 	})
+}
+
+// writeEgressSelector writes kube-apiserver's egress selector configuration: connections into
+// the cluster network go through the HTTP CONNECT proxy on c.egressSocket.
+func (c *cluster) writeEgressSelector() (string, error) {
+	file := c.path("egress-selector.yaml")
+	config := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, c.egressSocket)
+	return file, os.WriteFile(file, []byte(config), 0o644)
 }
 
 func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {

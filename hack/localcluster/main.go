@@ -31,6 +31,9 @@ func main() {
 	fs.StringVar(&c.etcdBin, "etcd", "", "Path of the etcd binary.")
 	fs.StringVar(&c.kwokBin, "kwok", "", "Path of the kwok binary.")
 	kwokVersion := fs.String("kwok-version", "", "Version of the kwok module whose stage files simulate nodes and pods.")
+	fs.StringVar(&c.egressSocket, "egress-socket", "",
+		"Unix socket of an HTTP CONNECT proxy through which kube-apiserver reaches the cluster network "+
+			"(webhooks, aggregated APIs): Service addresses are not reachable here, the proxy decides where they lead.")
 	nodes := fs.String("nodes", "xx-test-node236,xx-test-node239,node-1,node-2", "Comma-separated names of the simulated nodes.")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
@@ -93,6 +96,6 @@ func kwokStages(version string) ([]string, error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status [-dir DIR] [-kube-bin DIR] [-etcd PATH] [-kwok PATH] [-nodes a,b]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status [-dir DIR] [-kube-bin DIR] [-etcd PATH] [-kwok PATH] [-nodes a,b] [-egress-socket PATH]")
 	os.Exit(2)
 }

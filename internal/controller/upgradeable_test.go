@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	olmcrds "github.com/operator-framework/api/crds"
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
-	"github.com/operator-framework/operator-lib/conditions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,39 +96,6 @@ func TestUpgradeableNamesAtMostTenPipelines(t *testing.T) {
 	}
 }
 
-// namedCondition is a conditions.Condition on the OperatorCondition key, read and written like
-// operator-lib's own: operator-lib finds its OperatorCondition from OLM's OPERATOR_CONDITION_NAME
-// and from the namespace file of a Pod's service account, which a test process has not.
-type namedCondition struct {
-	c   client.Client
-	key types.NamespacedName
-}
-
-func (n namedCondition) Get(ctx context.Context) (*metav1.Condition, error) {
-	oc := &apiv2.OperatorCondition{}
-	if err := n.c.Get(ctx, n.key, oc); err != nil {
-		return nil, err
-	}
-	c := meta.FindStatusCondition(oc.Spec.Conditions, apiv2.Upgradeable)
-	if c == nil {
-		return nil, fmt.Errorf("condition %s not found", apiv2.Upgradeable)
-	}
-	return c, nil
-}
-
-func (n namedCondition) Set(ctx context.Context, status metav1.ConditionStatus, opts ...conditions.Option) error {
-	oc := &apiv2.OperatorCondition{}
-	if err := n.c.Get(ctx, n.key, oc); err != nil {
-		return err
-	}
-	c := metav1.Condition{Type: apiv2.Upgradeable, Status: status}
-	for _, o := range opts {
-		o(&c)
-	}
-	meta.SetStatusCondition(&oc.Spec.Conditions, c)
-	return n.c.Update(ctx, oc)
-}
-
 var _ = Describe("The Upgradeable OperatorCondition", func() {
 	It("is False while a Pipeline rolls out and True otherwise", func() {
 		ctx := context.Background()
@@ -151,7 +117,7 @@ var _ = Describe("The Upgradeable OperatorCondition", func() {
 		}
 
 		By("with no Pipeline, the operator may be upgraded")
-		startOwnManager(ns, ownManagerOptions{condition: namedCondition{c: c, key: key}})
+		startOwnManager(ns, ownManagerOptions{condition: &operatorCondition{client: c, key: key, condType: apiv2.ConditionType(apiv2.Upgradeable)}})
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionTrue))
 		Expect(upgradeable(Default).Reason).To(Equal(pipelinev1beta1.ReasonNoRollouts))
 

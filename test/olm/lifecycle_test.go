@@ -1,0 +1,346 @@
+package olm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+)
+
+const (
+	pipelineCRD = "pipelines.distri-infer.ndsl.cn"
+	// heldNode is the node the rolling-out Pipeline's steps wait for, tainted until the test
+	// lets the rollout end.
+	heldNode  = "node-2"
+	holdTaint = "pipeline-operator.test/hold"
+)
+
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	Expect(admin.Create(ctx, namespace(ns))).To(Succeed())
+	p, err := samples.Pipeline(ns)
+	Expect(err).NotTo(HaveOccurred())
+	for _, e := range edit {
+		e(p)
+	}
+	Expect(admin.Create(ctx, p)).To(Succeed())
+	return p
+}
+
+func phaseOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func(Gomega) pipelinev1beta1.PipelinePhase {
+	return func(g Gomega) pipelinev1beta1.PipelinePhase {
+		out := &pipelinev1beta1.Pipeline{}
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
+		return out.Status.Phase
+	}
+}
+
+// csvStatus is a ClusterServiceVersion's phase and reason, or "absent".
+func csvStatus(ctx context.Context, name string) func(Gomega) string {
+	return func(g Gomega) string {
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		err := admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: name}, csv)
+		if apierrors.IsNotFound(err) {
+			return "absent"
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return string(csv.Status.Phase) + "/" + string(csv.Status.Reason)
+	}
+}
+
+// upgradeable is the Upgradeable condition the operator wrote into the spec of the
+// OperatorCondition name.
+func upgradeable(ctx context.Context, name string) func(Gomega) *metav1.Condition {
+	return func(g Gomega) *metav1.Condition {
+		oc := &operatorsv2.OperatorCondition{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: name}, oc)).To(Succeed())
+		c := meta.FindStatusCondition(oc.Spec.Conditions, operatorsv2.Upgradeable)
+		g.Expect(c).NotTo(BeNil(), "the operator has not written Upgradeable into OperatorCondition %s", name)
+		return c
+	}
+}
+
+// children lists the resource versions of a Pipeline's children: its Deployments, Services,
+// claim and volume.
+func children(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]string {
+	GinkgoHelper()
+	out := map[string]string{}
+	selector := client.MatchingLabels{controller.LabelPipeline: p.Name}
+	deployments := &appsv1.DeploymentList{}
+	Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), selector)).To(Succeed())
+	for _, d := range deployments.Items {
+		out["deployment/"+d.Name] = d.ResourceVersion
+	}
+	services := &corev1.ServiceList{}
+	Expect(admin.List(ctx, services, client.InNamespace(p.Namespace), selector)).To(Succeed())
+	for _, s := range services.Items {
+		out["service/"+s.Name] = s.ResourceVersion
+	}
+	stored := &pipelinev1beta1.Pipeline{}
+	Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), stored)).To(Succeed())
+	pvc := &corev1.PersistentVolumeClaim{}
+	Expect(admin.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: stored.Status.PVCName}, pvc)).To(Succeed())
+	out["pvc/"+pvc.Name] = pvc.ResourceVersion
+	pv := &corev1.PersistentVolume{}
+	Expect(admin.Get(ctx, types.NamespacedName{Name: stored.Status.PVName}, pv)).To(Succeed())
+	out["pv/"+pv.Name] = pv.ResourceVersion
+	Expect(out).To(HaveLen(2 + 2 + 2))
+	return out
+}
+
+// childPaths are the API paths of p's children, for counting writes to them on the wire.
+func childPaths(ctx context.Context, p *pipelinev1beta1.Pipeline) []string {
+	GinkgoHelper()
+	stored := &pipelinev1beta1.Pipeline{}
+	Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), stored)).To(Succeed())
+	return []string{
+		"/apis/apps/v1/namespaces/" + p.Namespace + "/deployments",
+		"/api/v1/namespaces/" + p.Namespace + "/services",
+		"/api/v1/namespaces/" + p.Namespace + "/persistentvolumeclaims",
+		"/api/v1/persistentvolumes/" + stored.Status.PVName,
+	}
+}
+
+func setHold(ctx context.Context, on bool) {
+	GinkgoHelper()
+	Eventually(func() error {
+		node := &corev1.Node{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: heldNode}, node); err != nil {
+			return err
+		}
+		var taints []corev1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != holdTaint {
+				taints = append(taints, t)
+			}
+		}
+		if on {
+			taints = append(taints, corev1.Taint{Key: holdTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		}
+		node.Spec.Taints = taints
+		return admin.Update(ctx, node)
+	}).Should(Succeed())
+}
+
+var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM", Ordered, func() {
+	var (
+		ctx             context.Context
+		steady, rolling *pipelinev1beta1.Pipeline
+		steadyChildren  map[string]string
+	)
+	BeforeEach(func() { ctx = context.Background() })
+
+	It("installs from the catalog through a Subscription, and the operator runs Pipelines of OLM's CRD", func() {
+		start := time.Now()
+		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, &apiextensionsv1.CustomResourceDefinition{}))).
+			To(BeTrue(), "the Pipeline CRD comes from OLM")
+		By("a CatalogSource at the address of opm serving the catalog: no registry pod")
+		_, addr := serveCatalog("opm-catalog", currentCatalog)
+		source := &operatorsv1alpha1.CatalogSource{
+			ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: packageName},
+			Spec:       operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc, Address: addr, DisplayName: packageName},
+		}
+		Expect(admin.Create(ctx, source)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(source), source)).To(Succeed())
+			g.Expect(source.Status.GRPCConnectionState).NotTo(BeNil())
+			return source.Status.GRPCConnectionState.LastObservedState
+		}).Should(Equal("READY"))
+
+		By("an OperatorGroup for all namespaces and an Automatic Subscription")
+		Expect(admin.Create(ctx, &operatorsv1.OperatorGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "global-operators"},
+		})).To(Succeed())
+		sub := &operatorsv1alpha1.Subscription{
+			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: packageName},
+			Spec: &operatorsv1alpha1.SubscriptionSpec{
+				Channel: channel, Package: packageName, CatalogSource: packageName, CatalogSourceNamespace: olmNamespace,
+				InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic,
+			},
+		}
+		Expect(admin.Create(ctx, sub)).To(Succeed())
+
+		By("the InstallPlan completes, creating the CRD among the bundle's objects")
+		plan := &operatorsv1alpha1.InstallPlan{}
+		Eventually(func(g Gomega) operatorsv1alpha1.InstallPlanPhase {
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			g.Expect(sub.Status.InstallPlanRef).NotTo(BeNil())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: sub.Status.InstallPlanRef.Name}, plan)).To(Succeed())
+			return plan.Status.Phase
+		}).Should(Equal(operatorsv1alpha1.InstallPlanPhaseComplete))
+		Expect(plan.Spec.ClusterServiceVersionNames).To(ConsistOf(current.csv))
+		steps := make([]string, 0, len(plan.Status.Plan))
+		for _, s := range plan.Status.Plan {
+			steps = append(steps, fmt.Sprintf("%s %s: %s", s.Resource.Kind, s.Resource.Name, s.Status))
+		}
+		Expect(steps).To(ContainElement(BeElementOf(
+			"CustomResourceDefinition "+pipelineCRD+": "+string(operatorsv1alpha1.StepStatusCreated),
+			"CustomResourceDefinition "+pipelineCRD+": "+string(operatorsv1alpha1.StepStatusPresent))))
+
+		By("the ClusterServiceVersion succeeds once the operator's Deployment is available")
+		Eventually(csvStatus(ctx, current.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
+		d := &appsv1.Deployment{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: operatorDeployment}, d)).To(Succeed())
+		Expect(d.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", appsv1.DeploymentAvailable), HaveField("Status", corev1.ConditionTrue))))
+		timed("install (CatalogSource to CSV Succeeded):", start)
+
+		By("the manager runs as the Deployment's pod: OLM's OPERATOR_CONDITION_NAME, its ServiceAccount, its certificate")
+		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, current.csv))
+		Eventually(pod.webhookReady).Should(BeTrue())
+		cond := upgradeable(ctx, current.csv)
+		Eventually(cond).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonNoRollouts)))
+
+		By("OLM registered the webhooks for its own Service")
+		validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		Expect(admin.List(ctx, validating, client.MatchingLabels{"olm.owner": current.csv})).To(Succeed())
+		Expect(validating.Items).To(HaveLen(1))
+		Expect(validating.Items[0].Webhooks[0].ClientConfig.Service).To(And(
+			Not(BeNil()), HaveField("Name", webhookService), HaveField("Namespace", operatorNamespace)))
+
+		By("a Pipeline through OLM's CRD and webhooks reaches running")
+		start = time.Now()
+		steady = createSample(ctx, "steady")
+		stored := &pipelinev1beta1.Pipeline{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), stored)).To(Succeed())
+		Expect(stored.Spec.Steps[1].Name).To(Equal("step-2"), "defaulted by the mutating webhook")
+		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		timed("first Pipeline running:", start)
+
+		bad, err := samples.Pipeline("steady")
+		Expect(err).NotTo(HaveOccurred())
+		bad.Name, bad.Spec.Steps[0].Image = "bad-image", "nginx:latest "
+		err = admin.Create(ctx, bad)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("not a valid image reference"), "refused by the validating webhook")
+
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+		Expect(egress.tunnelsTo(operatorNamespace+"/"+webhookService+":443")).To(BeNumerically(">", 0),
+			"the apiserver called the webhooks through OLM's Service")
+		Expect(egress.refusals()).To(BeEmpty())
+		Expect(front.refusals()).To(BeEmpty(), "the RBAC OLM granted the ServiceAccount is sufficient")
+	})
+
+	It("holds the upgrade while a Pipeline rolls out, then completes it without writing to running Pipelines", func() {
+		steadyChildren = children(ctx, steady)
+		paths := childPaths(ctx, steady)
+		mark := front.mark()
+
+		By("a Pipeline rolling out: its steps wait for a node that takes no pods yet")
+		setHold(ctx, true)
+		DeferCleanup(setHold, context.Background(), false)
+		rolling = createSample(ctx, "rolling", func(p *pipelinev1beta1.Pipeline) {
+			for i := range p.Spec.Steps {
+				p.Spec.Steps[i].Location = heldNode
+			}
+		})
+		Eventually(upgradeable(ctx, current.csv)).Should(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", pipelinev1beta1.ReasonPipelinesRollingOut),
+			HaveField("Message", ContainSubstring("rolling/"+rolling.Name))))
+
+		By("the catalog publishes the next release, which replaces this one")
+		start := time.Now()
+		_, addr := serveCatalog("opm-next-catalog", nextCatalog)
+		source := &operatorsv1alpha1.CatalogSource{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: olmNamespace, Name: packageName}, source)).To(Succeed())
+		source.Spec.Address = addr
+		Expect(admin.Update(ctx, source)).To(Succeed())
+
+		By("OLM holds the new ClusterServiceVersion: the operator is not upgradeable")
+		Eventually(csvStatus(ctx, next.csv)).Should(Equal(string(operatorsv1alpha1.CSVPhasePending) + "/" +
+			string(operatorsv1alpha1.CSVReasonOperatorConditionNotUpgradeable)))
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: next.csv}, csv)).To(Succeed())
+		Expect(csv.Spec.Replaces).To(Equal(current.csv))
+		Consistently(func(g Gomega) {
+			g.Expect(csvStatus(ctx, next.csv)(g)).To(HaveSuffix("/" + string(operatorsv1alpha1.CSVReasonOperatorConditionNotUpgradeable)))
+			// OLM marks the running version as being replaced, and leaves it running.
+			g.Expect(csvStatus(ctx, current.csv)(g)).To(MatchRegexp("^(Succeeded|Replacing)/"))
+			g.Expect(pod.env()).To(HaveKeyWithValue(envOperatorConditionName, current.csv))
+		}, "10s", "500ms").Should(Succeed())
+
+		By("the rollout ends: the upgrade completes by itself")
+		held := time.Now()
+		setHold(ctx, false)
+		Eventually(phaseOf(ctx, rolling)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(csvStatus(ctx, next.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
+		Eventually(csvStatus(ctx, current.csv)).Should(Equal("absent"))
+		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, next.csv))
+		Eventually(pod.webhookReady).Should(BeTrue())
+		Eventually(upgradeable(ctx, next.csv)).Should(HaveField("Status", metav1.ConditionTrue))
+		timed("upgrade (catalog update to new CSV Succeeded):", start)
+		timed("of which after the rollout ended:", held)
+
+		By("the running Pipeline's children were not written, during the upgrade or by the new manager")
+		Consistently(func() []string { return front.writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
+		Expect(children(ctx, steady)).To(Equal(steadyChildren))
+		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(front.refusals()).To(BeEmpty())
+		Expect(egress.refusals()).To(BeEmpty())
+	})
+
+	It("uninstalls: the operator goes, the CRD and the Pipelines' workloads stay", func() {
+		sub := &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: packageName}}
+		Expect(admin.Delete(ctx, sub)).To(Succeed())
+		Expect(admin.Delete(ctx, &operatorsv1alpha1.ClusterServiceVersion{
+			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: next.csv}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: operatorDeployment}, &appsv1.Deployment{}))
+		}).Should(BeTrue(), "OLM removes the operator's Deployment")
+		Eventually(pod.env).Should(BeNil(), "the manager stops with its Deployment")
+
+		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+		Consistently(func(g Gomega) {
+			for _, p := range []*pipelinev1beta1.Pipeline{steady, rolling} {
+				g.Expect(phaseOf(ctx, p)(g)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+				deployments := &appsv1.DeploymentList{}
+				g.Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), client.MatchingLabels{controller.LabelPipeline: p.Name})).To(Succeed())
+				g.Expect(deployments.Items).To(HaveLen(2))
+				for _, d := range deployments.Items {
+					g.Expect(d.Status.AvailableReplicas).To(Equal(*d.Spec.Replicas))
+				}
+			}
+		}, "5s", "500ms").Should(Succeed())
+		Expect(children(ctx, steady)).To(Equal(steadyChildren))
+
+		By("OLM removes the webhook configurations with the ClusterServiceVersion: Pipelines stay editable")
+		Eventually(func(g Gomega) int {
+			mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+			g.Expect(admin.List(ctx, mutating, client.HasLabels{"olm.owner"})).To(Succeed())
+			validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+			g.Expect(admin.List(ctx, validating, client.HasLabels{"olm.owner"})).To(Succeed())
+			return len(mutating.Items) + len(validating.Items)
+		}).Should(BeZero())
+		Eventually(func() error {
+			p := &pipelinev1beta1.Pipeline{}
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(steady), p); err != nil {
+				return err
+			}
+			p.Labels = map[string]string{"edited": "without-operator"}
+			return admin.Update(ctx, p)
+		}).Should(Succeed())
+	})
+})

@@ -1,0 +1,301 @@
+package olm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// webhookCertMountPath is where OLM mounts the webhook serving certificate into the operator's
+// pod, the manager's default --webhook-cert-dir.
+const webhookCertMountPath = "/tmp/k8s-webhook-server/serving-certs"
+
+// operatorPod plays, on this machine, the pod of the operator's Deployment that OLM made: kwok
+// marks the Deployment's pod ready in the cluster, and this runs the manager binary as that pod
+// would — the Deployment's arguments and environment (POD_NAMESPACE from the downward API,
+// OLM's OPERATOR_CONDITION_NAME), a token of its ServiceAccount, the Secrets it mounts — and
+// serves its webhook port on loopback. When OLM changes the pod template (an upgrade, a new
+// certificate) it starts the manager anew, like a rollout; when the Deployment goes, it stops it.
+type operatorPod struct {
+	admin     client.Client
+	clientset kubernetes.Interface
+	front     *apiFront
+	manager   string
+	namespace string
+	name      string
+	dir       string
+
+	mu       sync.Mutex
+	proc     *process
+	template *corev1.PodTemplateSpec
+	hash     string
+	ports    map[int32]int // container port → loopback port
+	starts   int
+	lastEnv  map[string]string
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// run follows the Deployment until stop.
+func (o *operatorPod) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	o.cancel, o.finished = cancel, make(chan struct{})
+	go func() {
+		defer close(o.finished)
+		for ctx.Err() == nil {
+			if err := o.sync(ctx); err != nil && ctx.Err() == nil {
+				GinkgoWriter.Printf("operator pod: %v\n", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		o.stopManager()
+	}()
+}
+
+func (o *operatorPod) stop() {
+	if o.cancel != nil {
+		o.cancel()
+		<-o.finished
+	}
+}
+
+func (o *operatorPod) sync(ctx context.Context) error {
+	d := &appsv1.Deployment{}
+	err := o.admin.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.name}, d)
+	if apierrors.IsNotFound(err) || (err == nil && !d.DeletionTimestamp.IsZero()) {
+		o.stopManager()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(d.Spec.Template)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])
+	o.mu.Lock()
+	same := hash == o.hash
+	o.mu.Unlock()
+	if same {
+		return nil
+	}
+	o.stopManager()
+	return o.startManager(ctx, d.Spec.Template.DeepCopy(), hash)
+}
+
+func (o *operatorPod) stopManager() {
+	o.mu.Lock()
+	p := o.proc
+	o.proc, o.hash, o.template, o.ports = nil, "", nil, nil
+	o.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplateSpec, hash string) error {
+	if len(tmpl.Spec.Containers) != 1 {
+		return fmt.Errorf("the operator's pod has %d containers, want 1", len(tmpl.Spec.Containers))
+	}
+	c := tmpl.Spec.Containers[0]
+	o.mu.Lock()
+	o.starts++
+	dir := filepath.Join(o.dir, "pod-"+strconv.Itoa(o.starts))
+	o.mu.Unlock()
+
+	kubeconfig, err := o.writeKubeconfig(ctx, dir, tmpl.Spec.ServiceAccountName)
+	if err != nil {
+		return err
+	}
+	mounts, err := o.writeSecretVolumes(ctx, dir, tmpl, c)
+	if err != nil {
+		return err
+	}
+	env := map[string]string{}
+	vars := []string{"KUBECONFIG=" + kubeconfig}
+	for _, e := range c.Env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			if e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+				return fmt.Errorf("env %s: only values and metadata.namespace are supported here", e.Name)
+			}
+			value = o.namespace
+		}
+		env[e.Name] = value
+		vars = append(vars, e.Name+"="+value)
+	}
+
+	ports := map[int32]int{}
+	for _, p := range c.Ports {
+		ports[p.ContainerPort] = freePort()
+	}
+	webhookPort, ok := ports[9443]
+	if !ok {
+		return fmt.Errorf("the operator's container has no port 9443 (webhook-server): %v", c.Ports)
+	}
+	certDir, ok := mounts[webhookCertMountPath]
+	if !ok {
+		return fmt.Errorf("OLM mounted no webhook certificate at %s", webhookCertMountPath)
+	}
+	// The Deployment's arguments, then what differs out of the pod: loopback addresses, the
+	// mounted certificate's local copy, and the Lease's namespace (in a pod, its own).
+	args := append([]string{}, c.Args...)
+	args = append(args,
+		"--leader-election-namespace="+o.namespace,
+		"--health-probe-bind-address=127.0.0.1:0",
+		"--metrics-bind-address=0",
+		"--webhook-port="+strconv.Itoa(webhookPort),
+		"--webhook-cert-dir="+certDir,
+	)
+	p := &process{
+		name:    "pipeline-operator",
+		path:    o.manager,
+		args:    args,
+		env:     environ(vars...),
+		logFile: filepath.Join(logDir, fmt.Sprintf("pipeline-operator-%d.log", o.starts)),
+	}
+	GinkgoWriter.Printf("operator pod: starting the manager (%s=%s), log %s\n",
+		envOperatorConditionName, env[envOperatorConditionName], p.logFile)
+	p.start()
+	o.mu.Lock()
+	o.proc, o.hash, o.template, o.ports, o.lastEnv = p, hash, tmpl, ports, env
+	o.mu.Unlock()
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig with a token of the ServiceAccount, through the apiserver front.
+func (o *operatorPod) writeKubeconfig(ctx context.Context, dir, serviceAccount string) (string, error) {
+	tr, err := o.clientset.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, serviceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of ServiceAccount %s: %w", serviceAccount, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["olm"] = &clientcmdapi.Cluster{Server: o.front.url(), CertificateAuthorityData: o.front.caPEM}
+	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["olm"] = &clientcmdapi.Context{Cluster: "olm", AuthInfo: "operator", Namespace: o.namespace}
+	cfg.CurrentContext = "olm"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "kubeconfig")
+	return file, clientcmd.WriteToFile(*cfg, file)
+}
+
+// writeSecretVolumes writes the Secrets the container mounts into dir and returns the local
+// directory of each mount path.
+func (o *operatorPod) writeSecretVolumes(ctx context.Context, dir string, tmpl *corev1.PodTemplateSpec, c corev1.Container) (map[string]string, error) {
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		var source *corev1.SecretVolumeSource
+		for _, v := range tmpl.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				source = v.Secret
+			}
+		}
+		if source == nil {
+			continue
+		}
+		secret := &corev1.Secret{}
+		if err := o.admin.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: source.SecretName}, secret); err != nil {
+			return nil, fmt.Errorf("secret %s of volume %s: %w", source.SecretName, m.Name, err)
+		}
+		local := filepath.Join(dir, "volumes", m.Name)
+		if err := os.MkdirAll(local, 0o700); err != nil {
+			return nil, err
+		}
+		items := source.Items
+		if len(items) == 0 {
+			for k := range secret.Data {
+				items = append(items, corev1.KeyToPath{Key: k, Path: k})
+			}
+		}
+		for _, it := range items {
+			if err := os.WriteFile(filepath.Join(local, it.Path), secret.Data[it.Key], 0o600); err != nil {
+				return nil, err
+			}
+		}
+		mounts[m.MountPath] = local
+	}
+	return mounts, nil
+}
+
+// serves returns the loopback address of the container port svc's port leads to, when svc
+// selects this pod.
+func (o *operatorPod) serves(svc *corev1.Service, port int32) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.template == nil || svc.Namespace != o.namespace || len(svc.Spec.Selector) == 0 ||
+		!labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(o.template.Labels)) {
+		return "", false
+	}
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port != port {
+			continue
+		}
+		target := sp.TargetPort
+		for _, cp := range o.template.Spec.Containers[0].Ports {
+			if (target.Type == intstr.Int && cp.ContainerPort == target.IntVal) ||
+				(target.Type == intstr.String && cp.Name == target.StrVal) {
+				if local, ok := o.ports[cp.ContainerPort]; ok {
+					return net.JoinHostPort("127.0.0.1", strconv.Itoa(local)), true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// env is the manager's environment as last started, or nil when it does not run.
+func (o *operatorPod) env() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.proc == nil || !o.proc.running() {
+		return nil
+	}
+	return o.lastEnv
+}
+
+// webhookReady reports whether the manager's webhook server accepts connections.
+func (o *operatorPod) webhookReady() bool {
+	o.mu.Lock()
+	port, ok := o.ports[9443]
+	o.mu.Unlock()
+	if !ok {
+		return false
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
