@@ -140,7 +140,10 @@ func (s *scope) conflict(kind, name string) {
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &pipelinev1beta1.Pipeline{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.deleteOrphanedVolumes(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
 
 	if !p.DeletionTimestamp.IsZero() {
@@ -464,6 +467,39 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 	return nil
 }
 
+// deleteOrphanedVolumes deletes the PersistentVolumes of a Pipeline that is gone without its
+// finalizer having released them: removed by hand, or deleted by the apiserver in the same
+// moment as the finalizer was added (a delete that read the Pipeline before the finalizer was
+// there), while a pass that had not seen the delete yet made its volume. A volume is
+// cluster-scoped and carries no owner reference, so nothing else would ever delete it. The
+// Pipeline is looked up in the apiserver first: one made again under the same name keeps its
+// volume.
+func (r *PipelineReconciler) deleteOrphanedVolumes(ctx context.Context, key types.NamespacedName) error {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(pipelinev1beta1.GroupVersion.WithKind("Pipeline"))
+	if err := r.APIReader.Get(ctx, key, m); !apierrors.IsNotFound(err) {
+		return client.IgnoreNotFound(err)
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := r.APIReader.List(ctx, pvs, volumesOf(key)); err != nil {
+		return fmt.Errorf("list persistent volumes of deleted Pipeline %s: %w", key, err)
+	}
+	var errs []error
+	for i := range pvs.Items {
+		pv := &pvs.Items[i]
+		if !pv.DeletionTimestamp.IsZero() {
+			continue
+		}
+		err := r.Client.Delete(ctx, pv, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete PersistentVolume %s of deleted Pipeline %s: %w", pv.Name, key, err))
+			continue
+		}
+		log.FromContext(ctx).Info("Deleted the PersistentVolume of a Pipeline that is gone", "persistentVolume", pv.Name)
+	}
+	return errors.Join(errs...)
+}
+
 // updateStatus writes status when it differs from what p holds, and then records the problems
 // that are new since p's status as events. The write carries p's resourceVersion: the apiserver
 // refuses it (a conflict) when p is not its latest version, so a status is never written, nor
@@ -530,7 +566,12 @@ func (r *PipelineReconciler) recordDegraded(p *pipelinev1beta1.Pipeline, before 
 
 // volumeSelector selects the PersistentVolumes of p.
 func volumeSelector(p *pipelinev1beta1.Pipeline) client.MatchingLabels {
-	return client.MatchingLabels{LabelPipeline: p.Name, LabelPipelineNamespace: p.Namespace}
+	return volumesOf(client.ObjectKeyFromObject(p))
+}
+
+// volumesOf selects the PersistentVolumes of the Pipeline key names.
+func volumesOf(key types.NamespacedName) client.MatchingLabels {
+	return client.MatchingLabels{LabelPipeline: key.Name, LabelPipelineNamespace: key.Namespace}
 }
 
 // objects are the items of a list.
