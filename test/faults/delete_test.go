@@ -1,0 +1,245 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+)
+
+const (
+	// deletedPipelines is how many Pipelines are deleted while being created.
+	deletedPipelines = 150
+	// deleteLanes create and delete Pipelines in parallel.
+	deleteLanes = 6
+	// maxDeleteDelay bounds the random time between a Pipeline's create and its delete: a little
+	// more than a Pipeline takes here to get every child, so that deletes fall at every stage.
+	maxDeleteDelay = 500 * time.Millisecond
+	// deleteSeed seeds the delays.
+	deleteSeed = 20260102
+)
+
+// deleteWhileCreating creates Pipelines and deletes each after a random delay, at any moment
+// of its creation, then checks that nothing is left: no Pipeline, no PersistentVolume (which
+// only the operator removes: live List of the cluster's volumes), and no namespaced child the
+// garbage collector would not remove.
+func deleteWhileCreating(r *run) {
+	const ns = "delete-while-creating"
+	cp := startControlPlane(r, ns)
+	startWorld(r, cp)
+	counter := &writeCounter{}
+	startInProcess(r, cp.config(r, operatorUser), counter.wrap)
+
+	start := time.Now()
+	stages := createAndDelete(r, cp.admin, ns)
+	deleted := time.Now()
+	gone := waitPipelinesGone(r, cp.admin, ns)
+	counter.quiet(2 * time.Second)
+	left := leftovers(r, cp.admin, ns)
+
+	r.res.load = fmt.Sprintf("%d Pipelines created by %d writers, each deleted 0–%s after its create", deletedPipelines, deleteLanes, maxDeleteDelay)
+	r.res.faults = fmt.Sprintf("%d deletes during creation (%s)", deletedPipelines, describeStages(stages))
+	r.res.converge = fmt.Sprintf("every Pipeline gone %.1f s after the last delete", gone.Sub(deleted).Seconds())
+	r.res.lost = -1
+	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeStages(stages), deleteSeed)
+	r.figure("creates and deletes took %.1f s; every Pipeline was gone (finalizer released) %.1f s after the last delete",
+		deleted.Sub(start).Seconds(), gone.Sub(deleted).Seconds())
+	r.figure("PersistentVolumes deleted by the operator: %d (held by the finalizers %v of controllers envtest does not run); left behind (not deleted): %d",
+		left.volumesDeleted, left.holding, len(left.volumesLeft))
+	r.figure("namespaced children remaining, all controlled by their deleted Pipeline (the garbage collector removes them; envtest runs none): %d; without such an owner: %d",
+		left.owned, len(left.orphans))
+	r.figure("operator writes: %d; events: %d", counter.writes.Load(), counter.events.Load())
+	if len(left.volumesLeft) > 0 {
+		r.Errorf("%d PersistentVolumes of deleted Pipelines were left behind: %v", len(left.volumesLeft), left.volumesLeft)
+		all := cp.writes(r)
+		for pv, p := range left.volumesLeftOf {
+			r.figure("left behind: %s", leakTimeline(all, pv, p))
+		}
+	}
+	if len(left.orphans) > 0 {
+		r.Errorf("%d children of deleted Pipelines have no owner the garbage collector would follow: %v", len(left.orphans), left.orphans)
+	}
+}
+
+// createAndDelete creates deletedPipelines Pipelines on deleteLanes lanes, deleting each after
+// a random delay, and returns how many were at each stage when deleted.
+func createAndDelete(r *run, c client.Client, ns string) map[string]int {
+	r.Helper()
+	rng := rand.New(rand.NewPCG(deleteSeed, deleteSeed))
+	delays := make([]time.Duration, deletedPipelines)
+	for i := range delays {
+		delays[i] = time.Duration(rng.Int64N(int64(maxDeleteDelay)))
+	}
+	stages := map[string]int{}
+	var mu sync.Mutex
+	errs := make([]error, deletedPipelines)
+	var wg sync.WaitGroup
+	for lane := range deleteLanes {
+		wg.Go(func() {
+			for i := lane; i < deletedPipelines; i += deleteLanes {
+				var stage string
+				stage, errs[i] = createThenDelete(r.Context(), c, newPipeline(ns, i), delays[i])
+				mu.Lock()
+				stages[stage]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+	}
+	return stages
+}
+
+// createThenDelete creates p, waits delay, reads the stage it has reached and deletes it.
+func createThenDelete(ctx context.Context, c client.Client, p *pipelinev1beta1.Pipeline, delay time.Duration) (string, error) {
+	if err := c.Create(ctx, p); err != nil {
+		return "", fmt.Errorf("create Pipeline %s: %w", p.Name, err)
+	}
+	time.Sleep(delay)
+	stage := "unknown"
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err == nil {
+		stage = creationStage(p)
+	}
+	if err := c.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		return stage, fmt.Errorf("delete Pipeline %s: %w", p.Name, err)
+	}
+	return stage, nil
+}
+
+// creationStage names how far the creation of p had gone.
+func creationStage(p *pipelinev1beta1.Pipeline) string {
+	switch {
+	case !slices.Contains(p.Finalizers, controller.Finalizer):
+		return "no finalizer yet"
+	case p.Status.ObservedGeneration == 0:
+		return "finalizer, children being made"
+	case p.Status.Phase == pipelinev1beta1.PipelinePhaseRunning:
+		return "running"
+	}
+	return "children made, " + string(p.Status.Phase)
+}
+
+func describeStages(stages map[string]int) string {
+	keys := make([]string, 0, len(stages))
+	for k := range stages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, stages[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitPipelinesGone waits until namespace ns holds no Pipeline, and returns when.
+func waitPipelinesGone(r *run, c client.Client, ns string) time.Time {
+	r.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		list := &pipelinev1beta1.PipelineList{}
+		err := c.List(r.Context(), list, client.InNamespace(ns))
+		if err == nil && len(list.Items) == 0 {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			var left []string
+			for _, p := range list.Items {
+				left = append(left, fmt.Sprintf("%s (finalizers %v, phase %q)", p.Name, p.Finalizers, p.Status.Phase))
+			}
+			r.Fatalf("Pipelines not gone two minutes after their delete: %v (%v)", left, err)
+		}
+	}
+}
+
+// remains is what deleted Pipelines left.
+type remains struct {
+	volumesLeftOf  map[string]string // the volumes left behind: the Pipeline of each
+	volumesDeleted int               // volumes the operator deleted, held by the finalizers of controllers envtest does not run
+	holding        []string          // those finalizers
+	volumesLeft    []string          // volumes nobody deleted
+	owned          int               // namespaced children controlled by a deleted Pipeline
+	orphans        []string          // namespaced children without such an owner
+}
+
+// leftovers lists, straight from the apiserver, what the deleted Pipelines of ns left.
+func leftovers(r *run, c client.Client, ns string) remains {
+	r.Helper()
+	out := remains{volumesLeftOf: map[string]string{}}
+	volumes := &corev1.PersistentVolumeList{}
+	if err := c.List(r.Context(), volumes, client.MatchingLabels{controller.LabelPipelineNamespace: ns}); err != nil {
+		r.Fatalf("list PersistentVolumes: %v", err)
+	}
+	for _, pv := range volumes.Items {
+		if pv.DeletionTimestamp.IsZero() {
+			out.volumesLeft = append(out.volumesLeft, fmt.Sprintf("%s (Pipeline %s)", pv.Name, pv.Labels[controller.LabelPipeline]))
+			out.volumesLeftOf[pv.Name] = pv.Labels[controller.LabelPipeline]
+		} else {
+			out.volumesDeleted++
+			for _, f := range pv.Finalizers {
+				if !slices.Contains(out.holding, f) {
+					out.holding = append(out.holding, f)
+				}
+			}
+		}
+	}
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
+		if err := c.List(r.Context(), l, client.InNamespace(ns)); err != nil {
+			r.Fatalf("list %T: %v", l, err)
+		}
+		for _, obj := range items(l) {
+			if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Pipeline" {
+				out.owned++
+			} else {
+				out.orphans = append(out.orphans, fmt.Sprintf("%T %s", obj, obj.GetName()))
+			}
+		}
+	}
+	return out
+}
+
+// items are the objects of a list.
+func items(l client.ObjectList) []client.Object {
+	all, _ := meta.ExtractList(l)
+	out := make([]client.Object, 0, len(all))
+	for _, o := range all {
+		if obj, ok := o.(client.Object); ok {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// leakTimeline tells, from the audit log, when the volume pv left behind was created, when its
+// Pipeline p was deleted and when the operator let p go (its last write to p).
+func leakTimeline(all []write, pv, p string) string {
+	var created, deleted, released time.Time
+	for _, w := range all {
+		switch {
+		case w.resource == "persistentvolumes" && w.name == pv && w.verb == "create" && w.code < 300:
+			created = w.at
+		case w.resource == "pipelines" && w.name == p && w.verb == "delete":
+			deleted = w.at
+		case w.resource == "pipelines" && w.name == p && w.by(operatorUser) && w.code < 300:
+			released = w.at
+		}
+	}
+	return fmt.Sprintf("volume %s created %s, Pipeline %s deleted %s, its finalizer removed %s (%+.3f s after the volume's create)",
+		pv, created.Format("15:04:05.000"), p, deleted.Format("15:04:05.000"), released.Format("15:04:05.000"), released.Sub(created).Seconds())
+}
