@@ -52,8 +52,8 @@ func deleteWhileCreating(r *run) {
 
 	r.res.load = fmt.Sprintf("%d Pipelines created by %d writers, each deleted 0–%s after its create", deletedPipelines, deleteLanes, maxDeleteDelay)
 	r.res.faults = fmt.Sprintf("%d deletes during creation (%s)", deletedPipelines, describeStages(stages))
-	r.res.converge = fmt.Sprintf("every Pipeline gone %.1f s after the last delete", gone.Sub(deleted).Seconds())
-	r.res.lost = -1
+	r.res.converge = fmt.Sprintf("every Pipeline gone %.1f s after the last delete; volumes left behind: %d",
+		gone.Sub(deleted).Seconds(), len(left.volumesLeft))
 	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeStages(stages), deleteSeed)
 	r.figure("creates and deletes took %.1f s; every Pipeline was gone (finalizer released) %.1f s after the last delete",
 		deleted.Sub(start).Seconds(), gone.Sub(deleted).Seconds())
@@ -155,6 +155,9 @@ func waitPipelinesGone(r *run, c client.Client, ns string) time.Time {
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		list := &pipelinev1beta1.PipelineList{}
 		err := c.List(r.Context(), list, client.InNamespace(ns))
+		if err == nil {
+			r.res.lost = len(list.Items) // deletes not carried out, so far
+		}
 		if err == nil && len(list.Items) == 0 {
 			return time.Now()
 		}

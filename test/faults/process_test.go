@@ -213,12 +213,7 @@ func describeExits(exits []exit) string {
 	for _, e := range exits {
 		s := e.status
 		if e.reason != "" {
-			reason := e.reason
-			// The address of a refused connection differs from run to run; the reason does not.
-			if i := strings.Index(reason, ": Get "); i >= 0 {
-				reason = reason[:i]
-			}
-			s += ` after "` + reason + `"`
+			s += ` after "` + shortReason(e.reason) + `"`
 		}
 		if count[s] == 0 {
 			order = append(order, s)
@@ -230,6 +225,17 @@ func describeExits(exits []exit) string {
 		parts = append(parts, fmt.Sprintf("%d × %s", count[s], s))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// shortReason keeps of a logged error its message and the innermost cause ("unable to create
+// manager: … connection refused"): the middle names addresses and kinds that differ from
+// process to process.
+func shortReason(reason string) string {
+	parts := strings.Split(reason, ": ")
+	if len(parts) <= 2 {
+		return reason
+	}
+	return parts[0] + ": … " + parts[len(parts)-1]
 }
 
 // logTail is the end of the manager's log, for failure messages.

@@ -65,7 +65,8 @@ breaks something. No built-in controller runs there: the suite plays the deploym
   and labels, controlled by it — and nothing else exists; then nothing changes for 3 s. No
   Pipeline ever reported ` + "`NameConflict`" + ` (status or event): nobody else's object takes a child's name here.
 - **writes lost**: Pipelines the apiserver accepted that are missing at the end, plus children
-  a converged Pipeline's spec asks for that are missing. 0 is the only passing value.
+  a converged Pipeline's spec asks for that are missing; for deletes, Pipelines still there
+  after their delete. 0 is the only passing value.
 - **time to converge**: from the moment given (the fault's end, or the start of the load) to
   the first check that found everything converged; checks run every 0.5 s.
 - Figures are measurements of one run on a shared machine; the assertions are about

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -37,13 +38,14 @@ func apiserverRestart(r *run) {
 	starts, exits := op.history()
 	r.res.load = fmt.Sprintf("burst of %d Pipelines (%d writers), %d stored and %d Deployments made when the apiserver stopped",
 		burstSize, burstWriters, stored, made)
-	r.res.faults = fmt.Sprintf("kube-apiserver unreachable %.1f s (stopped, %s later started on the same etcd); manager processes started: %d",
-		back.Sub(down).Seconds(), apiserverDowntime, starts)
+	r.res.faults = fmt.Sprintf("kube-apiserver unreachable %.1f s (stopped, %.0f s later started on the same etcd); manager processes started: %d",
+		back.Sub(down).Seconds(), apiserverDowntime.Seconds(), starts)
 	r.res.converge = fmt.Sprintf("%.1f s after the apiserver was back", conv.at.Sub(back).Seconds())
 	r.figure("kube-apiserver stopped %.1f s after the burst began (%s), healthy again %.1f s later",
 		down.Sub(b.started).Seconds(), how, back.Sub(down).Seconds())
 	r.figure("converged %.1f s after the apiserver was back (%.1f s after the burst began)", conv.at.Sub(back).Seconds(), conv.at.Sub(b.started).Seconds())
 	r.figure("manager processes started: %d (each started again %s after it exited); exits: %s", starts, restartDelay, describeExits(exits))
+	reportResume(r, cp, back, "the apiserver")
 	reportWrites(r, cp, burstSize, operatorUser)
 }
 
@@ -71,13 +73,27 @@ func etcdRestart(r *run) {
 	starts, exits := op.history()
 	r.res.load = fmt.Sprintf("burst of %d Pipelines (%d writers), %d stored and %d Deployments made when etcd stopped",
 		burstSize, burstWriters, stored, made)
-	r.res.faults = fmt.Sprintf("etcd down %.1f s (stopped %s, then started on the same data); manager processes started: %d",
-		back.Sub(down).Seconds(), etcdDowntime, starts)
+	r.res.faults = fmt.Sprintf("etcd down %.1f s (stopped, %.0f s later started on the same data); manager processes started: %d",
+		back.Sub(down).Seconds(), etcdDowntime.Seconds(), starts)
 	r.res.converge = fmt.Sprintf("%.1f s after etcd was back", conv.at.Sub(back).Seconds())
 	r.figure("etcd stopped %.1f s after the burst began (%s), healthy again %.1f s later", down.Sub(b.started).Seconds(), how, back.Sub(down).Seconds())
 	r.figure("converged %.1f s after etcd was back (%.1f s after the burst began)", conv.at.Sub(back).Seconds(), conv.at.Sub(b.started).Seconds())
 	r.figure("manager processes started: %d (each started again %s after it exited); exits: %s", starts, restartDelay, describeExits(exits))
+	reportResume(r, cp, back, "etcd")
 	reportWrites(r, cp, burstSize, operatorUser)
+}
+
+// reportResume adds to the figures when the operator wrote again after back, and as which of
+// its processes (the supervised manager's processes write as pipeline-operator.1, .2, …).
+func reportResume(r *run, cp *controlPlane, back time.Time, what string) {
+	r.Helper()
+	for _, w := range operatorWrites(cp.writes(r), operatorUser) {
+		if w.at.After(back) {
+			r.figure("the operator's first write after %s was back came %.1f s later, from its process %s",
+				what, w.at.Sub(back).Seconds(), strings.TrimPrefix(w.user, operatorUser+"."))
+			return
+		}
+	}
 }
 
 // reportWrites adds the operator's writes, from the audit log, to the figures of a case.
