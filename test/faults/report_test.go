@@ -57,6 +57,14 @@ Each case starts its own kube-apiserver and etcd (envtest), runs the operator, l
 breaks something. No built-in controller runs there: the suite plays the deployment controller
 (every Deployment of the operator becomes available for its generation) and the volume binder
 (claims and volumes become Bound), so a converged Pipeline is ` + "`running`" + ` with every step ready.
+When kube-apiserver or etcd come back, the simulated controllers start afresh, so that the
+figure is the operator's and not their informers' backoff.
+
+Where the manager is restarted or killed, it runs as its image does: the binary of ` + "`./cmd`" + ` with
+` + "`--leader-elect`" + ` and the default lease (15 s lease, 10 s renew deadline), started again 1 s after it
+exits, as the kubelet restarts a container (whose backoff starts at 10 s). A new process waits
+for the Lease of the one before to expire. The injected-errors, drift and delete cases run the
+manager in the test's process, with its connection wrapped.
 
 - **converged**: every Pipeline the suite created exists, carries the status of its generation
   (` + "`observedGeneration`" + `, ` + "`Available`" + ` and ` + "`Reconciled`" + ` True, not ` + "`Degraded`" + `) and is ` + "`running`" + `, and

@@ -20,7 +20,7 @@ const (
 func apiserverRestart(r *run) {
 	const ns = "apiserver-restart"
 	cp := startControlPlane(r, ns)
-	startWorld(r, cp)
+	world := startWorld(r, cp)
 	op := startManagerProcess(r, cp, operatorUser, ns, true)
 
 	b := startBurst(cp.admin, ns, burstSize)
@@ -32,6 +32,7 @@ func apiserverRestart(r *run) {
 	time.Sleep(apiserverDowntime)
 	cp.startAPIServer(r)
 	back := time.Now()
+	world.restart(r)
 	b.wait(r)
 	conv := expectConverged(r, cp.admin, ns, names(burstSize))
 
@@ -55,7 +56,7 @@ func apiserverRestart(r *run) {
 func etcdRestart(r *run) {
 	const ns = "etcd-restart"
 	cp := startControlPlane(r, ns)
-	startWorld(r, cp)
+	world := startWorld(r, cp)
 	op := startManagerProcess(r, cp, operatorUser, ns, true)
 
 	b := startBurst(cp.admin, ns, burstSize)
@@ -67,6 +68,7 @@ func etcdRestart(r *run) {
 	time.Sleep(etcdDowntime)
 	cp.startEtcd(r)
 	back := time.Now()
+	world.restart(r)
 	b.wait(r)
 	conv := expectConverged(r, cp.admin, ns, names(burstSize))
 
@@ -83,14 +85,20 @@ func etcdRestart(r *run) {
 	reportWrites(r, cp, burstSize, operatorUser)
 }
 
-// reportResume adds to the figures when the operator wrote again after back, and as which of
-// its processes (the supervised manager's processes write as pipeline-operator.1, .2, …).
+// reportResume adds to the figures when the process of the operator that wrote last (the
+// supervised manager's processes write as pipeline-operator.1, .2, …) made its first write after
+// back: what comes before is waiting, for the apiserver or for a Lease.
 func reportResume(r *run, cp *controlPlane, back time.Time, what string) {
 	r.Helper()
-	for _, w := range operatorWrites(cp.writes(r), operatorUser) {
-		if w.at.After(back) {
-			r.figure("the operator's first write after %s was back came %.1f s later, from its process %s",
-				what, w.at.Sub(back).Seconds(), strings.TrimPrefix(w.user, operatorUser+"."))
+	ws := operatorWrites(cp.writes(r), operatorUser)
+	if len(ws) == 0 {
+		return
+	}
+	last := ws[len(ws)-1].user
+	for _, w := range ws {
+		if w.user == last && w.at.After(back) {
+			r.figure("the operator's process %s, which wrote last, made its first write %.1f s after %s was back",
+				strings.TrimPrefix(last, operatorUser+"."), w.at.Sub(back).Seconds(), what)
 			return
 		}
 	}

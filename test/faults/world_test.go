@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,16 +21,37 @@ const labelManagedBy = "app.kubernetes.io/managed-by"
 // worldUser is the user the simulated controllers write as.
 const worldUser = "simulated-controllers"
 
-// startWorld plays the controllers that envtest does not run, until the case ends: the
-// deployment controller makes every Deployment of the operator available for its current
-// generation, and the volume binder binds its claims and volumes. It reads through a cache of
-// its own (informers reconnect by themselves when the apiserver comes back) and writes through
-// the apiserver, ignoring refusals: the next round tries again.
-func startWorld(r *run, cp *controlPlane) {
+// simulatedControllers play the controllers that envtest does not run, until the case ends:
+// the deployment controller makes every Deployment of the operator available for its current
+// generation, and the volume binder binds its claims and volumes. They read through a cache of
+// their own and write through the apiserver, ignoring refusals: the next round tries again.
+type simulatedControllers struct {
+	cfg  *rest.Config
+	stop func()
+}
+
+// startWorld starts the simulated controllers of a case.
+func startWorld(r *run, cp *controlPlane) *simulatedControllers {
 	r.Helper()
-	cfg := cp.config(r, worldUser)
+	w := &simulatedControllers{cfg: cp.config(r, worldUser)}
+	w.start(r)
+	r.Cleanup(func() { w.stop() })
+	return w
+}
+
+// restart starts the simulated controllers afresh, with a new cache: after an outage the
+// informers of the old one would first wait out their own backoff, which is not the operator's
+// time to measure.
+func (w *simulatedControllers) restart(r *run) {
+	r.Helper()
+	w.stop()
+	w.start(r)
+}
+
+func (w *simulatedControllers) start(r *run) {
+	r.Helper()
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: controller.ManagedBy})
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+	c, err := cache.New(w.cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            {Label: managed},
 		&corev1.PersistentVolumeClaim{}: {Label: managed},
 		&corev1.PersistentVolume{}:      {Label: managed},
@@ -37,7 +59,7 @@ func startWorld(r *run, cp *controlPlane) {
 	if err != nil {
 		r.Fatalf("create the simulated controllers' cache: %v", err)
 	}
-	w, err := client.New(cfg, client.Options{Scheme: scheme})
+	writer, err := client.New(w.cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		r.Fatalf("create the simulated controllers' client: %v", err)
 	}
@@ -57,11 +79,11 @@ func startWorld(r *run, cp *controlPlane) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				worldRound(ctx, c, w)
+				worldRound(ctx, c, writer)
 			}
 		}
 	}()
-	r.Cleanup(func() { cancel(); <-done; <-done })
+	w.stop = func() { cancel(); <-done; <-done }
 }
 
 // worldRound brings every cached Deployment, claim and volume of the operator to where the
