@@ -182,7 +182,8 @@ type write struct {
 	resource string // with its subresource: pipelines/status
 	name     string
 	code     int32
-	at       time.Time
+	sent     time.Time // received by the apiserver
+	at       time.Time // completed
 }
 
 // writes reads the completed write requests of the audit log, in the order they completed.
@@ -205,7 +206,7 @@ func (cp *controlPlane) writes(r *run) []write {
 			continue
 		}
 		w := write{user: e.User.Username, verb: e.Verb, resource: e.ObjectRef.Resource, name: e.ObjectRef.Name,
-			at: e.StageTimestamp.Time}
+			sent: e.RequestReceivedTimestamp.Time, at: e.StageTimestamp.Time}
 		if e.ObjectRef.Subresource != "" {
 			w.resource += "/" + e.ObjectRef.Subresource
 		}

@@ -22,7 +22,7 @@ import (
 
 const (
 	// deletedPipelines is how many Pipelines are deleted while being created.
-	deletedPipelines = 150
+	deletedPipelines = 200
 	// deleteLanes create and delete Pipelines in parallel.
 	deleteLanes = 6
 	// maxDeleteDelay bounds the random time between a Pipeline's create and its delete: a little
@@ -229,20 +229,23 @@ func items(l client.ObjectList) []client.Object {
 	return out
 }
 
-// leakTimeline tells, from the audit log, when the volume pv left behind was created, when its
-// Pipeline p was deleted and when the operator let p go (its last write to p).
+// leakTimeline tells, from the audit log, when the requests that made and freed the volume pv
+// of Pipeline p reached the apiserver: the volume's create, p's delete and the operator's last
+// write to p (the removal of its finalizer).
 func leakTimeline(all []write, pv, p string) string {
-	var created, deleted, released time.Time
+	var created, deleted, released write
 	for _, w := range all {
 		switch {
 		case w.resource == "persistentvolumes" && w.name == pv && w.verb == "create" && w.code < 300:
-			created = w.at
+			created = w
 		case w.resource == "pipelines" && w.name == p && w.verb == "delete":
-			deleted = w.at
+			deleted = w
 		case w.resource == "pipelines" && w.name == p && w.by(operatorUser) && w.code < 300:
-			released = w.at
+			released = w
 		}
 	}
-	return fmt.Sprintf("volume %s created %s, Pipeline %s deleted %s, its finalizer removed %s (%+.3f s after the volume's create)",
-		pv, created.Format("15:04:05.000"), p, deleted.Format("15:04:05.000"), released.Format("15:04:05.000"), released.Sub(created).Seconds())
+	at := func(w write) string { return w.sent.Format("15:04:05.000") + "–" + w.at.Format("05.000") }
+	return fmt.Sprintf("volume %s: its create reached the apiserver %s (received–completed), the delete of Pipeline %s %s, "+
+		"the operator's finalizer removal %s, %.0f ms after it had sent the volume's create",
+		pv, at(created), p, at(deleted), at(released), released.sent.Sub(created.sent).Seconds()*1000)
 }
