@@ -229,23 +229,22 @@ func items(l client.ObjectList) []client.Object {
 	return out
 }
 
-// leakTimeline tells, from the audit log, when the requests that made and freed the volume pv
-// of Pipeline p reached the apiserver: the volume's create, p's delete and the operator's last
-// write to p (the removal of its finalizer).
+// leakTimeline lists, from the audit log, the writes to Pipeline p (its status included) and
+// the create of its volume pv, in the order they reached the apiserver: who, what, the answer,
+// and when each was received and completed.
 func leakTimeline(all []write, pv, p string) string {
-	var created, deleted, released write
+	var steps []write
 	for _, w := range all {
-		switch {
-		case w.resource == "persistentvolumes" && w.name == pv && w.verb == "create" && w.code < 300:
-			created = w
-		case w.resource == "pipelines" && w.name == p && w.verb == "delete":
-			deleted = w
-		case w.resource == "pipelines" && w.name == p && w.by(operatorUser) && w.code < 300:
-			released = w
+		if (w.resource == "pipelines" || w.resource == "pipelines/status") && w.name == p ||
+			w.resource == "persistentvolumes" && w.name == pv && w.verb == "create" {
+			steps = append(steps, w)
 		}
 	}
-	at := func(w write) string { return w.sent.Format("15:04:05.000") + "–" + w.at.Format("05.000") }
-	return fmt.Sprintf("volume %s: its create reached the apiserver %s (received–completed), the delete of Pipeline %s %s, "+
-		"the operator's finalizer removal %s, %.0f ms after it had sent the volume's create",
-		pv, at(created), p, at(deleted), at(released), released.sent.Sub(created.sent).Seconds()*1000)
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].sent.Before(steps[j].sent) })
+	parts := make([]string, 0, len(steps))
+	for _, w := range steps {
+		parts = append(parts, fmt.Sprintf("%s %s %s %s → %d (%s–%s)", w.user, w.verb, w.resource, w.name, w.code,
+			w.sent.Format("15:04:05.000"), w.at.Format("05.000")))
+	}
+	return fmt.Sprintf("volume %s of Pipeline %s: %s", pv, p, strings.Join(parts, "; "))
 }
