@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"path"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -30,6 +33,11 @@ const (
 	maxDeleteDelay = 500 * time.Millisecond
 	// deleteSeed seeds the delays.
 	deleteSeed = 20260102
+	// racedPipelines are deleted the moment the operator adds their finalizer: the delete is
+	// sent as the operator sends its finalizer patch.
+	racedPipelines = 60
+	// racedPrefix names them.
+	racedPrefix = "raced-"
 )
 
 // deleteWhileCreating creates Pipelines and deletes each after a random delay, at any moment
@@ -41,20 +49,25 @@ func deleteWhileCreating(r *run) {
 	cp := startControlPlane(r, ns)
 	startWorld(r, cp)
 	counter := &writeCounter{}
-	startInProcess(r, cp.config(r, operatorUser), counter.wrap)
+	race := &finalizerRace{c: cp.admin, ns: ns}
+	startInProcess(r, cp.config(r, operatorUser), func(rt http.RoundTripper) http.RoundTripper { return race.wrap(counter.wrap(rt)) })
 
 	start := time.Now()
 	stages := createAndDelete(r, cp.admin, ns)
+	raceFinalizers(r, cp.admin, ns, race)
 	deleted := time.Now()
 	gone := waitPipelinesGone(r, cp.admin, ns)
 	counter.quiet(2 * time.Second)
 	left := leftovers(r, cp.admin, ns)
 
-	r.res.load = fmt.Sprintf("%d Pipelines created by %d writers, each deleted 0–%s after its create", deletedPipelines, deleteLanes, maxDeleteDelay)
-	r.res.faults = fmt.Sprintf("%d deletes during creation (%s)", deletedPipelines, describeStages(stages))
+	r.res.load = fmt.Sprintf("%d Pipelines created by %d writers, each deleted 0–%s after its create; then %d deleted as the operator adds their finalizer",
+		deletedPipelines, deleteLanes, maxDeleteDelay, racedPipelines)
+	r.res.faults = fmt.Sprintf("%d deletes during creation (%s), %d with the finalizer patch", deletedPipelines, describeStages(stages), race.fired.Load())
 	r.res.converge = fmt.Sprintf("every Pipeline gone %.1f s after the last delete; volumes left behind: %d",
 		gone.Sub(deleted).Seconds(), len(left.volumesLeft))
 	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeStages(stages), deleteSeed)
+	r.figure("deleted as the operator sent its finalizer patch: %d of %d (the delete sent from the operator's transport, just before the patch)",
+		race.fired.Load(), racedPipelines)
 	r.figure("creates and deletes took %.1f s; every Pipeline was gone (finalizer released) %.1f s after the last delete",
 		deleted.Sub(start).Seconds(), gone.Sub(deleted).Seconds())
 	r.figure("PersistentVolumes deleted by the operator: %d (held by the finalizers %v of controllers envtest does not run); left behind (not deleted): %d",
@@ -105,6 +118,71 @@ func createAndDelete(r *run, c client.Client, ns string) map[string]int {
 		}
 	}
 	return stages
+}
+
+// finalizerRace deletes a Pipeline named racedPrefix… the moment the operator sends the patch
+// that adds its finalizer: it wraps the operator's connection, sends the delete from another
+// connection and lets the patch go a moment later, so that both are in flight together.
+type finalizerRace struct {
+	c     client.Client
+	ns    string
+	fired atomic.Int64
+	once  sync.Map
+}
+
+func (f *finalizerRace) wrap(rt http.RoundTripper) http.RoundTripper {
+	prefix := "/apis/" + pipelinev1beta1.GroupVersion.String() + "/namespaces/" + f.ns + "/pipelines/" + racedPrefix
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodPatch && strings.HasPrefix(req.URL.Path, prefix) && !strings.HasSuffix(req.URL.Path, "/status") {
+			name := path.Base(req.URL.Path)
+			if _, done := f.once.LoadOrStore(name, true); !done {
+				f.fired.Add(1)
+				sent := make(chan struct{})
+				go func() {
+					p := &pipelinev1beta1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
+					close(sent)
+					_ = f.c.Delete(context.Background(), p)
+				}()
+				<-sent
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// raceFinalizers creates racedPipelines Pipelines on deleteLanes lanes and waits until the
+// operator's finalizer patch of each has set off its delete.
+func raceFinalizers(r *run, c client.Client, ns string, race *finalizerRace) {
+	r.Helper()
+	errs := make([]error, racedPipelines)
+	var wg sync.WaitGroup
+	for lane := range deleteLanes {
+		wg.Go(func() {
+			for i := lane; i < racedPipelines; i += deleteLanes {
+				p := newPipeline(ns, i)
+				p.Name = racedPrefix + p.Name
+				if errs[i] = c.Create(r.Context(), p); errs[i] != nil {
+					return
+				}
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+					if _, fired := race.once.Load(p.Name); fired {
+						break
+					}
+					if time.Now().After(deadline) {
+						errs[i] = fmt.Errorf("the operator sent no finalizer patch for Pipeline %s in a minute", p.Name)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+	}
 }
 
 // createThenDelete creates p, waits delay, reads the stage it has reached and deletes it.
