@@ -68,7 +68,7 @@ func deleteWhileCreating(r *run) {
 	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeStages(stages), deleteSeed)
 	r.figure("deleted as the operator sent its finalizer patch: %d of %d (the delete sent from the operator's transport, just before the patch)",
 		race.fired.Load(), racedPipelines)
-	r.figure("creates and deletes took %.1f s; every Pipeline was gone (finalizer released) %.1f s after the last delete",
+	r.figure("creates and deletes took %.1f s; every Pipeline was gone %.1f s after the last delete",
 		deleted.Sub(start).Seconds(), gone.Sub(deleted).Seconds())
 	r.figure("PersistentVolumes deleted by the operator: %d (held by the finalizers %v of controllers envtest does not run); left behind (not deleted): %d",
 		left.volumesDeleted, left.holding, len(left.volumesLeft))
