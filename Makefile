@@ -103,7 +103,7 @@ verify: manifests generate fmt bundle catalog ## Regenerate code, manifests, bun
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-bundle test-integration test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fuzzing, end-to-end and OLM.
+test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
@@ -125,6 +125,14 @@ test-bundle: $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) ## Validate bundle/ (opera
 .PHONY: test-integration
 test-integration: manifests generate envtest $(KUSTOMIZE) ## Integration tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE=$(KUSTOMIZE) go test ./internal/... ./pkg/... -run 'TestIntegration|FuzzPipeline' -count=1 -timeout 20m
+
+# Where make test-faults writes its figures (docs/reliability.md); empty: printed only.
+FAULTS_OUTPUT ?=
+
+.PHONY: test-faults
+test-faults: manifests envtest ## Fault injection against a real kube-apiserver and etcd: restarts, kills, injected errors, drift, deletes, failover (figures to $$FAULTS_OUTPUT).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) FAULTS_OUTPUT=$(if $(FAULTS_OUTPUT),$(abspath $(FAULTS_OUTPUT))) \
+		go test ./test/faults/ -run TestFaults -count=1 -timeout 30m -v
 
 .PHONY: test-e2e
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).

@@ -1,0 +1,121 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+const (
+	// steps of every Pipeline of the suite.
+	steps = 3
+	// burstWriters create the Pipelines of a burst in parallel.
+	burstWriters = 8
+	// burstSize is the number of Pipelines of a burst.
+	burstSize = 100
+)
+
+// newPipeline is the i-th Pipeline of a case: NFS storage and three unpinned steps.
+func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
+	p := &pipelinev1beta1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%03d", i), Namespace: ns},
+		Spec: pipelinev1beta1.PipelineSpec{
+			ModelStorage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+				CSIParameter: map[string]string{"server": "nfs.faults.invalid", "share": "/models"}},
+		},
+	}
+	for s := range steps {
+		p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
+			Args: map[string]pipelinev1beta1.ArgValue{"listenPort": "9080"}})
+	}
+	return p
+}
+
+// burst creates n Pipelines with burstWriters parallel writers, each retrying its create until
+// the apiserver takes it (a create whose answer was lost is found to exist), so that a burst
+// outlives an outage. created counts the Pipelines stored so far.
+type burst struct {
+	n       int
+	created atomic.Int64
+	done    chan error
+	started time.Time
+	ended   time.Time
+}
+
+func startBurst(c client.Client, ns string, n int) *burst {
+	b := &burst{n: n, done: make(chan error, 1), started: time.Now()}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, burstWriters)
+	for range burstWriters {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := createRetrying(c, newPipeline(ns, i)); err != nil {
+					errs <- err
+					return
+				}
+				b.created.Add(1)
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		b.ended = time.Now()
+		close(errs)
+		b.done <- <-errs
+	}()
+	return b
+}
+
+// createRetrying creates p, retrying for up to two minutes while the apiserver refuses or
+// cannot be reached.
+func createRetrying(c client.Client, p *pipelinev1beta1.Pipeline) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.Create(ctx, p.DeepCopy())
+		cancel()
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("create Pipeline %s: %w", p.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitCreated waits until the burst has stored at least n Pipelines.
+func (b *burst) waitCreated(r *run, n int) {
+	r.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); b.created.Load() < int64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.Fatalf("only %d of %d Pipelines created", b.created.Load(), n)
+		}
+	}
+}
+
+// wait waits for the burst to end.
+func (b *burst) wait(r *run) {
+	r.Helper()
+	if err := <-b.done; err != nil {
+		r.Fatalf("burst: %v", err)
+	}
+}
+
+// names are the names of the Pipelines 0..n-1 of a case.
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = newPipeline("", i).Name
+	}
+	return out
+}
