@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -244,5 +248,28 @@ func TestKeepCreatedMarker(t *testing.T) {
 				t.Errorf("hasCreatedFields after the transform = %v, want %v", !tt.marked, tt.marked)
 			}
 		})
+	}
+}
+
+func TestOnlyConflicts(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "pipelines"}, "p", errors.New("changed"))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "s", errors.New("no"))
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a conflict", conflict, true},
+		{"a wrapped conflict", fmt.Errorf("update status: %w", conflict), true},
+		{"conflicts joined", errors.Join(fmt.Errorf("add: %w", conflict), applyFailed(conflict)), true},
+		{"a conflict joined with another error", errors.Join(conflict, fmt.Errorf("step 1: %w", forbidden)), false},
+		{"a wrapped join with another error", fmt.Errorf("step 1: %w", errors.Join(conflict, forbidden)), false},
+		{"another error", forbidden, false},
+		{"already exists", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "services"}, "s"), false},
+	}
+	for _, tt := range tests {
+		if got := onlyConflicts(tt.err); got != tt.want {
+			t.Errorf("%s: onlyConflicts = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func wasPaused(status pipelinev1beta1.PipelineStatus) bool {
 func (r *PipelineReconciler) reconcilePaused(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
 	before := wasPaused(p.Status)
 	if err := r.updateStatus(ctx, p, pausedStatus(p)); err != nil {
-		return ignoreStale(ctx, err)
+		return err
 	}
 	if !before {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, pipelinev1beta1.ReasonPaused, "Pause",

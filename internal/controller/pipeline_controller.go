@@ -45,6 +45,10 @@ const claimRecheckInterval = 15 * time.Second
 // otherwise see that object go.
 const conflictRecheckInterval = 10 * time.Second
 
+// conflictRetryInterval is when a pass whose writes were refused only with conflicts runs again,
+// should no event of the newer version start it first.
+const conflictRetryInterval = time.Second
+
 // PipelineReconciler reconciles Pipelines.
 type PipelineReconciler struct {
 	// Client reads through the manager's cache and writes to the apiserver.
@@ -138,6 +142,19 @@ func (s *scope) conflict(kind, name string) {
 
 // Reconcile makes the children of one Pipeline match its spec and records its status.
 func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	result, err := r.reconcile(ctx, req)
+	if err != nil && onlyConflicts(err) {
+		// Writes with a resourceVersion (status, finalizers) fail this way when the Pipeline
+		// changed during the pass; the cache's event of the newer version normally starts the
+		// next pass first. Not an error worth a back-off.
+		log.FromContext(ctx).V(1).Info("A write was refused with a conflict: the pass runs again", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetryInterval}, nil
+	}
+	return result, err
+}
+
+// reconcile is one pass over the Pipeline req names.
+func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &pipelinev1beta1.Pipeline{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -152,7 +169,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
 		if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.AddFinalizer(p, Finalizer) }); err != nil {
-			return ctrl.Result{}, ignoreStale(ctx, fmt.Errorf("add finalizer: %w", err))
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -171,7 +188,7 @@ func (r *PipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	// before was the status the apiserver held, so what is derived from the change (events, the
 	// rollout histogram) is recorded once per change, never twice from an outdated copy.
 	if serr := r.updateStatus(ctx, p, after); serr != nil {
-		err = errors.Join(err, ignoreStale(ctx, serr))
+		err = errors.Join(err, serr)
 	} else {
 		r.Metrics.observeStatus(p, before, after, r.now())
 		r.recordResumed(p, before)
@@ -438,7 +455,7 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 	status := p.Status.DeepCopy()
 	status.Phase = pipelinev1beta1.PipelinePhaseDeleting
 	if err := r.updateStatus(ctx, p, *status); err != nil {
-		return ignoreStale(ctx, err)
+		return err
 	}
 
 	// The volumes are listed from the apiserver, not the cache: one created a moment ago may not
@@ -457,11 +474,14 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 			"remove the cause, or delete the volumes yourself", err, Finalizer)
 		status := p.Status.DeepCopy()
 		setReconciled(status, p.Generation, err)
-		return errors.Join(err, ignoreStale(ctx, r.updateStatus(ctx, p, *status)))
+		if serr := r.updateStatus(ctx, p, *status); serr != nil && !apierrors.IsConflict(serr) {
+			err = errors.Join(err, serr)
+		}
+		return err
 	}
 
 	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("remove finalizer: %w", err))
+		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", len(pvs.Items))
 	return nil
@@ -527,14 +547,22 @@ func (r *PipelineReconciler) patchLocked(ctx context.Context, p *pipelinev1beta1
 	return r.Client.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
-// ignoreStale drops the conflict of a write made from an outdated copy of the Pipeline: the
-// cache is about to deliver the newer version, and its event starts the next pass.
-func ignoreStale(ctx context.Context, err error) error {
-	if apierrors.IsConflict(err) {
-		log.FromContext(ctx).V(1).Info("The Pipeline changed during the pass: the next pass starts from its newer version", "error", err.Error())
-		return nil
+// onlyConflicts reports whether err, and every error it joins, is a conflict.
+func onlyConflicts(err error) bool {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if !onlyConflicts(inner) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return onlyConflicts(inner)
+		}
 	}
-	return err
+	return apierrors.IsConflict(err)
 }
 
 // recoverPanic runs f and turns a panic in it into an error of the pass. controller-runtime
