@@ -163,14 +163,20 @@ local-status: ## Show what runs of the local control plane.
 demo: local-tools build ## Start a local control plane, run the operator and the sample Pipeline until it runs.
 	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) hack/demo.sh
 
+.PHONY: demo-router
+demo-router: ## Run the pipeline router in front of a fake face detector and recognizer on this machine (no cluster).
+	go build -o bin/router ./cmd/router
+	go run ./hack/demo-router -router bin/router
+
 .PHONY: demo-down
 demo-down: local-down ## Stop everything make demo started.
 
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary.
+build: manifests generate fmt vet ## Build the manager and router binaries.
 	go build -o bin/manager ./cmd
+	go build -o bin/router ./cmd/router
 
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.

@@ -84,6 +84,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout}
 	start := time.Now()
 	err = srv.Serve(ctx, ln, adminLn)
-	log.Info("router stopped", "afterSignal", time.Since(start).Round(time.Millisecond).String(), "error", err)
+	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)
 	return err
 }
