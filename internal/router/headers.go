@@ -1,10 +1,10 @@
 package router
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
-
-	"github.com/google/uuid"
 )
 
 const (
@@ -50,7 +50,17 @@ func requestID(h http.Header) string {
 	if id := h.Get(HeaderRequestID); id != "" {
 		return id
 	}
-	return uuid.NewString()
+	return newRequestID()
+}
+
+// newRequestID is a random (version 4) UUID. It identifies a request in logs and traces and
+// needs no cryptographic strength, so it comes from the runtime's fast generator rather than
+// from a system call per request.
+func newRequestID() string {
+	hi, lo := rand.Uint64(), rand.Uint64()
+	hi = hi&^0xf000 | 0x4000     // version 4
+	lo = lo&^(0xc<<60) | 0x8<<60 // RFC 9562 variant
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", hi>>32, hi>>16&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)
 }
 
 // stepHeaders is the header set every step call of one request starts from.

@@ -22,7 +22,7 @@ type stepServer struct {
 	calls atomic.Int32
 }
 
-func newStep(t *testing.T, h http.HandlerFunc) *stepServer {
+func newStep(t testing.TB, h http.HandlerFunc) *stepServer {
 	t.Helper()
 	s := &stepServer{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +40,7 @@ type testRouter struct {
 	reg *prometheus.Registry
 }
 
-func newTestRouter(t *testing.T, cfg Config) *testRouter {
+func newTestRouter(t testing.TB, cfg Config) *testRouter {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	r, err := New(cfg, Options{
