@@ -4,6 +4,7 @@
 #   etcd: etcd (hack/tools/etcd)
 #   codegen: client-gen, lister-gen, informer-gen, applyconfiguration-gen (hack/tools/codegen)
 #   olm:  operator-sdk, scorecard-test, opm and grpc_health_probe (hack/tools/olm)
+#   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
 kind=$1 dest=$2
@@ -70,6 +71,16 @@ olm)
 	mv "$tmp/grpc-health-probe" "$tmp/grpc_health_probe"
 	mv "$tmp/operator-sdk" "$tmp/scorecard-test" "$tmp/opm" "$tmp/grpc_health_probe" "$dest/"
 	echo ">> OLM tools built in $((SECONDS - start))s"
+	;;
+kserve)
+	cd "$here/tools/kserve"
+	[ -x "$dest/kserve-router" ] && exit 0
+	version=$(awk '$1=="require" && $2=="github.com/kserve/kserve" {print $3}' go.mod)
+	echo ">> building KServe's InferenceGraph router $version from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/kserve-router" github.com/kserve/kserve/cmd/router
+	mv "$tmp/kserve-router" "$dest/kserve-router"
+	echo ">> KServe router built in $((SECONDS - start))s"
 	;;
 *)
 	echo "build-tool.sh: unknown tool kind $kind" >&2
