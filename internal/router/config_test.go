@@ -1,6 +1,9 @@
 package router
 
 import (
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +38,26 @@ func TestParseConfigReadsTheDocumentedConfig(t *testing.T) {
 	}
 	if cfg.Steps[1].Timeout() != 10*time.Second || cfg.Steps[1].StopWhen != "" {
 		t.Fatalf("step 2 read as %+v", cfg.Steps[1])
+	}
+}
+
+// TestDocsShowTheDocumentedConfig keeps docs/router.md's example and this test's in step.
+func TestDocsShowTheDocumentedConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/router.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Configuration\n\n```json\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/router.md has no JSON example under ## Configuration")
+	}
+	fromDoc, err := ParseConfig(m[1])
+	if err != nil {
+		t.Fatalf("the example of docs/router.md: %v", err)
+	}
+	want, _ := ParseConfig([]byte(documentedConfig))
+	if !reflect.DeepEqual(fromDoc, want) {
+		t.Fatalf("docs/router.md shows %+v, the test %+v", fromDoc, want)
 	}
 }
 

@@ -42,6 +42,7 @@ func TestStopWhenEval(t *testing.T) {
 		{`headers["x-faces"] == "0"`, StopWhenInput{Headers: map[string]string{"x-faces": "0"}}, true, ""},
 		{"status == 204", StopWhenInput{Status: 204}, true, ""},
 		{"size(response.faces) == 0", StopWhenInput{}, false, "no such"},
+		{"has(response.faces) && size(response.faces) == 0", StopWhenInput{}, false, ""},
 		{"response.ok", StopWhenInput{Response: map[string]any{"ok": "yes"}}, false, "bool"},
 	} {
 		sw, err := CompileStopWhen(tc.expr)
