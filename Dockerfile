@@ -1,4 +1,4 @@
-# Build the manager binary.
+# Build the manager binary and the pipeline router (cmd/router), which ships in the same image.
 FROM docker.io/library/golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
@@ -14,12 +14,15 @@ COPY internal/ internal/
 
 # GOARCH is left to the platform of the build when TARGETARCH is empty.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o manager ./cmd
+    go build -trimpath -ldflags="-s -w" -o manager ./cmd && \
+    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o router ./cmd/router
 
-# Ship the static binary in a minimal, non-root base image.
+# Ship the static binaries in a minimal, non-root base image.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
 COPY --from=builder /workspace/manager .
+COPY --from=builder /workspace/router .
 USER 65532:65532
 
 ENTRYPOINT ["/manager"]

@@ -18,6 +18,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pipeline-operator
 KUBE_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/kubernetes" {print $$3}' hack/tools/kube/go.mod)
 ETCD_VERSION := $(shell awk '$$1=="require" && $$2=="go.etcd.io/etcd/server/v3" {print $$3}' hack/tools/etcd/go.mod)
 CODEGEN_VERSION := $(shell awk '$$1=="require" && $$2=="k8s.io/code-generator" {print $$3}' hack/tools/codegen/go.mod)
+KSERVE_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/kserve/kserve" {print $$3}' hack/tools/kserve/go.mod)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -48,6 +49,7 @@ OPM := $(OLM_TOOLS_DIR)/opm
 GRPC_HEALTH_PROBE := $(OLM_TOOLS_DIR)/grpc_health_probe
 # Operator Lifecycle Manager itself (olm-operator, catalog-operator, its CRDs), for make test-olm.
 OLM_DIR := $(CACHE_DIR)/operator-lifecycle-manager-$(OLM_VERSION)
+KSERVE_ROUTER := $(CACHE_DIR)/kserve-router-$(KSERVE_VERSION)/kserve-router
 
 # The local control plane: state, kubeconfig and logs.
 LOCAL_DIR ?= $(CURDIR)/.local
@@ -168,6 +170,25 @@ bench: manifests envtest ## Measure convergence, writes and memory against the r
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_OUTPUT=$(CURDIR)/docs/performance.md BENCH_SIZES=$(BENCH_SIZES) \
 		go test ./internal/controller/ -run TestBench -count=1 -timeout 60m -v
 
+BENCH_ROUTER_ARGS ?=
+
+# KServe's router listens on its fixed port 8080: the benchmark runs in a network namespace of
+# its own (loopback only) when it can make one (root), so that nothing else on the machine is
+# in its way.
+.PHONY: bench-router
+bench-router: ## Measure the router against a direct chain and KServe's router; writes docs/performance-router.md.
+	@mkdir -p bin && { hack/build-tool.sh kserve $(dir $(KSERVE_ROUTER)) 2>&1 | tee bin/kserve-build.log || true; }
+	go build -o bin/router ./cmd/router
+	go build -o bin/bench-router ./hack/bench-router
+	@set -- -router $(CURDIR)/bin/router -out $(CURDIR)/docs/performance-router.md $(BENCH_ROUTER_ARGS); \
+	if [ -x $(KSERVE_ROUTER) ]; then set -- "$$@" -kserve $(KSERVE_ROUTER) -kserve-version $(KSERVE_VERSION); \
+	else set -- "$$@" -kserve-error "hack/build-tool.sh kserve failed: $$(tail -n 3 bin/kserve-build.log | tr '\n' ' ')"; \
+		echo "KServe's router could not be built (bin/kserve-build.log): measuring against the direct chain only" >&2; fi; \
+	if command -v ip >/dev/null && unshare --net true 2>/dev/null; then \
+		echo ">> running in a network namespace of its own (loopback only)"; \
+		unshare --net sh -c 'ip link set lo up && exec "$$0" "$$@"' $(CURDIR)/bin/bench-router "$$@"; \
+	else $(CURDIR)/bin/bench-router "$$@"; fi
+
 ##@ Local control plane
 
 .PHONY: local-tools
@@ -190,14 +211,20 @@ local-status: ## Show what runs of the local control plane.
 demo: local-tools build ## Start a local control plane, run the operator and the sample Pipeline until it runs.
 	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) hack/demo.sh
 
+.PHONY: demo-router
+demo-router: ## Run the pipeline router in front of a fake face detector and recognizer on this machine (no cluster).
+	go build -o bin/router ./cmd/router
+	go run ./hack/demo-router -router bin/router
+
 .PHONY: demo-down
 demo-down: local-down ## Stop everything make demo started.
 
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary.
+build: manifests generate fmt vet ## Build the manager and router binaries.
 	go build -o bin/manager ./cmd
+	go build -o bin/router ./cmd/router
 
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.

@@ -6,6 +6,7 @@
 #   olm:  operator-sdk, scorecard-test, opm and grpc_health_probe (hack/tools/olm)
 #   lifecycle: OLM's olm-operator (olm) and catalog-operator (catalog), and OLM's CRDs
 #         (crds/) from the same module (hack/tools/lifecycle)
+#   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
 kind=$1 dest=$2
@@ -88,6 +89,16 @@ lifecycle)
 	rm -rf "$dest/crds"
 	mv "$tmp/olm" "$tmp/catalog" "$tmp/crds" "$dest/"
 	echo ">> OLM built in $((SECONDS - start))s"
+	;;
+kserve)
+	cd "$here/tools/kserve"
+	[ -x "$dest/kserve-router" ] && exit 0
+	version=$(awk '$1=="require" && $2=="github.com/kserve/kserve" {print $3}' go.mod)
+	echo ">> building KServe's InferenceGraph router $version from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/kserve-router" github.com/kserve/kserve/cmd/router
+	mv "$tmp/kserve-router" "$dest/kserve-router"
+	echo ">> KServe router built in $((SECONDS - start))s"
 	;;
 *)
 	echo "build-tool.sh: unknown tool kind $kind" >&2

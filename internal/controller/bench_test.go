@@ -610,5 +610,7 @@ in the cache with what they would apply and write nothing, which the restart and
 columns show.
 `)
 	b.WriteString("\nReproduce with `make bench` (sizes: `make bench BENCH_SIZES=100,300,1000`).\n")
+	b.WriteString("\nThe router's data path is measured apart by `make bench-router`, which writes\n" +
+		"[performance-router.md](performance-router.md).\n")
 	return b.String()
 }

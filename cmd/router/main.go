@@ -1,0 +1,89 @@
+// Command router is a Pipeline's data path: it carries each request through the pipeline's
+// steps in order (see docs/router.md).
+//
+//	router --config FILE --listen ADDR --metrics-listen ADDR
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+func main() {
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "router:", err)
+		}
+		stop()
+		os.Exit(1)
+	}
+}
+
+// signalContext ends on SIGTERM (what the kubelet sends) or an interrupt.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+}
+
+// run loads the configuration, listens and serves until ctx ends.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configFile      = fs.String("config", "", "The router's configuration, a JSON file (docs/router.md). Required.")
+		listen          = fs.String("listen", ":8080", "Address the pipeline is served on.")
+		metricsListen   = fs.String("metrics-listen", ":9090", "Address of /metrics, /healthz and /readyz.")
+		shutdownDelay   = fs.Duration("shutdown-delay", 0, "How long to keep serving after SIGTERM while /readyz fails.")
+		shutdownTimeout = fs.Duration("shutdown-timeout", router.DefaultShutdownTimeout,
+			"How long requests in flight may take to finish after SIGTERM.")
+		logJSON = fs.Bool("log-json", false, "Write the logs as JSON lines.")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configFile == "" {
+		return errors.New("--config is required")
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logJSON {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
+	cfg, err := router.LoadConfig(*configFile)
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(cfg, router.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", *metricsListen)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	log.Info("router serving", "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
+		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
+	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout}
+	start := time.Now()
+	err = srv.Serve(ctx, ln, adminLn)
+	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)
+	return err
+}

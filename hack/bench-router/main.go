@@ -1,0 +1,115 @@
+// Command bench-router measures the pipeline router (make bench-router): the latency it adds
+// per step against a caller that calls the same steps itself, one after the other, and its
+// throughput at several numbers of concurrent callers, side by side in the same run with
+// KServe's InferenceGraph router driving the same steps as a Sequence graph. It writes its
+// figures as Markdown.
+//
+// Everything runs on loopback addresses; KServe's router listens on its fixed port 8080, so
+// make bench-router runs this program in a network namespace of its own when it can.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type options struct {
+	router, kserve, kserveVersion, kserveError, out string
+	steps, body, rounds                             int
+	duration, warmup                                time.Duration
+	concurrency                                     []int
+}
+
+func main() {
+	var o options
+	var conc string
+	flag.StringVar(&o.router, "router", "bin/router", "The pipeline router binary.")
+	flag.StringVar(&o.kserve, "kserve", "", "KServe's router binary (empty: the direct chain only).")
+	flag.StringVar(&o.kserveVersion, "kserve-version", "", "The version KServe's router was built from.")
+	flag.StringVar(&o.kserveError, "kserve-error", "", "Why KServe's router is missing, when it is.")
+	flag.StringVar(&o.out, "out", "docs/performance-router.md", "Where the Markdown report goes.")
+	flag.IntVar(&o.steps, "steps", 3, "Steps in the pipeline.")
+	flag.IntVar(&o.body, "body", 1024, "Bytes of the JSON request body.")
+	flag.IntVar(&o.rounds, "rounds", 5, "Rounds; every round measures every variant at every concurrency, interleaved.")
+	flag.DurationVar(&o.duration, "duration", time.Second, "Measured time of one variant at one concurrency in one round.")
+	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "Unmeasured time before each measurement.")
+	flag.StringVar(&conc, "concurrency", "1,16,64", "Numbers of concurrent callers; the first is used for the overhead per hop.")
+	flag.Parse()
+	for _, f := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench-router: bad -concurrency %q\n", conc)
+			os.Exit(2)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	if err := bench(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-router:", err)
+		os.Exit(1)
+	}
+}
+
+func bench(ctx context.Context, o options) error {
+	steps, err := startSteps(o.steps)
+	if err != nil {
+		return err
+	}
+	defer steps.close()
+	env := newEnvironment()
+	body := requestBody(o.body)
+
+	variants := []*variant{{name: "direct chain", call: directChain(steps.urls)}}
+	ours, err := startRouter(ctx, o.router, steps.urls, "")
+	if err != nil {
+		return err
+	}
+	defer ours.stop()
+	variants = append(variants, &variant{name: "pipeline router", hops: true, call: viaRouter(ours.url)})
+	cel, err := startRouter(ctx, o.router, steps.urls, "size(response.items) == 0")
+	if err != nil {
+		return err
+	}
+	defer cel.stop()
+	variants = append(variants, &variant{name: "pipeline router, stopWhen on every step", hops: true, call: viaRouter(cel.url)})
+	if o.kserve != "" {
+		ks, err := startKServe(ctx, o.kserve, steps.urls)
+		if err != nil {
+			return fmt.Errorf("KServe's router: %w", err)
+		}
+		defer ks.stop()
+		variants = append(variants, &variant{name: "KServe router " + o.kserveVersion, hops: true, kserve: true, call: viaRouter(ks.url)})
+	}
+	for _, v := range variants {
+		if err := v.check(ctx, body); err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+
+	start := time.Now()
+	for round := range o.rounds {
+		for _, c := range o.concurrency {
+			for _, v := range variants {
+				fmt.Fprintf(os.Stderr, ">> round %d/%d, %d callers: %s\n", round+1, o.rounds, c, v.name)
+				v.measure(ctx, c, body, o.warmup, o.duration)
+			}
+		}
+	}
+	env.finish(time.Since(start))
+	rep := report{options: o, env: env, variants: variants}
+	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
+	for _, v := range variants {
+		if v.failures() > 0 {
+			return errors.New(v.name + ": some calls failed (see the report)")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+// kserveAddr is where KServe's router listens: its port is fixed (8080, all addresses).
+const kserveAddr = "127.0.0.1:8080"
+
+// process is a router running as a child process.
+type process struct {
+	url string
+	cmd *exec.Cmd
+	dir string
+}
+
+func (p *process) stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
+	}
+}
+
+// startRouter runs the pipeline router in front of the steps, with stopWhen on every step when
+// it is not empty, and returns once it serves.
+func startRouter(ctx context.Context, bin string, urls []string, stopWhen string) (*process, error) {
+	cfg := router.Config{Pipeline: "bench/pipeline"}
+	for i, u := range urls {
+		cfg.Steps = append(cfg.Steps, router.Step{Name: "step-" + strconv.Itoa(i+1), URL: u, TimeoutSeconds: 30, StopWhen: stopWhen})
+	}
+	dir, err := os.MkdirTemp("", "bench-router-")
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, "router.json")
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "--config", file, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, dir: dir}
+	re := regexp.MustCompile(` listen=(\S+)`)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr := <-found:
+		p.url = "http://" + addr + "/"
+		return p, nil
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("%s did not start within 30 s", bin)
+	}
+}
+
+// kserveGraph is the InferenceGraph spec of a Sequence of the steps, each after the first
+// given the previous step's response ($response), as KServe's controller hands it to its
+// router.
+func kserveGraph(urls []string) string {
+	type step struct {
+		Name       string `json:"name"`
+		ServiceURL string `json:"serviceUrl"`
+		Data       string `json:"data,omitempty"`
+	}
+	var steps []step
+	for i, u := range urls {
+		s := step{Name: "step-" + strconv.Itoa(i+1), ServiceURL: u}
+		if i > 0 {
+			s.Data = "$response"
+		}
+		steps = append(steps, s)
+	}
+	b, _ := json.Marshal(map[string]any{"nodes": map[string]any{"root": map[string]any{"routerType": "Sequence", "steps": steps}}})
+	return string(b)
+}
+
+// startKServe runs KServe's router with the Sequence graph and returns once it is ready. Its
+// log (several lines at info level per request, which it has no option to turn off) goes to
+// /dev/null.
+func startKServe(ctx context.Context, bin string, urls []string) (*process, error) {
+	if c, err := net.DialTimeout("tcp", kserveAddr, time.Second); err == nil {
+		_ = c.Close()
+		return nil, errors.New(kserveAddr + " is in use already: KServe's router cannot listen anywhere else " +
+			"(make bench-router runs in a network namespace of its own when run as root)")
+	}
+	cmd := exec.CommandContext(ctx, bin, "--graph-json", kserveGraph(urls))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, url: "http://" + kserveAddr + "/"}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		res, err := http.Get("http://" + kserveAddr + "/readyz")
+		if err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+	}
+	p.stop()
+	return nil, errors.New("not ready within 30 s")
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// environment is the machine the benchmark ran on, and how busy it was.
+type environment struct {
+	host, start, loadStart, loadEnd string
+	took                            time.Duration
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func newEnvironment() *environment {
+	host, _ := os.Hostname()
+	return &environment{host: host, start: time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadStart: loadAverage()}
+}
+
+func (e *environment) finish(took time.Duration) { e.took, e.loadEnd = took, loadAverage() }
+
+type report struct {
+	options
+	env      *environment
+	variants []*variant
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}
+
+func (r report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Router performance\n\nMeasured by `make bench-router` on %s (%s/%s, %d CPUs, %s), %s, in %s.\n"+
+		"Load average of the machine (1, 5, 15 min) at the start: %s; at the end: %s.\n\n",
+		r.env.host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), r.env.start,
+		r.env.took.Round(time.Second), r.env.loadStart, r.env.loadEnd)
+	fmt.Fprintf(&b, `The pipeline: %d steps, each an HTTP server on a loopback address that answers the JSON body it
+is sent (no model time, so everything measured is transport and routing). The request: a JSON
+document of %d bytes. The callers, the steps and the routers share the machine's CPUs.
+
+- **direct chain**: the caller calls the steps itself, one after the other, each with the
+  previous step's response: the floor.
+- **pipeline router**: `+"`bin/router`"+` built from this tree, no stopWhen.
+- **pipeline router, stopWhen on every step**: the same, with `+"`size(response.items) == 0`"+`
+  (never true) on every step, so every response is decoded and evaluated.
+`, r.steps, len(requestBody(r.body)))
+	if r.kserve != "" {
+		fmt.Fprintf(&b, "- **KServe router**: KServe's InferenceGraph router (`github.com/kserve/kserve` %s `cmd/router`, built\n"+
+			"  from the Go module proxy by `hack/build-tool.sh kserve`) running the same steps as a Sequence\n"+
+			"  graph (`\"data\": \"$response\"`). It logs several lines per request at info level and has no\n"+
+			"  option to turn that off; its log goes to /dev/null.\n", r.kserveVersion)
+	} else {
+		fmt.Fprintf(&b, "- **KServe router**: not measured: %s\n", r.kserveError)
+	}
+	fmt.Fprintf(&b, "\nEvery round measures every variant at every concurrency for %s (after %s of warm-up),\n"+
+		"interleaved, so that a burst of other work on the machine touches every variant alike; %d rounds.\n"+
+		"Latencies are pooled over the rounds; throughput is the median round (the slowest and fastest\n"+
+		"rounds in parentheses).\n",
+		r.duration, r.warmup, r.rounds)
+
+	r.overhead(&b)
+	r.throughput(&b)
+	r.latency(&b)
+	b.WriteString("\nReproduce with `make bench-router` (options: `BENCH_ROUTER_ARGS='-rounds 5 -duration 3s'`).\n")
+	return b.String()
+}
+
+func (r report) overhead(b *strings.Builder) {
+	one := r.concurrency[0]
+	direct := r.variants[0].cells[one]
+	fmt.Fprintf(b, "\n## Overhead per hop\n\nOne caller at a time (concurrency %d). The overhead per hop is the latency a variant adds\n"+
+		"to the direct chain, divided by the %d steps it calls: (p50 − p50 of the direct chain) / %d, and the\n"+
+		"same for p99. Goal: at most 0.5 ms at p50.\n\n", one, r.steps, r.steps)
+	b.WriteString("| variant | p50 | p99 | overhead per hop, p50 | overhead per hop, p99 | goal (≤ 0.5 ms p50) |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| %s | %s | %s | | | |\n", r.variants[0].name, ms(direct.percentile(0.5)), ms(direct.percentile(0.99)))
+	for _, v := range r.variants[1:] {
+		c := v.cells[one]
+		p50 := (c.percentile(0.5) - direct.percentile(0.5)) / time.Duration(r.steps)
+		p99 := (c.percentile(0.99) - direct.percentile(0.99)) / time.Duration(r.steps)
+		goal := verdict(p50 <= 500*time.Microsecond)
+		if v.kserve {
+			goal = "(not ours)"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", v.name, ms(c.percentile(0.5)), ms(c.percentile(0.99)), ms(p50), ms(p99), goal)
+	}
+}
+
+func (r report) kserveVariant() *variant {
+	for _, v := range r.variants {
+		if v.kserve {
+			return v
+		}
+	}
+	return nil
+}
+
+func (r report) throughput(b *strings.Builder) {
+	ks := r.kserveVariant()
+	b.WriteString("\n## Throughput\n\nRequests per second through the whole pipeline (median of the rounds)")
+	if ks != nil {
+		b.WriteString("; the ratios divide the pipeline router's figure by KServe's router's, measured in the same run.\n" +
+			"Goal: a ratio of at least 1 at every concurrency.\n")
+	} else {
+		b.WriteString(".\n")
+	}
+	b.WriteString("\n| callers |")
+	for _, v := range r.variants {
+		b.WriteString(" " + v.name + " |")
+	}
+	if ks != nil {
+		b.WriteString(" pipeline router / KServe | with stopWhen / KServe | goal (≥ 1) |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.variants)))
+	if ks != nil {
+		b.WriteString("---|---|---|")
+	}
+	b.WriteString("\n")
+	for _, c := range r.concurrency {
+		fmt.Fprintf(b, "| %d |", c)
+		for _, v := range r.variants {
+			lo, hi := v.cells[c].spread()
+			fmt.Fprintf(b, " %.0f/s (%.0f–%.0f) |", v.cells[c].throughput(), lo, hi)
+		}
+		if ks != nil {
+			k := ks.cells[c].throughput()
+			plain, cel := r.variants[1].cells[c].throughput()/k, r.variants[2].cells[c].throughput()/k
+			fmt.Fprintf(b, " %.2f | %.2f | %s |", plain, cel, verdict(plain >= 1))
+		}
+		b.WriteString("\n")
+	}
+	for _, v := range r.variants {
+		if n := v.failures(); n > 0 {
+			var first error
+			for _, c := range v.cells {
+				if c.firstError != nil {
+					first = c.firstError
+				}
+			}
+			fmt.Fprintf(b, "\n%s: %d calls failed; the first: %v\n", v.name, n, first)
+		}
+	}
+}
+
+func (r report) latency(b *strings.Builder) {
+	b.WriteString("\n## Latency under load\n\np50 / p99 of a whole request through the pipeline.\n\n| callers |")
+	for _, v := range r.variants {
+		b.WriteString(" " + v.name + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.variants)) + "\n")
+	for _, c := range r.concurrency {
+		fmt.Fprintf(b, "| %d |", c)
+		for _, v := range r.variants {
+			fmt.Fprintf(b, " %s / %s |", ms(v.cells[c].percentile(0.5)), ms(v.cells[c].percentile(0.99)))
+		}
+		b.WriteString("\n")
+	}
+}

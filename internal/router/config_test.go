@@ -1,0 +1,119 @@
+package router
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The configuration as docs/router.md shows it: its names are an interface.
+const documentedConfig = `{
+  "pipeline": "namespace/name",
+  "steps": [
+    {"name": "step-1", "url": "http://facedetection-pipeline-step-1.default.svc:9080/infer",
+     "timeoutSeconds": 5, "retries": 2, "stopWhen": "size(response.faces) == 0"},
+    {"name": "step-2", "url": "http://facedetection-pipeline-step-2.default.svc:80/",
+     "timeoutSeconds": 10, "retries": 0}
+  ],
+  "propagateHeaders": ["X-User"],
+  "maxBodyBytes": 67108864
+}`
+
+func TestParseConfigReadsTheDocumentedConfig(t *testing.T) {
+	cfg, err := ParseConfig([]byte(documentedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Pipeline != "namespace/name" || len(cfg.Steps) != 2 || cfg.PropagateHeaders[0] != "X-User" ||
+		cfg.MaxBodyBytes != 64<<20 {
+		t.Fatalf("config read as %+v", cfg)
+	}
+	s := cfg.Steps[0]
+	if s.Name != "step-1" || s.Timeout() != 5*time.Second || s.Retries != 2 || s.StopWhen != "size(response.faces) == 0" ||
+		s.URL != "http://facedetection-pipeline-step-1.default.svc:9080/infer" {
+		t.Fatalf("step 1 read as %+v", s)
+	}
+	if cfg.Steps[1].Timeout() != 10*time.Second || cfg.Steps[1].StopWhen != "" {
+		t.Fatalf("step 2 read as %+v", cfg.Steps[1])
+	}
+}
+
+// TestDocsShowTheDocumentedConfig keeps docs/router.md's example and this test's in step.
+func TestDocsShowTheDocumentedConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/router.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Configuration\n\n```json\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/router.md has no JSON example under ## Configuration")
+	}
+	fromDoc, err := ParseConfig(m[1])
+	if err != nil {
+		t.Fatalf("the example of docs/router.md: %v", err)
+	}
+	want, _ := ParseConfig([]byte(documentedConfig))
+	if !reflect.DeepEqual(fromDoc, want) {
+		t.Fatalf("docs/router.md shows %+v, the test %+v", fromDoc, want)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"steps": [{"name": "a", "url": "http://127.0.0.1:1/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.BodyLimit(); got != 64<<20 {
+		t.Errorf("maxBodyBytes default %d, want 64 MiB", got)
+	}
+	if got := cfg.BufferLimit(); got != 4*64<<20 {
+		t.Errorf("maxBufferedBytes default %d, want 4 × maxBodyBytes", got)
+	}
+	if got := cfg.Steps[0].Timeout(); got != DefaultTimeoutSeconds*time.Second {
+		t.Errorf("timeoutSeconds default %s", got)
+	}
+	if got := (Step{TimeoutSeconds: 0.25}).Timeout(); got != 250*time.Millisecond {
+		t.Errorf("timeoutSeconds 0.25 is %s", got)
+	}
+}
+
+func TestParseConfigRefusesWhatCannotWork(t *testing.T) {
+	for name, tc := range map[string]struct{ json, want string }{
+		"unknown field": {`{"steps": [{"name": "a", "url": "http://h/", "timeout": 3}]}`, `unknown field "timeout"`},
+		"no steps":      {`{"steps": []}`, "at least one step"},
+		"no name":       {`{"steps": [{"url": "http://h/"}]}`, "steps[0]: name: required"},
+		"duplicate name": {`{"steps": [{"name": "a", "url": "http://h/"}, {"name": "a", "url": "http://h/"}]}`,
+			`steps[1].name: "a" is used by an earlier step`},
+		"relative url":     {`{"steps": [{"name": "a", "url": "/infer"}]}`, "the scheme must be http or https"},
+		"no host":          {`{"steps": [{"name": "a", "url": "http:///infer"}]}`, "a host is required"},
+		"negative timeout": {`{"steps": [{"name": "a", "url": "http://h/", "timeoutSeconds": -1}]}`, "timeoutSeconds"},
+		"too many retries": {`{"steps": [{"name": "a", "url": "http://h/", "retries": 11}]}`, "retries: must be between 0 and 10"},
+		"bad stopWhen": {`{"steps": [{"name": "a", "url": "http://h/", "stopWhen": "size(response.faces) =="}]}`,
+			"steps[0]: stopWhen: ERROR: <input>:1:"},
+		"stopWhen not a bool": {`{"steps": [{"name": "a", "url": "http://h/", "stopWhen": "status + 1"}]}`,
+			"must be a bool, it is int"},
+		"bad header":      {`{"steps": [{"name": "a", "url": "http://h/"}], "propagateHeaders": ["X User"]}`, "is not a header name"},
+		"reserved header": {`{"steps": [{"name": "a", "url": "http://h/"}], "propagateHeaders": ["content-type"]}`, "set by the router"},
+		"negative body":   {`{"steps": [{"name": "a", "url": "http://h/"}], "maxBodyBytes": -1}`, "maxBodyBytes: must not be negative"},
+		"small buffer": {`{"steps": [{"name": "a", "url": "http://h/"}], "maxBodyBytes": 100, "maxBufferedBytes": 150}`,
+			"at least twice maxBodyBytes"},
+		"two documents": {`{"steps": [{"name": "a", "url": "http://h/"}]} {}`, "more than one JSON document"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.json))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigNamesTheFile(t *testing.T) {
+	_, err := LoadConfig(t.TempDir() + "/missing.json")
+	if err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Fatalf("error %v", err)
+	}
+}

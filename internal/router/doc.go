@@ -1,0 +1,8 @@
+// Package router is the data path of a Pipeline: an HTTP server that carries one request
+// through the steps in order, hands each step the previous step's response, ends early when a
+// step's stopWhen expression (CEL) holds, retries transient failures with a per-step deadline,
+// passes trace headers on, and exports per-step metrics.
+//
+// It imports nothing from the controllers: the operator builds a Config (the JSON document
+// documented in docs/router.md) and runs the router binary (cmd/router) with it.
+package router

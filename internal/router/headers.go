@@ -1,0 +1,89 @@
+package router
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+)
+
+const (
+	// HeaderRequestID carries the request's identifier to every step and back to the caller.
+	HeaderRequestID = "X-Request-Id"
+	// HeaderLastStep names, in the router's answer, the step whose response it is.
+	HeaderLastStep = "X-Pipeline-Last-Step"
+)
+
+// traceHeaders are passed on to every step whatever propagateHeaders says (W3C Trace Context
+// and Baggage).
+var traceHeaders = []string{"Traceparent", "Tracestate", "Baggage"}
+
+// reservedHeader reports whether the router sets the header itself, so that propagating it
+// from the caller would be wrong.
+func reservedHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
+		"Te", "Trailer", "Upgrade", "Proxy-Connection", HeaderRequestID, HeaderLastStep:
+		return true
+	}
+	return false
+}
+
+// propagatedHeaderNames is the canonical names of the headers passed on to the steps.
+func propagatedHeaderNames(extra []string) []string {
+	names := append([]string(nil), traceHeaders...)
+	for _, h := range extra {
+		c := http.CanonicalHeaderKey(h)
+		dup := false
+		for _, n := range names {
+			dup = dup || n == c
+		}
+		if !dup {
+			names = append(names, c)
+		}
+	}
+	return names
+}
+
+// requestID is the caller's X-Request-Id, or a new one when it sent none.
+func requestID(h http.Header) string {
+	if id := h.Get(HeaderRequestID); id != "" {
+		return id
+	}
+	return newRequestID()
+}
+
+// newRequestID is a random (version 4) UUID. It identifies a request in logs and traces and
+// needs no cryptographic strength, so it comes from the runtime's fast generator rather than
+// from a system call per request.
+func newRequestID() string {
+	hi, lo := rand.Uint64(), rand.Uint64()
+	hi = hi&^0xf000 | 0x4000     // version 4
+	lo = lo&^(0xc<<60) | 0x8<<60 // RFC 9562 variant
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", hi>>32, hi>>16&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)
+}
+
+// stepHeaders is the header set every step call of one request starts from.
+func stepHeaders(in http.Header, names []string, id string) http.Header {
+	out := make(http.Header, len(names)+3)
+	for _, n := range names {
+		if v := in[n]; len(v) > 0 {
+			out[n] = v
+		}
+	}
+	out[HeaderRequestID] = []string{id}
+	out["User-Agent"] = []string{"pipeline-router"}
+	return out
+}
+
+// firstValues maps the lower-case name of every header to its first value, as stopWhen sees
+// them.
+func firstValues(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			m[strings.ToLower(k)] = v[0]
+		}
+	}
+	return m
+}

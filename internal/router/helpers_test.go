@@ -1,0 +1,143 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// stepServer is a step on a loopback address that counts its calls.
+type stepServer struct {
+	*httptest.Server
+	calls atomic.Int32
+}
+
+func newStep(t testing.TB, h http.HandlerFunc) *stepServer {
+	t.Helper()
+	s := &stepServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// testRouter is a router served on a loopback address.
+type testRouter struct {
+	*Router
+	url string
+	reg *prometheus.Registry
+}
+
+func newTestRouter(t testing.TB, cfg Config) *testRouter {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	r, err := New(cfg, Options{
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registerer: reg,
+		Backoff:    func(int) time.Duration { return time.Millisecond },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return &testRouter{Router: r, url: srv.URL, reg: reg}
+}
+
+// answer is what the router answered.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// errorBody decodes an error answer's body, failing the test when it is not the router's.
+func (a answer) errorBody(t *testing.T) errorBody {
+	t.Helper()
+	var e errorBody
+	if err := json.Unmarshal([]byte(a.body), &e); err != nil || e.Error == "" {
+		t.Fatalf("answer %d %q is not an error body: %v", a.status, a.body, err)
+	}
+	return e
+}
+
+func post(t *testing.T, url, contentType, body string, header http.Header) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// appendStep answers the body it received with suffix appended, in content type out, and
+// records the content type it received.
+func appendStep(t *testing.T, suffix, out string, gotType *atomic.Value) *stepServer {
+	return newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if gotType != nil {
+			gotType.Store(r.Header.Get("Content-Type"))
+		}
+		w.Header().Set("Content-Type", out)
+		_, _ = w.Write(append(b, suffix...))
+	})
+}
+
+func jsonStep(t *testing.T, body string) *stepServer {
+	return newStep(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(w, bytes.NewReader([]byte(body)))
+	})
+}
+
+func statusStep(t *testing.T, status int, body string) *stepServer {
+	return newStep(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	})
+}
+
+// counter is the value of a counter series of the router.
+func (tr *testRouter) counter(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	var c prometheus.Collector
+	switch name {
+	case "requests":
+		c = tr.metrics.requests.WithLabelValues(labels...)
+	case "retries":
+		c = tr.metrics.stepRetries.WithLabelValues(labels...)
+	case "errors":
+		c = tr.metrics.stepErrors.WithLabelValues(labels...)
+	default:
+		t.Fatalf("no counter %s", name)
+	}
+	return testutil.ToFloat64(c)
+}

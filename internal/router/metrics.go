@@ -1,0 +1,79 @@
+package router
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reasons a step call fails, the reason label of pipeline_router_step_errors_total.
+const (
+	ReasonTimeout          = "timeout"
+	ReasonConnection       = "connection"
+	ReasonServerError      = "server_error"
+	ReasonClientError      = "client_error"
+	ReasonUnexpectedStatus = "unexpected_status"
+	ReasonResponseTooLarge = "response_too_large"
+	ReasonBufferBudget     = "buffer_budget"
+	ReasonStopWhen         = "stop_when"
+	ReasonCanceled         = "canceled"
+)
+
+// metrics are the router's Prometheus metrics.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	stepDuration *prometheus.HistogramVec
+	stepRetries  *prometheus.CounterVec
+	stepErrors   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_router_requests_total",
+			Help: "Requests the router answered, by HTTP status code.",
+		}, []string{"code"}),
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pipeline_router_step_duration_seconds",
+			Help:    "Duration of one call to a step (each attempt counts), until its response body is read.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"step"}),
+		stepRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_router_step_retries_total",
+			Help: "Calls to a step made again after a 5xx, a connection error or a timeout.",
+		}, []string{"step"}),
+		stepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_router_step_errors_total",
+			Help: "Failed calls to a step (each attempt counts), by reason.",
+		}, []string{"step", "reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// stepMetrics are one step's series, resolved once so that a request does not look them up.
+type stepMetrics struct {
+	duration prometheus.Observer
+	retries  prometheus.Counter
+	errors   *prometheus.CounterVec
+}
+
+func (m *metrics) forStep(name string) stepMetrics {
+	// The series exist from the start, at zero, so that rates work before the first failure.
+	m.stepErrors.WithLabelValues(name, ReasonTimeout)
+	m.stepErrors.WithLabelValues(name, ReasonServerError)
+	m.stepErrors.WithLabelValues(name, ReasonConnection)
+	return stepMetrics{
+		duration: m.stepDuration.WithLabelValues(name),
+		retries:  m.stepRetries.WithLabelValues(name),
+		errors:   m.stepErrors.MustCurryWith(prometheus.Labels{"step": name}),
+	}
+}
+
+func (s stepMetrics) failed(reason string) { s.errors.WithLabelValues(reason).Inc() }
+
+func (m *metrics) answered(code int) { m.requests.WithLabelValues(strconv.Itoa(code)).Inc() }

@@ -1,0 +1,216 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// statusClientClosedRequest is counted (never sent: nobody listens) for a caller that went
+// away before its answer.
+const statusClientClosedRequest = 499
+
+// Options are the router's seams; the zero value is what the binary uses.
+type Options struct {
+	// Logger receives the router's logs (slog.Default() when nil).
+	Logger *slog.Logger
+	// Registerer receives the router's metrics (a new registry when nil: see Router.Gatherer).
+	Registerer prometheus.Registerer
+	// Transport makes the step calls (a transport tuned for many keep-alive connections when nil).
+	Transport http.RoundTripper
+	// Backoff is the wait before retry n, counted from 0 (jittered exponential when nil).
+	Backoff func(n int) time.Duration
+}
+
+// Router carries requests through the steps of a pipeline; it is an http.Handler.
+type Router struct {
+	pipeline  string
+	steps     []*step
+	propagate []string
+	bodyLimit int64
+	budget    *budget
+	client    *http.Client
+	metrics   *metrics
+	gatherer  prometheus.Gatherer
+	log       *slog.Logger
+	backoff   func(int) time.Duration
+}
+
+// New validates cfg, compiles its stopWhen expressions and makes the router.
+func New(cfg Config, opts Options) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Router{
+		pipeline:  cfg.Pipeline,
+		propagate: propagatedHeaderNames(cfg.PropagateHeaders),
+		bodyLimit: cfg.BodyLimit(),
+		budget:    &budget{limit: cfg.BufferLimit()},
+		log:       opts.Logger,
+		backoff:   opts.Backoff,
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.backoff == nil {
+		r.backoff = defaultBackoff
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		pr := prometheus.NewRegistry()
+		pr.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg, r.gatherer = pr, pr
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register router metrics: %w", err)
+	}
+	r.metrics = m
+	transport := opts.Transport
+	if transport == nil {
+		transport = newTransport()
+	}
+	r.client = &http.Client{
+		Transport: transport,
+		// A redirect is an answer like any other: the router does not follow it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	for _, s := range cfg.Steps {
+		st := &step{name: s.Name, url: s.URL, timeout: s.Timeout(), retries: s.Retries, metrics: m.forStep(s.Name)}
+		if s.StopWhen != "" {
+			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {
+				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
+			}
+		}
+		r.steps = append(r.steps, st)
+	}
+	return r, nil
+}
+
+// Gatherer is the registry the router's metrics are in when Options.Registerer was nil.
+func (r *Router) Gatherer() prometheus.Gatherer { return r.gatherer }
+
+// newTransport keeps enough idle connections to every step for many concurrent callers, and
+// ignores proxy settings of the environment: steps are called directly.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// ServeHTTP runs one request through the pipeline.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	id := requestID(req.Header)
+	w.Header()[HeaderRequestID] = []string{id}
+	code := r.serve(w, req, id)
+	r.metrics.answered(code)
+}
+
+func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return writeError(w, http.StatusMethodNotAllowed, "", errors.New("the pipeline is called with POST"))
+	}
+	body, err := readBody(req.Body, req.ContentLength, r.bodyLimit, r.budget)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return writeError(w, http.StatusRequestEntityTooLarge, "",
+			fmt.Errorf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit))
+	case errors.Is(err, errBudgetExceeded):
+		w.Header().Set("Retry-After", "1")
+		return writeError(w, http.StatusServiceUnavailable, "", err)
+	case err != nil:
+		if req.Context().Err() != nil {
+			return statusClientClosedRequest
+		}
+		return writeError(w, http.StatusBadRequest, "", fmt.Errorf("read the request body: %w", err))
+	}
+	resp, last, f := r.run(req.Context(), stepHeaders(req.Header, r.propagate, id),
+		payload{body: body, contentType: req.Header.Get("Content-Type")})
+	if f != nil {
+		if f.status != statusClientClosedRequest {
+			r.log.Warn("pipeline request failed", "pipeline", r.pipeline, "step", f.step, "reason", f.reason,
+				"status", f.status, "requestID", id, "error", f.err)
+		}
+		return writeError(w, f.status, f.step, f.err)
+	}
+	defer resp.body.release()
+	status := http.StatusOK
+	if resp.status >= 400 {
+		status = resp.status
+	}
+	h := w.Header()
+	h[HeaderLastStep] = []string{last}
+	// An empty Content-Type stays empty: the step's body is not sniffed.
+	h["Content-Type"] = nil
+	if resp.contentType != "" {
+		h["Content-Type"] = []string{resp.contentType}
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(resp.body.Bytes()))}
+	w.WriteHeader(status)
+	_, _ = w.Write(resp.body.Bytes())
+	return status
+}
+
+// run calls the steps in order and returns the response to answer with and the name of the
+// step that gave it: the last step's, a 4xx, or the response of the step whose stopWhen held.
+// It releases in.
+func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
+	for i, s := range r.steps {
+		resp, f := r.call(ctx, s, header, in)
+		in.body.release()
+		if f != nil {
+			return nil, "", f
+		}
+		if resp.status >= 400 {
+			return resp, s.name, nil
+		}
+		stop, f := s.stops(ctx, resp)
+		if f != nil {
+			resp.body.release()
+			return nil, "", f
+		}
+		if stop || i == len(r.steps)-1 {
+			return resp, s.name, nil
+		}
+		in = resp.payload
+	}
+	panic("unreachable: a router has at least one step")
+}
+
+// errorBody is the JSON body of an answer the router makes itself.
+type errorBody struct {
+	Error string `json:"error"`
+	Step  string `json:"step,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, step string, err error) int {
+	if status == statusClientClosedRequest {
+		return status
+	}
+	body, _ := json.Marshal(errorBody{Error: err.Error(), Step: step})
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if step != "" {
+		h[HeaderLastStep] = []string{step}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return status
+}
