@@ -14,74 +14,69 @@ const (
 )
 
 // apiserverRestart stops kube-apiserver for apiserverDowntime when half of a burst of
-// Pipelines is stored, then starts it again on the same etcd. The operator runs as its image
-// does (the manager binary with leader election) and is started again whenever it exits, as
-// the kubelet would.
+// Pipelines is stored, then starts it again on the same etcd.
 func apiserverRestart(r *run) {
-	const ns = "apiserver-restart"
-	cp := startControlPlane(r, ns)
-	world := startWorld(r, cp)
-	op := startManagerProcess(r, cp, operatorUser, ns, true)
-
-	b := startBurst(cp.admin, ns, burstSize)
-	b.waitCreated(r, burstSize/2)
-	waitDeployments(r, cp.admin, ns, atWorkDeployments)
-	stored, made := b.created.Load(), countDeployments(r, cp.admin, ns)
-	down := time.Now()
-	how := cp.stopAPIServer(r)
-	time.Sleep(apiserverDowntime)
-	cp.startAPIServer(r)
-	back := time.Now()
-	world.restart(r)
-	b.wait(r)
-	conv := expectConverged(r, cp.admin, ns, names(burstSize))
-
-	starts, exits := op.history()
-	r.res.load = fmt.Sprintf("burst of %d Pipelines (%d writers), %d stored and %d Deployments made when the apiserver stopped",
-		burstSize, burstWriters, stored, made)
-	r.res.faults = fmt.Sprintf("kube-apiserver unreachable %.1f s (stopped, %.0f s later started on the same etcd); manager processes started: %d",
-		back.Sub(down).Seconds(), apiserverDowntime.Seconds(), starts)
-	r.res.converge = fmt.Sprintf("%.1f s after the apiserver was back", conv.at.Sub(back).Seconds())
-	r.figure("kube-apiserver stopped %.1f s after the burst began (%s), healthy again %.1f s later",
-		down.Sub(b.started).Seconds(), how, back.Sub(down).Seconds())
-	r.figure("converged %.1f s after the apiserver was back (%.1f s after the burst began)", conv.at.Sub(back).Seconds(), conv.at.Sub(b.started).Seconds())
-	r.figure("manager processes started: %d (each started again %s after it exited); exits: %s", starts, restartDelay, describeExits(exits))
-	reportResume(r, cp, back, "the apiserver")
-	reportWrites(r, cp, burstSize, operatorUser)
+	outageInBurst(r, outage{
+		ns: "apiserver-restart", component: "kube-apiserver", stopped: "the apiserver stopped", back: "the apiserver",
+		downtime: apiserverDowntime, restart: "unreachable %.1f s (stopped, %.0f s later started on the same etcd)",
+		stop: (*controlPlane).stopAPIServer, start: (*controlPlane).startAPIServer,
+	})
 }
 
 // etcdRestart stops etcd for etcdDowntime when half of a burst of Pipelines is stored, then
-// starts it again on the same data; kube-apiserver keeps running. The operator runs as in
-// apiserverRestart.
+// starts it again on the same data; kube-apiserver keeps running.
 func etcdRestart(r *run) {
-	const ns = "etcd-restart"
-	cp := startControlPlane(r, ns)
-	world := startWorld(r, cp)
-	op := startManagerProcess(r, cp, operatorUser, ns, true)
+	outageInBurst(r, outage{
+		ns: "etcd-restart", component: "etcd", stopped: "etcd stopped", back: "etcd",
+		downtime: etcdDowntime, restart: "down %.1f s (stopped, %.0f s later started on the same data)",
+		stop: (*controlPlane).stopEtcd, start: (*controlPlane).startEtcd,
+	})
+}
 
-	b := startBurst(cp.admin, ns, burstSize)
+// outage is a component of the control plane stopped in the middle of a burst.
+type outage struct {
+	ns        string
+	component string // as the report names it
+	stopped   string // "<what> stopped", in the load figure
+	back      string // "<what> was back", in the convergence figure
+	downtime  time.Duration
+	restart   string // the fault's figure: the time unreachable, then the downtime
+	stop      func(*controlPlane, *run) string
+	start     func(*controlPlane, *run)
+}
+
+// outageInBurst stops o's component when half of a burst of Pipelines is stored and starts it
+// again after o.downtime. The operator runs as its image does (the manager binary with leader
+// election) and is started again whenever it exits, as the kubelet would.
+func outageInBurst(r *run, o outage) {
+	cp := startControlPlane(r, o.ns)
+	world := startWorld(r, cp)
+	op := startManagerProcess(r, cp, operatorUser, o.ns, true)
+
+	b := startBurst(cp.admin, o.ns, burstSize)
 	b.waitCreated(r, burstSize/2)
-	waitDeployments(r, cp.admin, ns, atWorkDeployments)
-	stored, made := b.created.Load(), countDeployments(r, cp.admin, ns)
+	waitDeployments(r, cp.admin, o.ns, atWorkDeployments)
+	stored, made := b.created.Load(), countDeployments(r, cp.admin, o.ns)
 	down := time.Now()
-	how := cp.stopEtcd(r)
-	time.Sleep(etcdDowntime)
-	cp.startEtcd(r)
+	how := o.stop(cp, r)
+	time.Sleep(o.downtime)
+	o.start(cp, r)
 	back := time.Now()
 	world.restart(r)
 	b.wait(r)
-	conv := expectConverged(r, cp.admin, ns, names(burstSize))
+	conv := expectConverged(r, cp.admin, o.ns, names(burstSize))
 
 	starts, exits := op.history()
-	r.res.load = fmt.Sprintf("burst of %d Pipelines (%d writers), %d stored and %d Deployments made when etcd stopped",
-		burstSize, burstWriters, stored, made)
-	r.res.faults = fmt.Sprintf("etcd down %.1f s (stopped, %.0f s later started on the same data); manager processes started: %d",
-		back.Sub(down).Seconds(), etcdDowntime.Seconds(), starts)
-	r.res.converge = fmt.Sprintf("%.1f s after etcd was back", conv.at.Sub(back).Seconds())
-	r.figure("etcd stopped %.1f s after the burst began (%s), healthy again %.1f s later", down.Sub(b.started).Seconds(), how, back.Sub(down).Seconds())
-	r.figure("converged %.1f s after etcd was back (%.1f s after the burst began)", conv.at.Sub(back).Seconds(), conv.at.Sub(b.started).Seconds())
+	r.res.load = fmt.Sprintf("burst of %d Pipelines (%d writers), %d stored and %d Deployments made when %s",
+		burstSize, burstWriters, stored, made, o.stopped)
+	r.res.faults = fmt.Sprintf("%s "+o.restart+"; manager processes started: %d",
+		o.component, back.Sub(down).Seconds(), o.downtime.Seconds(), starts)
+	r.res.converge = fmt.Sprintf("%.1f s after %s was back", conv.at.Sub(back).Seconds(), o.back)
+	r.figure("%s stopped %.1f s after the burst began (%s), healthy again %.1f s later",
+		o.component, down.Sub(b.started).Seconds(), how, back.Sub(down).Seconds())
+	r.figure("converged %.1f s after %s was back (%.1f s after the burst began)", conv.at.Sub(back).Seconds(), o.back, conv.at.Sub(b.started).Seconds())
 	r.figure("manager processes started: %d (each started again %s after it exited); exits: %s", starts, restartDelay, describeExits(exits))
-	reportResume(r, cp, back, "etcd")
+	reportResume(r, cp, back, o.back)
 	reportWrites(r, cp, burstSize, operatorUser)
 }
 
