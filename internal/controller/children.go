@@ -211,11 +211,11 @@ func keepCreatedMarker(obj any) (any, error) {
 }
 
 // deleteChild deletes a child that the spec no longer describes.
-func (r *PipelineReconciler) deleteChild(ctx context.Context, p *pipelinev1beta1.Pipeline, obj client.Object, kind string) error {
+func (r *PipelineReconciler) deleteChild(ctx context.Context, p *pipelinev1beta1.Pipeline, obj client.Object, kind string, opts ...client.DeleteOption) error {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	err := r.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := r.Client.Delete(ctx, obj, append([]client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}, opts...)...)
 	if client.IgnoreNotFound(err) != nil {
 		r.Recorder.Eventf(p, obj, corev1.EventTypeWarning, pipelinev1beta1.ReasonDeleteFailed, "Delete",
 			"Failed to delete %s %s: %v", kind, obj.GetName(), err)

@@ -56,9 +56,10 @@ func NewMetrics(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, e
 	return m, nil
 }
 
-// observeError counts a pass that ended in err.
+// observeError counts a pass that ended in err. Passes refused only with conflicts run again at
+// once and are not counted: something that keeps changing a Pipeline is no error of the operator.
 func (m *Metrics) observeError(err error) {
-	if m != nil && err != nil {
+	if m != nil && err != nil && !onlyConflicts(err) {
 		m.reconcileErrors.WithLabelValues(reconcileErrorReason(err)).Inc()
 	}
 }

@@ -215,7 +215,7 @@ func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) erro
 	var wg sync.WaitGroup
 	wg.Go(func() { storageErr = recoverPanic(ctx, "storage", func() error { return r.reconcileStorage(ctx, s) }) })
 	wg.Go(func() { ingressErr = recoverPanic(ctx, "ingress", func() error { return r.reconcileIngress(ctx, s) }) })
-	stepsErr := r.reconcileSteps(ctx, s)
+	stepsErr := recoverPanic(ctx, "steps", func() error { return r.reconcileSteps(ctx, s) })
 	wg.Wait()
 	if storageErr != nil || stepsErr != nil || ingressErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
@@ -256,6 +256,8 @@ func (r *PipelineReconciler) reconcileStorage(ctx context.Context, s *scope) err
 		// The volume and the claim name each other; they are written together.
 		var pvErr error
 		var wg sync.WaitGroup
+		// Waits also when the claim's write panics: no goroutine of a pass outlives it.
+		defer wg.Wait()
 		if ownsVolume(p) {
 			wg.Go(func() {
 				pvErr = recoverPanic(ctx, "persistent volume", func() error { return r.reconcileVolume(ctx, s) })
@@ -307,7 +309,10 @@ func (r *PipelineReconciler) reconcileVolume(ctx context.Context, s *scope) erro
 			"PersistentVolume %s is Released: the claim it was bound to (uid %s) is gone, so it cannot bind again; "+
 				"it is deleted and made anew (reclaim policy Retain: the model data is not touched)",
 			pv.Name, ptr.Deref(pv.Spec.ClaimRef, corev1.ObjectReference{}).UID)
-		return r.deleteChild(ctx, s.pipeline, pv, "PersistentVolume")
+		// Only the version seen Released: one changed since (re-bound by an administrator) is
+		// refused with a conflict, and the pass runs again from the newer version.
+		return r.deleteChild(ctx, s.pipeline, pv, "PersistentVolume",
+			client.Preconditions{UID: &pv.UID, ResourceVersion: &pv.ResourceVersion})
 	}
 	s.obs.pv = pv
 	return nil
@@ -510,7 +515,8 @@ func (r *PipelineReconciler) deleteOrphanedVolumes(ctx context.Context, key type
 		if !pv.DeletionTimestamp.IsZero() {
 			continue
 		}
-		err := r.Client.Delete(ctx, pv, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := r.Client.Delete(ctx, pv, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &pv.UID})
 		if client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete PersistentVolume %s of deleted Pipeline %s: %w", pv.Name, key, err))
 			continue

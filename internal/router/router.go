@@ -210,6 +210,9 @@ func writeError(w http.ResponseWriter, status int, step string, err error) int {
 	if step != "" {
 		h[HeaderLastStep] = []string{step}
 	}
+	if status == http.StatusServiceUnavailable {
+		h["Retry-After"] = []string{"1"}
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	return status

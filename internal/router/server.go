@@ -34,6 +34,9 @@ type Server struct {
 	ready atomic.Bool
 }
 
+// bodyReadTimeout is how long a caller may take to send a request, its body included.
+const bodyReadTimeout = 2 * time.Minute
+
 // Serve serves until ctx ends, then stops accepting, waits for the requests in flight (at most
 // ShutdownTimeout) and returns. It closes both listeners.
 func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
@@ -41,7 +44,9 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	if gatherer == nil {
 		gatherer = s.Router.Gatherer()
 	}
-	main := &http.Server{Handler: s.Router, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// The read timeout bounds how long a caller may take to send its body, which holds its share
+	// of the body budget from the first byte.
+	main := &http.Server{Handler: s.Router, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(gatherer), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)

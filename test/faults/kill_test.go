@@ -109,7 +109,9 @@ func oneWriterAtATime(r *run, wa, wb []write, killed time.Time) {
 	if overlapping > 0 {
 		r.Errorf("the standby made %d writes while the leader was alive or still writing: two writers at once", overlapping)
 	}
-	if lastA.After(killed.Add(time.Second)) {
+	// The audit log records when a write completed: a write sent just before the kill may
+	// complete a little later on a loaded machine.
+	if lastA.After(killed.Add(5 * time.Second)) {
 		r.Errorf("the killed leader's last write completed %s after the kill", lastA.Sub(killed))
 	}
 	r.figure("writes of the first leader: %d, the last completed %+.2f s from the kill; of the standby: %d, %d of them before the leader's last write or the kill",

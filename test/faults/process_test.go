@@ -125,7 +125,8 @@ func (m *managerProcess) start() error {
 	cmd := exec.Command(m.args[0], m.args[1:]...)
 	cmd.Env = append(slices.Clone(m.env), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test process, even when a timeout ends it without cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return err

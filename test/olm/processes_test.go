@@ -76,6 +76,8 @@ func (p *process) run(ctx context.Context, first bool) error {
 	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, log, log
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
+	// Killed with the test process, even when a timeout ends it without cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
