@@ -88,12 +88,19 @@ func contains(have, want any, t fieldType) bool {
 		if !ok {
 			return false
 		}
+		// The map's type is resolved once; a field's type only matters for maps and lists.
+		m := t.atom().Map
 		for k, wv := range w {
 			hv, ok := h[k]
 			if !ok && isZero(wv) {
 				continue
 			}
-			if !ok || !contains(hv, wv, t.field(k)) {
+			var ft fieldType
+			switch wv.(type) {
+			case map[string]any, []any:
+				ft = t.fieldOf(m, k)
+			}
+			if !ok || !contains(hv, wv, ft) {
 				return false
 			}
 		}
@@ -173,9 +180,8 @@ func (t fieldType) atom() schema.Atom {
 	return a
 }
 
-// field is the type of field name of a map type.
-func (t fieldType) field(name string) fieldType {
-	m := t.atom().Map
+// fieldOf is the type of field name of m, the map type t resolves to.
+func (t fieldType) fieldOf(m *schema.Map, name string) fieldType {
 	if m == nil {
 		return fieldType{}
 	}
