@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
@@ -210,19 +211,27 @@ func keepCreatedMarker(obj any) (any, error) {
 	return obj, nil
 }
 
-// deleteChild deletes a child that the spec no longer describes.
+// deleteChild deletes a child that the spec no longer describes. p receives the events; when p
+// is nil (the Pipeline is gone) the deletion is logged instead.
 func (r *PipelineReconciler) deleteChild(ctx context.Context, p *pipelinev1beta1.Pipeline, obj client.Object, kind string, opts ...client.DeleteOption) error {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
 	err := r.Client.Delete(ctx, obj, append([]client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}, opts...)...)
 	if client.IgnoreNotFound(err) != nil {
-		r.Recorder.Eventf(p, obj, corev1.EventTypeWarning, pipelinev1beta1.ReasonDeleteFailed, "Delete",
-			"Failed to delete %s %s: %v", kind, obj.GetName(), err)
+		if p != nil {
+			r.Recorder.Eventf(p, obj, corev1.EventTypeWarning, pipelinev1beta1.ReasonDeleteFailed, "Delete",
+				"Failed to delete %s %s: %v", kind, obj.GetName(), err)
+		}
 		return deleteFailed(fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err))
 	}
-	if err == nil {
+	if err != nil { // not found: already gone
+		return nil
+	}
+	if p != nil {
 		r.Recorder.Eventf(p, obj, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted %s %s", kind, obj.GetName())
+	} else {
+		log.FromContext(ctx).Info("Deleted the child of a Pipeline that is gone", "kind", kind, "name", obj.GetName())
 	}
 	return nil
 }

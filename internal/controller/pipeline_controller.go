@@ -463,17 +463,8 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 		return err
 	}
 
-	// The volumes are listed from the apiserver, not the cache: one created a moment ago may not
-	// be in the cache yet, and a cluster-scoped volume left behind is one nobody cleans up.
-	pvs := &corev1.PersistentVolumeList{}
-	if err := r.APIReader.List(ctx, pvs, volumeSelector(p)); err != nil {
-		return fmt.Errorf("list persistent volumes: %w", err)
-	}
-	var errs []error
-	for i := range pvs.Items {
-		errs = append(errs, r.deleteChild(ctx, p, &pvs.Items[i], "PersistentVolume"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	deleted, err := r.deleteVolumes(ctx, client.ObjectKeyFromObject(p), p)
+	if err != nil {
 		// The deletion is retried with back-off; the status says why the Pipeline stays.
 		err = fmt.Errorf("%w: the Pipeline keeps its finalizer %s until its volumes are deleted; "+
 			"remove the cause, or delete the volumes yourself", err, Finalizer)
@@ -488,7 +479,7 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
-	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", len(pvs.Items))
+	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", deleted)
 	return nil
 }
 
@@ -505,25 +496,27 @@ func (r *PipelineReconciler) deleteOrphanedVolumes(ctx context.Context, key type
 	if err := r.APIReader.Get(ctx, key, m); !apierrors.IsNotFound(err) {
 		return client.IgnoreNotFound(err)
 	}
+	if _, err := r.deleteVolumes(ctx, key, nil); err != nil {
+		return fmt.Errorf("the Pipeline %s is gone: %w", key, err)
+	}
+	return nil
+}
+
+// deleteVolumes deletes the PersistentVolumes labelled for the Pipeline key names and returns
+// how many it found. They are listed from the apiserver, not the cache: one created a moment
+// ago may not be in the cache yet, and a cluster-scoped volume left behind is one nobody cleans
+// up. p, the Pipeline being deleted, receives the events; nil when it is gone.
+func (r *PipelineReconciler) deleteVolumes(ctx context.Context, key types.NamespacedName, p *pipelinev1beta1.Pipeline) (int, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	if err := r.APIReader.List(ctx, pvs, volumesOf(key)); err != nil {
-		return fmt.Errorf("list persistent volumes of deleted Pipeline %s: %w", key, err)
+		return 0, fmt.Errorf("list persistent volumes: %w", err)
 	}
 	var errs []error
 	for i := range pvs.Items {
 		pv := &pvs.Items[i]
-		if !pv.DeletionTimestamp.IsZero() {
-			continue
-		}
-		err := r.Client.Delete(ctx, pv, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: &pv.UID})
-		if client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("delete PersistentVolume %s of deleted Pipeline %s: %w", pv.Name, key, err))
-			continue
-		}
-		log.FromContext(ctx).Info("Deleted the PersistentVolume of a Pipeline that is gone", "persistentVolume", pv.Name)
+		errs = append(errs, r.deleteChild(ctx, p, pv, "PersistentVolume", client.Preconditions{UID: &pv.UID}))
 	}
-	return errors.Join(errs...)
+	return len(pvs.Items), errors.Join(errs...)
 }
 
 // updateStatus writes status when it differs from what p holds, and then records the problems
