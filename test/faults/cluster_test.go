@@ -267,14 +267,19 @@ func describeWrites(ws []write) string {
 			refused++
 		}
 	}
-	keys := make([]string, 0, len(by))
-	for k := range by {
+	return fmt.Sprintf("%d, of which %d refused (%s)", len(ws), refused, describeCounts(by, "%s %d"))
+}
+
+// describeCounts lists counts by key, sorted by key, each formatted with format (key, count).
+func describeCounts(counts map[string]int, format string) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
+		parts = append(parts, fmt.Sprintf(format, k, counts[k]))
 	}
-	return fmt.Sprintf("%d, of which %d refused (%s)", len(ws), refused, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }

@@ -62,10 +62,10 @@ func deleteWhileCreating(r *run) {
 
 	r.res.load = fmt.Sprintf("%d Pipelines created by %d writers, each deleted 0–%s after its create; then %d deleted as the operator adds their finalizer",
 		deletedPipelines, deleteLanes, maxDeleteDelay, racedPipelines)
-	r.res.faults = fmt.Sprintf("%d deletes during creation (%s), %d with the finalizer patch", deletedPipelines, describeStages(stages), race.fired.Load())
+	r.res.faults = fmt.Sprintf("%d deletes during creation (%s), %d with the finalizer patch", deletedPipelines, describeCounts(stages, "%s: %d"), race.fired.Load())
 	r.res.converge = fmt.Sprintf("every Pipeline gone %.1f s after the last delete; volumes left behind: %d",
 		gone.Sub(deleted).Seconds(), len(left.volumesLeft))
-	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeStages(stages), deleteSeed)
+	r.figure("stage each Pipeline had reached when deleted: %s (delays drawn with seed %d)", describeCounts(stages, "%s: %d"), deleteSeed)
 	r.figure("deleted as the operator sent its finalizer patch: %d of %d (the delete sent from the operator's transport, just before the patch)",
 		race.fired.Load(), racedPipelines)
 	r.figure("creates and deletes took %.1f s; every Pipeline was gone %.1f s after the last delete",
@@ -212,19 +212,6 @@ func creationStage(p *pipelinev1beta1.Pipeline) string {
 		return "running"
 	}
 	return "children made, " + string(p.Status.Phase)
-}
-
-func describeStages(stages map[string]int) string {
-	keys := make([]string, 0, len(stages))
-	for k := range stages {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, stages[k]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // waitPipelinesGone waits until namespace ns holds no Pipeline, and returns when.
