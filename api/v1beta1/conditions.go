@@ -35,6 +35,12 @@ const (
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
 	ReasonNameConflict  = "NameConflict"
+	// ReasonRouterFailed means the router's Deployment exceeded its progress deadline or
+	// cannot create pods.
+	ReasonRouterFailed = "RouterFailed"
+	// ReasonRouterImageUnknown means spec.router is enabled but the operator knows no router
+	// image (RELATED_IMAGE_ROUTER is not set): it creates none of the router's objects.
+	ReasonRouterImageUnknown = "RouterImageUnknown"
 )
 
 // Reasons of the Reconciled condition.

@@ -22,7 +22,22 @@ const (
 	// DefaultAccessMode is the access mode of the model volume and claim: every step mounts it
 	// read-only, from any node.
 	DefaultAccessMode = corev1.ReadOnlyMany
+	// DefaultRouterReplicas is the number of router pods.
+	DefaultRouterReplicas int32 = 1
 )
+
+// RouterEnabled reports whether the spec asks for the router.
+func (s *PipelineSpec) RouterEnabled() bool {
+	return s.Router != nil && s.Router.Enabled
+}
+
+// EffectiveReplicas is the number of router pods.
+func (r *Router) EffectiveReplicas() int32 {
+	if r.Replicas != nil {
+		return *r.Replicas
+	}
+	return DefaultRouterReplicas
+}
 
 // DefaultStepName is the name of the unnamed step at index i: step-<1-based index>.
 func DefaultStepName(i int) string {
@@ -114,6 +129,10 @@ func (p *Pipeline) Default() {
 			port := s.EffectivePort()
 			s.Port = &port
 		}
+	}
+	if rt := spec.Router; rt != nil && rt.Replicas == nil {
+		r := rt.EffectiveReplicas()
+		rt.Replicas = &r
 	}
 	m := &spec.ModelStorage
 	m.Type = m.EffectiveType()

@@ -145,6 +145,71 @@ type Step struct {
 	// pod keeps its RuntimeDefault seccomp profile either way.
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+
+	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
+	// unset). Used only with spec.router.enabled.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Timeout Seconds",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+
+	// retries is how many times the router calls the step again after a 5xx answer, a
+	// connection error or a timeout (0 when unset). Used only with spec.router.enabled.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Retries",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Retries *int32 `json:"retries,omitempty"`
+
+	// stopWhen is a CEL expression over the step's response (response, status, headers): when
+	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
+	// Used only with spec.router.enabled.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Stop Condition",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	StopWhen string `json:"stopWhen,omitempty"`
+}
+
+// Router is the pipeline's single entry: a Deployment of the pipeline router (shipped in the
+// operator's image) that calls the steps in order, passes each answer on to the next step,
+// retries, enforces per-step deadlines and exports per-step metrics.
+type Router struct {
+	// enabled makes the operator run the router: a ConfigMap, a Deployment and a Service
+	// named <pipeline>-router. spec.expose then points at the router instead of the first step.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Enabled",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
+	Enabled bool `json:"enabled,omitempty"`
+
+	// location is the name of the node the router must run on (a node selector on
+	// kubernetes.io/hostname). Empty lets the scheduler choose.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	Location string `json:"location,omitempty"`
+
+	// replicas is the number of router pods.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the compute resources of the router's container.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Resources",xDescriptors="urn:alm:descriptor:com.tectonic.ui:resourceRequirements"
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// maxBodyBytes is the largest request body, and the largest step answer, the router
+	// accepts (64 MiB when unset).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1073741824
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Max Body Bytes",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
 }
 
 // ModelStorage is the shared storage the steps load their models from.
@@ -280,20 +345,23 @@ type IngressExpose struct {
 
 // Expose says how the Pipeline's entry (first) step is reached from outside the cluster.
 type Expose struct {
-	// serviceType is the type of the entry step's Service: ClusterIP, NodePort or
-	// LoadBalancer. Defaults to ClusterIP. The other steps' Services stay ClusterIP.
+	// serviceType is the type of the entry step's Service (the router's with spec.router
+	// enabled): ClusterIP, NodePort or LoadBalancer. Defaults to ClusterIP. The other
+	// Services stay ClusterIP.
 	// +optional
 	// +kubebuilder:default=ClusterIP
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Entry Service Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:ClusterIP","urn:alm:descriptor:com.tectonic.ui:select:NodePort","urn:alm:descriptor:com.tectonic.ui:select:LoadBalancer"}
 	ServiceType ServiceType `json:"serviceType,omitempty"`
 
-	// ingress, when set, makes an Ingress that routes to the entry step's Service.
+	// ingress, when set, makes an Ingress that routes to the entry step's Service (the
+	// router's with spec.router enabled).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Ingress"
 	Ingress *IngressExpose `json:"ingress,omitempty"`
 }
 
 // PipelineSpec is the desired state of a Pipeline.
+// +kubebuilder:validation:XValidation:rule="!has(self.router) || !has(self.router.enabled) || !self.router.enabled || self.steps.all(s, !has(s.name) || s.name != 'router')",message="a step named router would share the name <pipeline>-router with the router's Deployment and Service: rename the step, or disable spec.router"
 type PipelineSpec struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
 	// Service URL of the step after it.
@@ -316,6 +384,11 @@ type PipelineSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose"
 	Expose *Expose `json:"expose,omitempty"`
+
+	// router, when enabled, runs the pipeline router in front of the steps.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router"
+	Router *Router `json:"router,omitempty"`
 }
 
 // PipelinePhase is the summary of a Pipeline's state.
@@ -429,6 +502,12 @@ type DetailPhase struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ingress Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	IngressPhase IngressPhase `json:"ingressPhase,omitempty"`
 
+	// routerPhase is the state of the router's Deployment; empty when spec.router is not
+	// enabled.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Router Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	RouterPhase DeploymentPhase `json:"routerPhase,omitempty"`
+
 	// stepsPhase holds one entry per step, in spec order.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
@@ -461,7 +540,8 @@ type PipelineStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Steps",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ReadySteps string `json:"readySteps,omitempty"`
 
-	// url is where the entry step is reached from outside the cluster, once known: the
+	// url is where the entry step (the router with spec.router enabled) is reached from
+	// outside the cluster, once known: the
 	// Ingress's host (or its load balancer address) and path, else the load balancer address
 	// and port of a LoadBalancer Service. Empty until an address exists.
 	// +optional
@@ -469,8 +549,8 @@ type PipelineStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:org.w3:link"
 	URL string `json:"url,omitempty"`
 
-	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
-	// Services); absent when the entry step's Service opens none (0 is not a port).
+	// nodePort is the port every node opens for the entry step, or for the router (NodePort
+	// and LoadBalancer Services); absent when that Service opens none (0 is not a port).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Port",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	NodePort int32 `json:"nodePort,omitempty"`
@@ -513,7 +593,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
-// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
 // injectedEnv are the environment variables the operator sets in every step's container.
@@ -41,6 +42,9 @@ func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
 		errs = append(errs, validateStep(s, sp)...)
 	}
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
+	if rt := p.Spec.Router; rt != nil {
+		errs = append(errs, validateResources(rt.Resources, specPath.Child("router", "resources"))...)
+	}
 	return errs
 }
 
@@ -65,6 +69,11 @@ func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateResources(s.Resources, sp.Child("resources"))...)
+	if s.StopWhen != "" {
+		if _, err := router.CompileStopWhen(s.StopWhen); err != nil {
+			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))
+		}
+	}
 	for k, v := range s.NodeSelector {
 		kp := sp.Child("nodeSelector").Key(k)
 		if k == corev1.LabelHostname {

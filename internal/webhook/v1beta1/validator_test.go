@@ -47,3 +47,35 @@ func TestNFSShareMayEndInASlash(t *testing.T) {
 		}
 	}
 }
+
+// Every stopWhen is compiled with the router's own compiler: what the router would refuse at
+// start-up is refused at admission, with the compiler's message and the field's path.
+func TestValidateCompilesStopWhen(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for expr, want := range map[string]string{
+		`status == 200 && response.faces == 0`: "",
+		`has(response.done) && response.done`:  "",
+		`response.faces ==`:                    "Syntax error",
+		`status + 1`:                           "must be a bool",
+		`nosuchvariable > 1`:                   "undeclared reference",
+	} {
+		p.Spec.Steps[1].StopWhen = expr
+		errs := ValidatePipeline(p)
+		if want == "" {
+			if len(errs) != 0 {
+				t.Errorf("stopWhen %q was refused: %v", expr, errs)
+			}
+			continue
+		}
+		if len(errs) != 1 {
+			t.Errorf("stopWhen %q: errors %v, want one", expr, errs)
+			continue
+		}
+		if errs[0].Field != "spec.steps[1].stopWhen" || !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("stopWhen %q: error %q, want one at spec.steps[1].stopWhen containing %q", expr, errs[0].Error(), want)
+		}
+	}
+}

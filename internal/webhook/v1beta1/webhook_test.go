@@ -125,6 +125,25 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(warned.take()).To(ContainElement("modelStorage changed: every step moves to claim models-b (the steps' pods restart)"))
 	})
 
+	It("accepts a step named router while the router is disabled, and defaults the router's replicas", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.Steps[1].Name = "router"
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		By("the router can be added, disabled, next to that step")
+		p.Spec.Router = &pipelinev1beta1.Router{Location: "xx-test-node236"}
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(p.Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(1)))
+
+		By("enabling it is refused until the step is renamed")
+		p.Spec.Router.Enabled = true
+		err := k8sClient.Update(ctx, p)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("a step named router would share the name"))
+		p.Spec.Steps[1].Name = "recognize"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+	})
+
 	It("accepts a step-<n> name at its own position", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[1].Name = "step-2"
@@ -203,6 +222,21 @@ var _ = Describe("Pipeline admission", func() {
 		},
 		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = []pipelinev1beta1.Step{} },
 			"spec.steps", "should have at least 1 items"),
+		Entry("a stopWhen that does not compile", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },
+			"spec.steps[0].stopWhen", "not a valid CEL condition"),
+		Entry("a stopWhen that is not a bool", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status + 1" },
+			"spec.steps[1].stopWhen", "must be a bool"),
+		Entry("a step named router with the router enabled", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Name = "router"
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+		}, "spec", "a step named router would share the name <pipeline>-router"),
+		Entry("a step timeout above an hour", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](3601) },
+			"spec.steps[0].timeoutSeconds", "should be less than or equal to 3600"),
+		Entry("more than 10 retries", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Retries = ptr.To[int32](11) },
+			"spec.steps[0].retries", "should be less than or equal to 10"),
+		Entry("no router replicas", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Replicas: ptr.To[int32](0)}
+		}, "spec.router.replicas", "should be greater than or equal to 1"),
 		Entry("more than 32 steps", func(p *pipelinev1beta1.Pipeline) {
 			for len(p.Spec.Steps) <= 32 {
 				p.Spec.Steps = append(p.Spec.Steps, *p.Spec.Steps[1].DeepCopy())

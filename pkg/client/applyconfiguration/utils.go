@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.PipelineSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PipelineStatus"):
 		return &apiv1beta1.PipelineStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Router"):
+		return &apiv1beta1.RouterApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Step"):
 		return &apiv1beta1.StepApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("StepStatus"):

@@ -34,6 +34,9 @@ type DetailPhaseApplyConfiguration struct {
 	PVCPhase *v1.PersistentVolumeClaimPhase `json:"pvcPhase,omitempty"`
 	// ingressPhase is the state of the Ingress of spec.expose.ingress; empty without one.
 	IngressPhase *apiv1beta1.IngressPhase `json:"ingressPhase,omitempty"`
+	// routerPhase is the state of the router's Deployment; empty when spec.router is not
+	// enabled.
+	RouterPhase *apiv1beta1.DeploymentPhase `json:"routerPhase,omitempty"`
 	// stepsPhase holds one entry per step, in spec order.
 	StepsPhase []StepStatusApplyConfiguration `json:"stepsPhase,omitempty"`
 }
@@ -65,6 +68,14 @@ func (b *DetailPhaseApplyConfiguration) WithPVCPhase(value v1.PersistentVolumeCl
 // If called multiple times, the IngressPhase field is set to the value of the last call.
 func (b *DetailPhaseApplyConfiguration) WithIngressPhase(value apiv1beta1.IngressPhase) *DetailPhaseApplyConfiguration {
 	b.IngressPhase = &value
+	return b
+}
+
+// WithRouterPhase sets the RouterPhase field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RouterPhase field is set to the value of the last call.
+func (b *DetailPhaseApplyConfiguration) WithRouterPhase(value apiv1beta1.DeploymentPhase) *DetailPhaseApplyConfiguration {
+	b.RouterPhase = &value
 	return b
 }
 

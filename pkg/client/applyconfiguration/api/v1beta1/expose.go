@@ -27,10 +27,12 @@ import (
 //
 // Expose says how the Pipeline's entry (first) step is reached from outside the cluster.
 type ExposeApplyConfiguration struct {
-	// serviceType is the type of the entry step's Service: ClusterIP, NodePort or
-	// LoadBalancer. Defaults to ClusterIP. The other steps' Services stay ClusterIP.
+	// serviceType is the type of the entry step's Service (the router's with spec.router
+	// enabled): ClusterIP, NodePort or LoadBalancer. Defaults to ClusterIP. The other
+	// Services stay ClusterIP.
 	ServiceType *apiv1beta1.ServiceType `json:"serviceType,omitempty"`
-	// ingress, when set, makes an Ingress that routes to the entry step's Service.
+	// ingress, when set, makes an Ingress that routes to the entry step's Service (the
+	// router's with spec.router enabled).
 	Ingress *IngressExposeApplyConfiguration `json:"ingress,omitempty"`
 }
 

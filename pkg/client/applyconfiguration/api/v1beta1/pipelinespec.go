@@ -31,6 +31,8 @@ type PipelineSpecApplyConfiguration struct {
 	// expose says how the entry (first) step is reached from outside the cluster. Without
 	// it every step has a ClusterIP Service only.
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
+	// router, when enabled, runs the pipeline router in front of the steps.
+	Router *RouterApplyConfiguration `json:"router,omitempty"`
 }
 
 // PipelineSpecApplyConfiguration constructs a declarative configuration of the PipelineSpec type for use with
@@ -65,5 +67,13 @@ func (b *PipelineSpecApplyConfiguration) WithModelStorage(value *ModelStorageApp
 // If called multiple times, the Expose field is set to the value of the last call.
 func (b *PipelineSpecApplyConfiguration) WithExpose(value *ExposeApplyConfiguration) *PipelineSpecApplyConfiguration {
 	b.Expose = value
+	return b
+}
+
+// WithRouter sets the Router field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Router field is set to the value of the last call.
+func (b *PipelineSpecApplyConfiguration) WithRouter(value *RouterApplyConfiguration) *PipelineSpecApplyConfiguration {
+	b.Router = value
 	return b
 }

@@ -36,12 +36,13 @@ type PipelineStatusApplyConfiguration struct {
 	Models *string `json:"models,omitempty"`
 	// readySteps is "<available steps>/<steps>".
 	ReadySteps *string `json:"readySteps,omitempty"`
-	// url is where the entry step is reached from outside the cluster, once known: the
+	// url is where the entry step (the router with spec.router enabled) is reached from
+	// outside the cluster, once known: the
 	// Ingress's host (or its load balancer address) and path, else the load balancer address
 	// and port of a LoadBalancer Service. Empty until an address exists.
 	URL *string `json:"url,omitempty"`
-	// nodePort is the port every node opens for the entry step (NodePort and LoadBalancer
-	// Services); absent when the entry step's Service opens none (0 is not a port).
+	// nodePort is the port every node opens for the entry step, or for the router (NodePort
+	// and LoadBalancer Services); absent when that Service opens none (0 is not a port).
 	NodePort *int32 `json:"nodePort,omitempty"`
 	// pvName is the name of the model PersistentVolume (nfs and csi storage).
 	PVName *string `json:"pvName,omitempty"`

@@ -62,6 +62,16 @@ type StepApplyConfiguration struct {
 	// restricted Pod Security level also runAsNonRoot true and every capability dropped); the
 	// pod keeps its RuntimeDefault seccomp profile either way.
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
+	// unset). Used only with spec.router.enabled.
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+	// retries is how many times the router calls the step again after a 5xx answer, a
+	// connection error or a timeout (0 when unset). Used only with spec.router.enabled.
+	Retries *int32 `json:"retries,omitempty"`
+	// stopWhen is a CEL expression over the step's response (response, status, headers): when
+	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
+	// Used only with spec.router.enabled.
+	StopWhen *string `json:"stopWhen,omitempty"`
 }
 
 // StepApplyConfiguration constructs a declarative configuration of the Step type for use with
@@ -185,5 +195,29 @@ func (b *StepApplyConfiguration) WithTolerations(values ...*v1.TolerationApplyCo
 // If called multiple times, the SecurityContext field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithSecurityContext(value corev1.SecurityContext) *StepApplyConfiguration {
 	b.SecurityContext = &value
+	return b
+}
+
+// WithTimeoutSeconds sets the TimeoutSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TimeoutSeconds field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithTimeoutSeconds(value int32) *StepApplyConfiguration {
+	b.TimeoutSeconds = &value
+	return b
+}
+
+// WithRetries sets the Retries field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Retries field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithRetries(value int32) *StepApplyConfiguration {
+	b.Retries = &value
+	return b
+}
+
+// WithStopWhen sets the StopWhen field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StopWhen field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithStopWhen(value string) *StepApplyConfiguration {
+	b.StopWhen = &value
 	return b
 }
