@@ -118,6 +118,11 @@ func main() {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
 		Metrics:   metrics,
+		// The router binary ships in the manager's image; config/manager names that image here.
+		RouterImage: os.Getenv(controller.EnvRouterImage),
+	}
+	if r.RouterImage == "" {
+		setupLog.Info("No router image: Pipelines with spec.router enabled get no router until it is set", "env", controller.EnvRouterImage)
 	}
 	if err := r.SetupWithManager(mgr, controller.WithMaxConcurrentReconciles(maxConcurrency)); err != nil {
 		setupLog.Error(err, "unable to set up the Pipeline controller")

@@ -63,8 +63,17 @@ func stepReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 
 // stepServiceType is the type of step i's Service: spec.expose.serviceType for the entry
 // step, ClusterIP for every other step and whenever expose leaves it out.
+// With the router enabled the router is the entry, and every step's Service is ClusterIP.
 func stepServiceType(p *pipelinev1beta1.Pipeline, i int) corev1.ServiceType {
-	if i == 0 && p.Spec.Expose != nil && p.Spec.Expose.ServiceType != "" {
+	if i == 0 && !routerEnabled(p) {
+		return entryServiceType(p)
+	}
+	return corev1.ServiceTypeClusterIP
+}
+
+// entryServiceType is the type of the entry's Service: spec.expose.serviceType, else ClusterIP.
+func entryServiceType(p *pipelinev1beta1.Pipeline) corev1.ServiceType {
+	if p.Spec.Expose != nil && p.Spec.Expose.ServiceType != "" {
 		return corev1.ServiceType(p.Spec.Expose.ServiceType)
 	}
 	return corev1.ServiceTypeClusterIP

@@ -7,14 +7,19 @@ import (
 )
 
 // desiredIngress is the Ingress of spec.expose.ingress: one rule (for host, or any host) that
-// routes path to the entry step's Service, with TLS for host when tlsSecretName is set. It
-// must only be called when the spec asks for an Ingress.
+// routes path to the entry's Service (the router's when it is enabled, else the first step's),
+// with TLS for host when tlsSecretName is set. It must only be called when the spec asks for an
+// Ingress.
 func desiredIngress(p *pipelinev1beta1.Pipeline) *networkingv1ac.IngressApplyConfiguration {
 	spec := ingressSpec(p)
+	service, port := stepObjectName(p, 0), stepPort(p, 0)
+	if routerEnabled(p) {
+		service, port = routerObjectName(p), routerServicePort
+	}
 	backend := networkingv1ac.IngressBackend().
 		WithService(networkingv1ac.IngressServiceBackend().
-			WithName(stepObjectName(p, 0)).
-			WithPort(networkingv1ac.ServiceBackendPort().WithNumber(stepPort(p, 0))))
+			WithName(service).
+			WithPort(networkingv1ac.ServiceBackendPort().WithNumber(port)))
 	rule := networkingv1ac.IngressRule().
 		WithHTTP(networkingv1ac.HTTPIngressRuleValue().
 			WithPaths(networkingv1ac.HTTPIngressPath().

@@ -61,6 +61,9 @@ type PipelineReconciler struct {
 	Metrics *Metrics
 	// Now is the clock of the metrics; nil is time.Now.
 	Now func() time.Time
+	// RouterImage is the image the router of a Pipeline with spec.router enabled runs from
+	// (the manager's EnvRouterImage); empty deploys no router and says so in the status.
+	RouterImage string
 }
 
 // scope is the state of one pass over one Pipeline. The steps of a pass run concurrently: each
@@ -135,6 +138,7 @@ func (s *scope) conflict(kind, name string) {
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -211,15 +215,16 @@ func (r *PipelineReconciler) now() time.Time {
 // Storage, steps and the Ingress only name each other, so they are written concurrently;
 // stale children are removed once the current ones are in place.
 func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	var storageErr, ingressErr error
+	var storageErr, ingressErr, routerErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { storageErr = recoverPanic(ctx, "storage", func() error { return r.reconcileStorage(ctx, s) }) })
 	wg.Go(func() { ingressErr = recoverPanic(ctx, "ingress", func() error { return r.reconcileIngress(ctx, s) }) })
+	wg.Go(func() { routerErr = recoverPanic(ctx, "router", func() error { return r.reconcileRouter(ctx, s) }) })
 	stepsErr := recoverPanic(ctx, "steps", func() error { return r.reconcileSteps(ctx, s) })
 	wg.Wait()
-	if storageErr != nil || stepsErr != nil || ingressErr != nil {
+	if storageErr != nil || stepsErr != nil || ingressErr != nil || routerErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
-		return errors.Join(storageErr, stepsErr, ingressErr)
+		return errors.Join(storageErr, stepsErr, ingressErr, routerErr)
 	}
 	if !mayHaveStaleChildren(s.pipeline) {
 		return nil
@@ -238,7 +243,8 @@ func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 	}
 	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
 		st.PVCName != claimName(p) || (ownsVolume(p) && st.PVName != pvName(p)) || (!ownsVolume(p) && st.PVName != "") ||
-		(ingressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") {
+		(ingressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") ||
+		routerEnabled(p) != (st.DetailPhase.RouterPhase != "") {
 		return true
 	}
 	for i, step := range st.DetailPhase.StepsPhase {
@@ -413,7 +419,7 @@ func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int)
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, storage that was replaced, and an Ingress the spec dropped.
+// or renamed, storage that was replaced, an Ingress the spec dropped and a router it disabled.
 func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
@@ -436,9 +442,11 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 			}
 		}
 	}
-	isStep := func(o client.Object) bool { return wanted[o.GetName()] }
+	isRouter := func(o client.Object) bool { return routerEnabled(p) && o.GetName() == routerObjectName(p) }
+	isStep := func(o client.Object) bool { return wanted[o.GetName()] || isRouter(o) }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
+	deleteUnwanted(&corev1.ConfigMapList{}, "ConfigMap", isRouter, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		return ownsStorage(p) && o.GetName() == claimName(p)
 	}, inNamespace...)

@@ -25,7 +25,7 @@ import (
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
 // managedFields (children keep a shared marker, see keepCreatedMarker): the cluster's other
-// Deployments, Services, volumes and Ingresses cost it no memory.
+// Deployments, Services, ConfigMaps, volumes and Ingresses cost it no memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
@@ -38,6 +38,7 @@ func CacheOptions() cache.Options {
 			&corev1.PersistentVolumeClaim{}: {Label: managed, Transform: keepCreatedMarker},
 			&corev1.PersistentVolume{}:      {Label: managed, Transform: keepCreatedMarker},
 			&networkingv1.Ingress{}:         {Label: managed, Transform: keepCreatedMarker},
+			&corev1.ConfigMap{}:             {Label: managed, Transform: keepCreatedMarker},
 		},
 	}
 }
@@ -68,6 +69,7 @@ func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.Ingress{}).
+		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodeMembershipChanged())).
@@ -85,7 +87,7 @@ func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request 
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelPipelineNamespace], Name: l[LabelPipeline]}}}
 }
 
-// pipelinesOnNode maps a node to the Pipelines with a step located on it.
+// pipelinesOnNode maps a node to the Pipelines with a step, or the router, located on it.
 func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
 	hostname := obj.GetLabels()[corev1.LabelHostname]
 	if hostname == "" {
@@ -97,6 +99,10 @@ func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Obj
 	}
 	var reqs []reconcile.Request
 	for _, p := range list.Items {
+		if rt := p.Spec.Router; rt != nil && rt.Enabled && (rt.Location == hostname || rt.Location == obj.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			continue
+		}
 		for _, s := range p.Spec.Steps {
 			if s.Location == hostname || s.Location == obj.GetName() {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})

@@ -33,6 +33,9 @@ type observed struct {
 	services    []*corev1.Service
 	// ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
 	ingress *networkingv1.Ingress
+	// routerDeployment and routerService are the router's; nil when missing or not enabled.
+	routerDeployment *appsv1.Deployment
+	routerService    *corev1.Service
 	// problems found while reconciling (name conflicts, missing nodes or claims).
 	problems []problem
 	// err is the error that stopped the pass, if any.
@@ -109,9 +112,22 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		}
 	}
 	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	routerReady := true
+	if routerEnabled(p) {
+		rs := computeRouterState(p, obs.routerDeployment, obs.routerService)
+		st.DetailPhase.RouterPhase = rs.status.DeploymentPhase
+		switch {
+		case rs.failure != "":
+			problems = append(problems, problem{pipelinev1beta1.ReasonRouterFailed, rs.failure})
+			routerReady = false
+		case rs.waiting != "":
+			waiting = append(waiting, rs.waiting)
+			routerReady = false
+		}
+	}
 	setEntry(&st, p, obs)
 	st.Models = strings.Join(models, ",")
-	allAvailable := storageReady && available == len(p.Spec.Steps)
+	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
 	setProgressing(&st, p.Generation, allAvailable, len(problems) > 0, waiting)
@@ -136,7 +152,10 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 // controller in the cluster): the phase does not wait for them, the URL appears once known.
 func setEntry(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, obs *observed) {
 	var svc *corev1.Service
-	if len(obs.services) > 0 {
+	switch {
+	case routerEnabled(p):
+		svc = obs.routerService
+	case len(obs.services) > 0:
 		svc = obs.services[0]
 	}
 	if svc != nil && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) &&
@@ -205,6 +224,28 @@ func urlHost(addr string) string {
 		return "[" + addr + "]"
 	}
 	return addr
+}
+
+// computeRouterState derives the state of the router from its Deployment and Service, the way
+// computeStepState does for a step.
+func computeRouterState(p *pipelinev1beta1.Pipeline, d *appsv1.Deployment, svc *corev1.Service) stepState {
+	name := routerObjectName(p)
+	s := stepState{status: pipelinev1beta1.StepStatus{DeploymentPhase: pipelinev1beta1.DeploymentPhasePending}}
+	if d == nil {
+		s.waiting = fmt.Sprintf("router: Deployment %s does not exist yet", name)
+		return s
+	}
+	phase, detail := deploymentPhase(d)
+	s.status.DeploymentPhase = phase
+	switch {
+	case phase == pipelinev1beta1.DeploymentPhaseFailed:
+		s.failure = fmt.Sprintf("router: Deployment %s %s", name, detail)
+	case phase != pipelinev1beta1.DeploymentPhaseAvailable:
+		s.waiting = fmt.Sprintf("router: Deployment %s %s", name, detail)
+	case svc == nil || svc.Spec.ClusterIP == "":
+		s.waiting = fmt.Sprintf("router: Service %s has no cluster IP yet", name)
+	}
+	return s
 }
 
 // computeStepState derives the state of step i from its Deployment and Service.
