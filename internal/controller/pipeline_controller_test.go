@@ -694,7 +694,7 @@ func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1beta1.Pipeline)
 	c, err := client.New(counting, client.Options{Scheme: testScheme})
 	Expect(err).NotTo(HaveOccurred())
 	recorder := events.NewFakeRecorder(100)
-	r := &PipelineReconciler{Client: c, APIReader: c, Recorder: recorder}
+	r := &PipelineReconciler{Client: c, APIReader: c, Recorder: recorder, RouterImage: testRouterImage}
 	for range 2 {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).NotTo(HaveOccurred())

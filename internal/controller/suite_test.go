@@ -66,10 +66,11 @@ var _ = BeforeSuite(func() {
 	metrics, err := NewMetrics(metricsReg, mgr.GetCache())
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&PipelineReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
-		Metrics:   metrics,
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("pipeline-operator"),
+		Metrics:     metrics,
+		RouterImage: testRouterImage,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	var ctx context.Context

@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+func routerDeploymentOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *appsv1.Deployment {
+	GinkgoHelper()
+	return child(ctx, &appsv1.Deployment{}, p.Namespace, routerObjectName(p))
+}
+
+func routerServiceOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *corev1.Service {
+	GinkgoHelper()
+	return child(ctx, &corev1.Service{}, p.Namespace, routerObjectName(p))
+}
+
+// routerConfigOf is the router configuration the ConfigMap of p holds, as the router parses it.
+func routerConfigOf(ctx context.Context, p *pipelinev1beta1.Pipeline) (router.Config, string) {
+	GinkgoHelper()
+	cm := child(ctx, &corev1.ConfigMap{}, p.Namespace, routerObjectName(p))
+	data := cm.Data[routerConfigKey]
+	cfg, err := router.ParseConfig([]byte(data))
+	Expect(err).NotTo(HaveOccurred(), "the router refuses the operator's configuration:\n%s", data)
+	return cfg, data
+}
+
+// rollOutRouter plays the deployment controller for the router's current Deployment.
+func rollOutRouter(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+	GinkgoHelper()
+	Eventually(func() error {
+		d := routerDeploymentOf(ctx, p)
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
+			ReadyReplicas: r, AvailableReplicas: r}
+		return k8sClient.Status().Update(ctx, d)
+	}).Should(Succeed())
+}
+
+func routerPhase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.DeploymentPhase {
+	return func() pipelinev1beta1.DeploymentPhase { return getPipeline(ctx, p).Status.DetailPhase.RouterPhase }
+}
+
+func withRouter(p *pipelinev1beta1.Pipeline) {
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: sampleNodes[0]}
+	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}
+	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
+	p.Spec.Steps[1].StopWhen = "status == 404"
+}
+
+var _ = Describe("The pipeline router", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("runs the router in front of the steps, follows the spec, repairs drift and goes when disabled", func() {
+		p := createSample(ctx, ns, withRouter)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+
+		By("waiting for the router like for a step")
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionAvailable)()).Message }).
+			Should(ContainSubstring("router: Deployment facedetection-pipeline-router"))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(1)), "defaulted at admission")
+
+		By("writing a configuration the router accepts, naming the step Services")
+		cfg, data := routerConfigOf(ctx, p)
+		Expect(cfg.Pipeline).To(Equal(ns + "/facedetection-pipeline"))
+		Expect(cfg.Steps).To(HaveLen(2))
+		for i, s := range cfg.Steps {
+			Expect(s.Name).To(Equal(stepName(p, i)))
+			Expect(s.URL).To(Equal(stepURL(p, i) + "/"))
+		}
+		Expect(cfg.Steps[0].TimeoutSeconds).To(BeEquivalentTo(5))
+		Expect(cfg.Steps[1].StopWhen).To(Equal("status == 404"))
+
+		By("running the router from the operator's image on its node, restarting with its configuration")
+		d := routerDeploymentOf(ctx, p)
+		Expect(metav1.IsControlledBy(d, p)).To(BeTrue())
+		Expect(d.Labels).To(HaveKeyWithValue(labelManagedBy, ManagedBy))
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testRouterImage))
+		Expect(d.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{corev1.LabelHostname: sampleNodes[0]}))
+		hash := d.Spec.Template.Annotations[annotationRouterConfigHash]
+		Expect(hash).To(Equal(shortHash(data)))
+
+		By("moving the entry to the router: its Service takes the type expose asks for, the first step's returns to ClusterIP")
+		svc := routerServiceOf(ctx, p)
+		Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+		rollOutRouter(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(routerPhase(ctx, p)()).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
+		Expect(getPipeline(ctx, p).Status.NodePort).To(Equal(svc.Spec.Ports[0].NodePort))
+
+		By("making no write when a converged Pipeline with a router is reconciled again")
+		p = getPipeline(ctx, p)
+		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
+		expectNoWritesOnReconcile(ctx, p)
+
+		By("changing the configuration and the pod template when a step's timeout changes")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](7) })
+		Eventually(func() float64 { c, _ := routerConfigOf(ctx, p); return c.Steps[0].TimeoutSeconds }).Should(BeEquivalentTo(7))
+		Eventually(func() string { return routerDeploymentOf(ctx, p).Spec.Template.Annotations[annotationRouterConfigHash] }).
+			ShouldNot(Equal(hash))
+		_, data = routerConfigOf(ctx, p)
+		Expect(routerDeploymentOf(ctx, p).Spec.Template.Annotations[annotationRouterConfigHash]).To(Equal(shortHash(data)))
+
+		By("repairing drift of the router's Deployment")
+		Eventually(func() error {
+			d := routerDeploymentOf(ctx, p)
+			d.Spec.Replicas = ptr.To[int32](3)
+			d.Spec.Template.Spec.Containers[0].Image = "example.com/other:1"
+			return k8sClient.Update(ctx, d)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			d := routerDeploymentOf(ctx, p)
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testRouterImage))
+		}).Should(Succeed())
+
+		By("deleting the router's objects when it is disabled, and giving the entry back to the first step")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Enabled = false })
+		Eventually(func() bool {
+			return gone(ctx, &corev1.ConfigMap{}, ns, routerObjectName(p)) &&
+				gone(ctx, &appsv1.Deployment{}, ns, routerObjectName(p)) &&
+				gone(ctx, &corev1.Service{}, ns, routerObjectName(p))
+		}).Should(BeTrue())
+		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeNodePort))
+		Eventually(routerPhase(ctx, p)).Should(BeEmpty())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("deploys nothing of the router and says why when it knows no router image", func() {
+		r, _ := directReconciler(interceptor.Funcs{})
+		p := createSample(ctx, ns, forOwnManagers(ns), withRouter)
+		for range 3 { // finalizer, then two passes
+			_, err := reconcileOnce(ctx, r, p)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		c := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(c).NotTo(BeNil())
+		Expect(c.Reason).To(Equal(pipelinev1beta1.ReasonRouterImageUnknown))
+		Expect(c.Message).To(ContainSubstring(EnvRouterImage))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &corev1.ConfigMap{})).NotTo(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &appsv1.Deployment{})).NotTo(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: stepObjectName(p, 0)}, &appsv1.Deployment{})).To(Succeed(),
+			"the steps are deployed all the same")
+	})
+})
