@@ -273,9 +273,9 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Do
 	cd config/manifests && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
 	@# The generator stamps the time of every run (the bundle must be a function of the sources),
-	@# and lists in relatedImages only RELATED_IMAGE_* variables: the manager image goes there too,
-	@# for mirroring to disconnected registries.
-	sed -i -e '/^    createdAt: /d' -e 's|^  version: |  relatedImages:\n  - image: $(IMG)\n    name: manager\n&|' \
+	@# and lists in relatedImages only RELATED_IMAGE_* variables (the router, which runs from the
+	@# manager's image): the manager image goes there too, for mirroring to disconnected registries.
+	sed -i -e '/^    createdAt: /d' -e 's|^  relatedImages:$$|&\n  - image: $(IMG)\n    name: manager|' \
 		bundle/manifests/pipeline-operator.clusterserviceversion.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle
 

@@ -541,9 +541,9 @@ type PipelineStatus struct {
 	ReadySteps string `json:"readySteps,omitempty"`
 
 	// url is where the entry step (the router with spec.router enabled) is reached from
-	// outside the cluster, once known: the
-	// Ingress's host (or its load balancer address) and path, else the load balancer address
-	// and port of a LoadBalancer Service. Empty until an address exists.
+	// outside the cluster, once known: the Ingress's host (or its load balancer address) and
+	// path, else the load balancer address and port of a LoadBalancer Service. Empty until an
+	// address exists.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:org.w3:link"

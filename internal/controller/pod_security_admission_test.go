@@ -57,6 +57,14 @@ var _ = Describe("Pod Security of the step pods", func() {
 		Expect(err.Error()).To(ContainSubstring("violates PodSecurity \"restricted"))
 	})
 
+	It("admits the router's pod at the restricted level, whatever the namespace enforces", func() {
+		restricted := namespaceEnforcing(ctx, PodSecurityRestricted)
+		p := routedSample(GinkgoT())
+		p.Namespace = restricted
+		template := typed[appsv1.Deployment](GinkgoT(), desiredRouterDeployment(p, testRouterImage, "{}")).Spec.Template
+		Expect(admitPod(ctx, restricted, template)).To(Succeed())
+	})
+
 	It("admits the pod built for a namespace enforcing restricted there", func() {
 		restricted := namespaceEnforcing(ctx, PodSecurityRestricted)
 		p := loadSample(GinkgoT(), restricted)

@@ -110,6 +110,17 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	})
 
+	It("run Pipeline routers from the manager's own image", func() {
+		c := manager.Spec.Template.Spec.Containers[0]
+		var routerImage string
+		for _, e := range c.Env {
+			if e.Name == controller.EnvRouterImage {
+				routerImage = e.Value
+			}
+		}
+		Expect(routerImage).To(Equal(c.Image), "%s follows the manager's image", controller.EnvRouterImage)
+	})
+
 	It("give the manager a read-only root filesystem and bounded resources", func() {
 		c := manager.Spec.Template.Spec.Containers[0]
 		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))

@@ -37,9 +37,9 @@ type PipelineStatusApplyConfiguration struct {
 	// readySteps is "<available steps>/<steps>".
 	ReadySteps *string `json:"readySteps,omitempty"`
 	// url is where the entry step (the router with spec.router enabled) is reached from
-	// outside the cluster, once known: the
-	// Ingress's host (or its load balancer address) and path, else the load balancer address
-	// and port of a LoadBalancer Service. Empty until an address exists.
+	// outside the cluster, once known: the Ingress's host (or its load balancer address) and
+	// path, else the load balancer address and port of a LoadBalancer Service. Empty until an
+	// address exists.
 	URL *string `json:"url,omitempty"`
 	// nodePort is the port every node opens for the entry step, or for the router (NodePort
 	// and LoadBalancer Services); absent when that Service opens none (0 is not a port).
