@@ -20,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,10 +165,12 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
+	routerImage = deployedRouterImage(context.Background())
 	Expect((&controller.PipelineReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("pipeline-operator"),
+		RouterImage: routerImage,
 	}).SetupWithManager(mgr)).To(Succeed())
 	var ctx context.Context
 	ctx, stopMgr = context.WithCancel(context.Background())
@@ -237,4 +240,23 @@ func describeRefusals() string {
 	forbidden.mu.Lock()
 	defer forbidden.mu.Unlock()
 	return fmt.Sprintf("%v", forbidden.calls)
+}
+
+// routerImage is the router image of the deployed manager, which this process's operator uses.
+var routerImage string
+
+// deployedRouterImage is the manager's RELATED_IMAGE_ROUTER in the Deployment `make deploy`
+// created: the operator in this process runs routers from the image the deployed one would.
+func deployedRouterImage(ctx context.Context) string {
+	GinkgoHelper()
+	d := &appsv1.Deployment{}
+	Expect(admin.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "pipeline-operator-controller-manager"}, d)).To(Succeed())
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == controller.EnvRouterImage {
+			Expect(e.Value).NotTo(BeEmpty())
+			return e.Value
+		}
+	}
+	Fail("the deployed manager has no " + controller.EnvRouterImage)
+	return ""
 }

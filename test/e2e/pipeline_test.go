@@ -21,6 +21,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
 func newNamespace(ctx context.Context) string {
@@ -249,5 +250,41 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 
 	It("was never refused by the apiserver: the RBAC of config/rbac is sufficient", func() {
 		Expect(forbidden.count.Load()).To(BeZero(), "refused requests: %s", describeRefusals())
+	})
+})
+
+var _ = Describe("The pipeline router on a local control plane", func() {
+	It("runs the router of a Pipeline on its node, in front of the steps", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "xx-test-node239"}
+			p.Spec.Steps[0].StopWhen = "status == 200 && response.faces == 0"
+		})
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		st := get(ctx, p).Status
+		Expect(st.DetailPhase.RouterPhase).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
+		Expect(st.ReadySteps).To(Equal("2/2"))
+
+		By("scheduling the router's pod on the node of router.location, from the manager's image")
+		pods := &corev1.PodList{}
+		Expect(admin.List(ctx, pods, client.InNamespace(ns),
+			client.MatchingLabels{controller.LabelPipeline: p.Name, "app.kubernetes.io/component": "router"})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(1))
+		pod := pods.Items[0]
+		Expect(pod.Spec.NodeName).To(Equal("xx-test-node239"))
+		Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		Expect(pod.Spec.Containers[0].Image).To(Equal(routerImage))
+
+		By("configuring it with the step Services, in order")
+		cm := &corev1.ConfigMap{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: p.Name + "-router"}, cm)).To(Succeed())
+		cfg, err := router.ParseConfig([]byte(cm.Data["config.json"]))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Steps).To(HaveLen(2))
+		for i, s := range cfg.Steps {
+			Expect(s.Name).To(Equal(st.DetailPhase.StepsPhase[i].Name))
+			Expect(s.URL).To(Equal(st.DetailPhase.StepsPhase[i].URL + "/"))
+		}
+		Expect(cfg.Steps[0].StopWhen).To(Equal("status == 200 && response.faces == 0"))
 	})
 })
