@@ -118,6 +118,34 @@ pipeline_operator_step_replicas{namespace="edge",pipeline="face",step="recognise
 pipeline_operator_step_ready_replicas{namespace="edge",pipeline="face",step="recognise"} 1x15`,
 		firing: []string{"detect"},
 	}},
+	{"a router answering 10% 5xx for 15 minutes fires", alertCase{
+		alert: "PipelineRouterErrors", after: 20 * time.Minute,
+		series: `pipeline_router_requests_total{namespace="edge",pipeline="face",code="200"} 0+90x25
+pipeline_router_requests_total{namespace="edge",pipeline="face",code="503"} 0+10x25
+pipeline_router_requests_total{namespace="edge",pipeline="calm",code="200"} 0+99x25
+pipeline_router_requests_total{namespace="edge",pipeline="calm",code="502"} 0+1x25`,
+		firing: []string{"face"},
+	}},
+	{"a router whose 5xx burst lasts 3 minutes does not", alertCase{
+		alert: "PipelineRouterErrors", after: 20 * time.Minute,
+		series: `pipeline_router_requests_total{namespace="edge",pipeline="face",code="200"} 0+90x25
+pipeline_router_requests_total{namespace="edge",pipeline="face",code="503"} 0x10 0+50x3 150x12`,
+	}},
+	{"a step timing out on 20% of calls fires, 4xx answers do not", alertCase{
+		alert: "PipelineRouterStepErrors", after: 20 * time.Minute,
+		series: `pipeline_router_step_duration_seconds_count{namespace="edge",pipeline="face",step="detect"} 0+100x25
+pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="detect",reason="timeout"} 0+20x25
+pipeline_router_step_duration_seconds_count{namespace="edge",pipeline="face",step="recognise"} 0+100x25
+pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="recognise",reason="client_error"} 0+50x25
+pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="recognise",reason="server_error"} 0+1x25`,
+		firing: []string{"detect"},
+	}},
+	{"a step that fails every call, none answered, fires", alertCase{
+		alert: "PipelineRouterStepErrors", after: 20 * time.Minute,
+		series: `pipeline_router_step_duration_seconds_count{namespace="edge",pipeline="face",step="detect"} 0x25
+pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="detect",reason="connection"} 0+30x25`,
+		firing: []string{"detect"},
+	}},
 	{"reconcile errors that keep coming fire", alertCase{
 		alert: "PipelineOperatorReconcileErrors", after: 25 * time.Minute,
 		series: `pipeline_operator_reconcile_errors_total{reason="ApplyFailed"} 0+3x30
