@@ -25,6 +25,7 @@ var embeddedTypeFields = map[string]bool{
 	"spec.steps[].nodeSelector":    true,
 	"spec.steps[].tolerations":     true,
 	"spec.steps[].securityContext": true,
+	"spec.router.resources":        true,
 	"status.conditions":            true,
 }
 
