@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
@@ -77,5 +80,24 @@ func TestValidateCompilesStopWhen(t *testing.T) {
 		if errs[0].Field != "spec.steps[1].stopWhen" || !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("stopWhen %q: error %q, want one at spec.steps[1].stopWhen containing %q", expr, errs[0].Error(), want)
 		}
+	}
+}
+
+func TestValidateRouterResources(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+	}}
+	errs := ValidatePipeline(p)
+	if len(errs) != 1 || errs[0].Field != "spec.router.resources.requests[memory]" || !strings.Contains(errs[0].Error(), "must not exceed the limit 128Mi") {
+		t.Fatalf("errors %v, want one on spec.router.resources.requests[memory]", errs)
+	}
+	p.Spec.Router.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("512Mi")
+	if errs := ValidatePipeline(p); len(errs) != 0 {
+		t.Fatalf("valid router resources refused: %v", errs)
 	}
 }
