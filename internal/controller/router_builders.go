@@ -56,11 +56,6 @@ func routerObjectName(p *pipelinev1beta1.Pipeline) string {
 	return childName(p.Name, componentRouter)
 }
 
-// routerURL is the in-cluster URL of the router's Service.
-func routerURL(p *pipelinev1beta1.Pipeline) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", routerObjectName(p), p.Namespace, routerServicePort)
-}
-
 // routerLabels are the labels of the router's ConfigMap, Deployment, Service and pods.
 func routerLabels(p *pipelinev1beta1.Pipeline) map[string]string {
 	l := commonLabels(p, componentRouter)

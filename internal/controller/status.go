@@ -112,19 +112,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		}
 	}
 	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
-	routerReady := true
-	if routerEnabled(p) {
-		rs := computeRouterState(p, obs.routerDeployment, obs.routerService)
-		st.DetailPhase.RouterPhase = rs.status.DeploymentPhase
-		switch {
-		case rs.failure != "":
-			problems = append(problems, problem{pipelinev1beta1.ReasonRouterFailed, rs.failure})
-			routerReady = false
-		case rs.waiting != "":
-			waiting = append(waiting, rs.waiting)
-			routerReady = false
-		}
-	}
+	routerReady := addRouterState(&st, p, obs, &problems, &waiting)
 	setEntry(&st, p, obs)
 	st.Models = strings.Join(models, ",")
 	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady
@@ -224,6 +212,25 @@ func urlHost(addr string) string {
 		return "[" + addr + "]"
 	}
 	return addr
+}
+
+// addRouterState records the state of the router, when enabled, in st and reports whether it is
+// available (true without a router); its failure goes to problems, what it waits for to waiting.
+func addRouterState(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, obs *observed, problems *[]problem, waiting *[]string) bool {
+	if !routerEnabled(p) {
+		return true
+	}
+	rs := computeRouterState(p, obs.routerDeployment, obs.routerService)
+	st.DetailPhase.RouterPhase = rs.status.DeploymentPhase
+	switch {
+	case rs.failure != "":
+		*problems = append(*problems, problem{pipelinev1beta1.ReasonRouterFailed, rs.failure})
+		return false
+	case rs.waiting != "":
+		*waiting = append(*waiting, rs.waiting)
+		return false
+	}
+	return true
 }
 
 // computeRouterState derives the state of the router from its Deployment and Service, the way
