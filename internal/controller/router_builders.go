@@ -185,8 +185,9 @@ func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 }
 
 // desiredRouterService is the Service in front of the router's pods: http (port 80) to the
-// router's listen port and metrics to its metrics port. It is the Pipeline's entry, so its
-// type is spec.expose.serviceType.
+// router's listen port. It is the Pipeline's entry, so its type is spec.expose.serviceType.
+// The metrics port stays off it: a NodePort or LoadBalancer Service would publish it outside
+// the cluster, and Prometheus scrapes the pods (config/prometheus/router-monitor.yaml).
 func desiredRouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(routerObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
@@ -194,16 +195,9 @@ func desiredRouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyCon
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(entryServiceType(p)).
 			WithSelector(routerSelector(p)).
-			WithPorts(
-				corev1ac.ServicePort().
-					WithName(portName).
-					WithProtocol(corev1.ProtocolTCP).
-					WithPort(routerServicePort).
-					WithTargetPort(intstr.FromString(portName)),
-				corev1ac.ServicePort().
-					WithName(routerMetricsName).
-					WithProtocol(corev1.ProtocolTCP).
-					WithPort(routerMetricsPort).
-					WithTargetPort(intstr.FromString(routerMetricsName)),
-			))
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(routerServicePort).
+				WithTargetPort(intstr.FromString(portName))))
 }

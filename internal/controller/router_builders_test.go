@@ -251,7 +251,6 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 			}
 			wantPorts := []corev1.ServicePort{
 				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")},
-				{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9090, TargetPort: intstr.FromString("metrics")},
 			}
 			if diff := cmp.Diff(wantPorts, svc.Spec.Ports); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
