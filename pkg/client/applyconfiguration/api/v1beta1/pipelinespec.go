@@ -31,6 +31,9 @@ type PipelineSpecApplyConfiguration struct {
 	// expose says how the entry (first) step is reached from outside the cluster. Without
 	// it every step has a ClusterIP Service only.
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
+	// failover says when steps with fallbackLocations move to another node and back. Without
+	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	Failover *FailoverApplyConfiguration `json:"failover,omitempty"`
 }
 
 // PipelineSpecApplyConfiguration constructs a declarative configuration of the PipelineSpec type for use with
@@ -65,5 +68,13 @@ func (b *PipelineSpecApplyConfiguration) WithModelStorage(value *ModelStorageApp
 // If called multiple times, the Expose field is set to the value of the last call.
 func (b *PipelineSpecApplyConfiguration) WithExpose(value *ExposeApplyConfiguration) *PipelineSpecApplyConfiguration {
 	b.Expose = value
+	return b
+}
+
+// WithFailover sets the Failover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Failover field is set to the value of the last call.
+func (b *PipelineSpecApplyConfiguration) WithFailover(value *FailoverApplyConfiguration) *PipelineSpecApplyConfiguration {
+	b.Failover = value
 	return b
 }
