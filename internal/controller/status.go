@@ -33,6 +33,8 @@ type observed struct {
 	services    []*corev1.Service
 	// ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
 	ingress *networkingv1.Ingress
+	// placements are indexed like spec.steps: the node each step is pinned to.
+	placements []placement
 	// problems found while reconciling (name conflicts, missing nodes or claims).
 	problems []problem
 	// err is the error that stopped the pass, if any.
@@ -115,6 +117,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
 	setProgressing(&st, p.Generation, allAvailable, len(problems) > 0, waiting)
+	setPlacementStatus(&st, p, obs.placements)
 	setDegraded(&st, p.Generation, problems)
 	setReconciled(&st, p.Generation, obs.err)
 
