@@ -33,12 +33,12 @@ const (
 
 // Reasons of the Degraded condition.
 const (
-	ReasonAsExpected    = "AsExpected"
-	ReasonStepFailed    = "StepFailed"
-	ReasonNodeNotFound  = "NodeNotFound"
+	ReasonAsExpected   = "AsExpected"
+	ReasonStepFailed   = "StepFailed"
+	ReasonNodeNotFound = "NodeNotFound"
 	// ReasonNodeNotReady means the node a step is pinned to is NotReady, Unknown, cordoned or
 	// tainted against the step's pods.
-	ReasonNodeNotReady = "NodeNotReady"
+	ReasonNodeNotReady  = "NodeNotReady"
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
 	ReasonNameConflict  = "NameConflict"

@@ -156,7 +156,6 @@ func (r *PipelineReconciler) recordMove(s *scope, i int, d *appsv1.Deployment, p
 	r.Metrics.observeFailover(p, stepName(p, i))
 }
 
-
 // setPlacementStatus writes the node of every step into st, and marks the Progressing
 // condition while a step moves: a step moved this pass, or pinned to a fallback node and not
 // available yet, is failing over; one moved back this pass is failing back.

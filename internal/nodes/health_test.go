@@ -30,7 +30,9 @@ func setReady(status corev1.ConditionStatus, reason string) func(*corev1.Node) {
 }
 
 func taint(key string, effect corev1.TaintEffect) func(*corev1.Node) {
-	return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: "x", Effect: effect}) }
+	return func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: "x", Effect: effect})
+	}
 }
 
 func TestClassify(t *testing.T) {

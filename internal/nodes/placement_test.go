@@ -10,7 +10,9 @@ func TestDecide(t *testing.T) {
 	ago := func(s int) time.Time { return now.Add(-time.Duration(s) * time.Second) }
 	ready := func(since int) Health { return Health{State: StateReady, Since: ago(since)} }
 	down := func(since int) Health { return Health{State: StateNotReady, Since: ago(since), Detail: "is not ready"} }
-	cordoned := func(since int) Health { return Health{State: StateUnschedulable, Since: ago(since), Detail: "is ready but cordoned"} }
+	cordoned := func(since int) Health {
+		return Health{State: StateUnschedulable, Since: ago(since), Detail: "is ready but cordoned"}
+	}
 	auto := Policy{After: 60 * time.Second, FailbackAfter: 300 * time.Second, Failback: true}
 	manual := Policy{After: 60 * time.Second, FailbackAfter: 300 * time.Second}
 	abc := []string{"a", "b", "c"}
