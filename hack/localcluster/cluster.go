@@ -199,9 +199,6 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--service-account-private-key-file="+pk.path("sa.key"), "--root-ca-file="+pk.path("ca.crt"),
 		"--service-cluster-ip-range="+serviceCIDR, "--profiling=false",
-		// A node whose heartbeat stops is marked not ready after 20 s instead of 50 s, so that
-		// the failover tests do not wait for minutes.
-		"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
 	); err != nil {
 		return err
 	}
