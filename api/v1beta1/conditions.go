@@ -25,13 +25,20 @@ const (
 	ReasonRollingOut      = "RollingOut"
 	ReasonRolloutComplete = "RolloutComplete"
 	ReasonRolloutFailed   = "RolloutFailed"
+	// ReasonFailingOver means a step is moving to a fallback node because its node is not ready.
+	ReasonFailingOver = "FailingOver"
+	// ReasonFailingBack means a step is moving back to a more preferred node that is ready again.
+	ReasonFailingBack = "FailingBack"
 )
 
 // Reasons of the Degraded condition.
 const (
-	ReasonAsExpected    = "AsExpected"
-	ReasonStepFailed    = "StepFailed"
-	ReasonNodeNotFound  = "NodeNotFound"
+	ReasonAsExpected   = "AsExpected"
+	ReasonStepFailed   = "StepFailed"
+	ReasonNodeNotFound = "NodeNotFound"
+	// ReasonNodeNotReady means the node a step is pinned to is NotReady, Unknown, cordoned or
+	// tainted against the step's pods.
+	ReasonNodeNotReady  = "NodeNotReady"
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
 	ReasonNameConflict  = "NameConflict"
@@ -71,3 +78,16 @@ const (
 	// ReasonNoRollouts means no Pipeline is rolling out: the operator may be upgraded.
 	ReasonNoRollouts = "NoRollouts"
 )
+
+// Reasons of the events recorded when a step changes node.
+const (
+	// EventFailedOver is recorded when a step's Deployment was moved to a fallback node.
+	EventFailedOver = "FailedOver"
+	// EventFailedBack is recorded when a step's Deployment was moved back to a more preferred node.
+	EventFailedBack = "FailedBack"
+)
+
+// FailbackAnnotation is the annotation that, set to "true" on a Pipeline whose spec.failover
+// .failback is Manual, lets its steps return to their most preferred ready node, as Automatic
+// would but without waiting failbackAfterSeconds. Remove it to keep later failovers in place.
+const FailbackAnnotation = "distri-infer.ndsl.cn/failback"

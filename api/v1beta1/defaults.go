@@ -19,6 +19,13 @@ const (
 	DefaultReplicas int32 = 1
 	// DefaultCapacity is the size of the model volume and claim.
 	DefaultCapacity = "1Gi"
+	// DefaultFailoverAfterSeconds is how long a step's node must be not ready before it moves.
+	DefaultFailoverAfterSeconds int32 = 60
+	// DefaultFailback is the failback policy.
+	DefaultFailback = FailbackAutomatic
+	// DefaultFailbackAfterSeconds is how long a more preferred node must be ready before a step
+	// returns to it.
+	DefaultFailbackAfterSeconds int32 = 300
 	// DefaultAccessMode is the access mode of the model volume and claim: every step mounts it
 	// read-only, from any node.
 	DefaultAccessMode = corev1.ReadOnlyMany
@@ -105,6 +112,40 @@ func (m *ModelStorage) EffectiveMountPath() string {
 	return DefaultMountPath
 }
 
+// Locations are the nodes step s may run on, most preferred first: location, then
+// fallbackLocations. Empty for a step without location.
+func (s *Step) Locations() []string {
+	if s.Location == "" {
+		return nil
+	}
+	return append([]string{s.Location}, s.FallbackLocations...)
+}
+
+// EffectiveAfterSeconds is how long a step's node must be not ready before the step moves.
+func (f *Failover) EffectiveAfterSeconds() int32 {
+	if f != nil && f.AfterSeconds != nil {
+		return *f.AfterSeconds
+	}
+	return DefaultFailoverAfterSeconds
+}
+
+// EffectiveFailback is the failback policy.
+func (f *Failover) EffectiveFailback() FailbackPolicy {
+	if f != nil && f.Failback != "" {
+		return f.Failback
+	}
+	return DefaultFailback
+}
+
+// EffectiveFailbackAfterSeconds is how long a more preferred node must be ready before a step
+// returns to it.
+func (f *Failover) EffectiveFailbackAfterSeconds() int32 {
+	if f != nil && f.FailbackAfterSeconds != nil {
+		return *f.FailbackAfterSeconds
+	}
+	return DefaultFailbackAfterSeconds
+}
+
 // Default writes every default into the spec, so that the stored Pipeline shows what the
 // operator will do. It never changes a value the user set. Storage capacity and access modes
 // are defaulted only for the storage the operator creates (not for existingClaim).
@@ -133,6 +174,10 @@ func (p *Pipeline) Default() {
 	if rt := spec.Router; rt != nil && rt.Replicas == nil {
 		r := rt.EffectiveReplicas()
 		rt.Replicas = &r
+	}
+	if f := spec.Failover; f != nil {
+		after, back, backAfter := f.EffectiveAfterSeconds(), f.EffectiveFailback(), f.EffectiveFailbackAfterSeconds()
+		f.AfterSeconds, f.Failback, f.FailbackAfterSeconds = &after, back, &backAfter
 	}
 	m := &spec.ModelStorage
 	m.Type = m.EffectiveType()

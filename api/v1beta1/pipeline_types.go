@@ -51,6 +51,8 @@ type ArgValue string
 
 // Step is one stage of a Pipeline: a container that loads one model, pinned to one node.
 // +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.args) || !('listenPort' in self.args) || self.args['listenPort'] == string(self.port)",message="port and args.listenPort disagree: set only one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
 type Step struct {
 	// name identifies the step; it names the step's Deployment and Service
 	// (<pipeline>-<name>). Defaults to step-<1-based position>.
@@ -75,6 +77,19 @@ type Step struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Location string `json:"location,omitempty"`
+
+	// fallbackLocations are the nodes the step moves to, in order of preference, when the node
+	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment's node
+	// selector names the first ready node of [location, fallbackLocations...]. Requires
+	// location. Its Service and the other steps' NEXT_STEP_URL stay as they are.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(n, self.exists_one(m, m == n))",message="fallbackLocations must not name a node twice"
+	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Fallback Nodes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 
 	// model is the model's directory inside the model storage; the step finds it at
 	// MODEL_PATH (<mountPath>/<model>).
@@ -360,6 +375,49 @@ type Expose struct {
 	Ingress *IngressExpose `json:"ingress,omitempty"`
 }
 
+// FailbackPolicy says whether a step that failed over returns to a more preferred node by itself.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type FailbackPolicy string
+
+const (
+	// FailbackAutomatic moves a step back to its most preferred node once that node has been
+	// ready for failbackAfterSeconds.
+	FailbackAutomatic FailbackPolicy = "Automatic"
+	// FailbackManual leaves a step where it failed over to until the Pipeline carries
+	// FailbackAnnotation (or the step fails over again).
+	FailbackManual FailbackPolicy = "Manual"
+)
+
+// Failover says when the steps that have fallbackLocations move between their nodes.
+type Failover struct {
+	// afterSeconds is how long the node a step runs on must have been not ready (its Ready
+	// condition False or Unknown, or the node gone) before the step moves to the first ready
+	// node of [location, fallbackLocations...]. Defaults to 60.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover After (seconds)",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
+	AfterSeconds *int32 `json:"afterSeconds,omitempty"`
+
+	// failback is Automatic (a step returns to a more preferred node once that node has been
+	// ready for failbackAfterSeconds) or Manual (it stays until the Pipeline is annotated
+	// distri-infer.ndsl.cn/failback=true). Defaults to Automatic.
+	// +optional
+	// +kubebuilder:default=Automatic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failback",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Automatic","urn:alm:descriptor:com.tectonic.ui:select:Manual"}
+	Failback FailbackPolicy `json:"failback,omitempty"`
+
+	// failbackAfterSeconds is how long a more preferred node must have been ready before a step
+	// returns to it (failback Automatic). Defaults to 300.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failback After (seconds)",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
+	FailbackAfterSeconds *int32 `json:"failbackAfterSeconds,omitempty"`
+}
+
 // PipelineSpec is the desired state of a Pipeline.
 // +kubebuilder:validation:XValidation:rule="!has(self.router) || !has(self.router.enabled) || !self.router.enabled || self.steps.all(s, !has(s.name) || s.name != 'router')",message="a step named router would share the name <pipeline>-router with the router's Deployment and Service: rename the step, or disable spec.router"
 type PipelineSpec struct {
@@ -389,6 +447,12 @@ type PipelineSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router"
 	Router *Router `json:"router,omitempty"`
+
+	// failover says when steps with fallbackLocations move to another node and back. Without
+	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover"
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // PipelinePhase is the summary of a Pipeline's state.
@@ -483,6 +547,20 @@ type StepStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// node is the node the step is pinned to now: location, or the fallback location it failed
+	// over to. Empty for a step without location.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	Node string `json:"node,omitempty"`
+
+	// nodeReady says whether node exists, reports Ready and accepts the step's pods (not
+	// cordoned, no NoSchedule or NoExecute taint the step does not tolerate). Written whenever
+	// node is set, false included; absent for a step without location.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Ready",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	NodeReady *bool `json:"nodeReady,omitempty"`
 }
 
 // DetailPhase is the state of every child of a Pipeline.

@@ -20,6 +20,7 @@ const (
 	MetricStepReadyReplicas = "pipeline_operator_step_ready_replicas"
 	MetricRolloutDuration   = "pipeline_operator_rollout_duration_seconds"
 	MetricReconcileErrors   = "pipeline_operator_reconcile_errors_total"
+	MetricStepFailovers     = "pipeline_operator_step_failovers_total"
 )
 
 // phaseUnknown labels Pipelines the operator has not reported on yet.
@@ -31,6 +32,7 @@ const phaseUnknown = "unknown"
 type Metrics struct {
 	rolloutDuration *prometheus.HistogramVec
 	reconcileErrors *prometheus.CounterVec
+	stepFailovers   *prometheus.CounterVec
 }
 
 // NewMetrics registers the operator's metrics with reg; pipelines reads the Pipelines for the
@@ -47,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, e
 			Name: MetricReconcileErrors,
 			Help: "Reconcile passes that ended in an error, by the reason of the Reconciled condition.",
 		}, []string{"reason"}),
+		stepFailovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricStepFailovers,
+			Help: "Moves of a step off its node, not ready for spec.failover.afterSeconds, to another of its nodes.",
+		}, []string{"namespace", "pipeline", "step"}),
 	}
-	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, newStatusCollector(pipelines)} {
+	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -61,6 +67,13 @@ func NewMetrics(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, e
 func (m *Metrics) observeError(err error) {
 	if m != nil && err != nil && !onlyConflicts(err) {
 		m.reconcileErrors.WithLabelValues(reconcileErrorReason(err)).Inc()
+	}
+}
+
+// observeFailover counts a failover of step of p.
+func (m *Metrics) observeFailover(p *pipelinev1beta1.Pipeline, step string) {
+	if m != nil {
+		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, step).Inc()
 	}
 }
 

@@ -123,7 +123,7 @@ pipeline_operator_rollout_duration_seconds_count{trigger="create"} 1
 func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	for _, n := range []string{MetricPipelines, MetricPipelinePhase, MetricStepReplicas, MetricStepReadyReplicas,
-		MetricRolloutDuration, MetricReconcileErrors} {
+		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers} {
 		exported[n] = true
 	}
 	name := regexp.MustCompile(`pipeline_operator_[a-z_]+`)

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
 // Finalizer lets the operator delete the cluster-scoped PersistentVolume of a Pipeline, which
@@ -83,6 +82,7 @@ func newScope(p *pipelinev1beta1.Pipeline) *scope {
 	return &scope{pipeline: p, obs: &observed{
 		deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
 		services:    make([]*corev1.Service, len(p.Spec.Steps)),
+		placements:  make([]placement, len(p.Spec.Steps)),
 	}}
 }
 
@@ -350,17 +350,23 @@ func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error
 // reconcileStep makes the Deployment and Service of step i exist as the spec says.
 func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 	p := s.pipeline
-	if err := r.checkLocation(ctx, s, i); err != nil {
+	pl, err := r.placeStep(ctx, s, i)
+	if err != nil {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, err := r.applyChild(ctx, s, d, desiredStepDeployment(p, i, s.podSecurity))
+	ok, err := r.applyChild(ctx, s, d, pinToNode(desiredStepDeployment(p, i, s.podSecurity), pl.decision.Node))
 	if err != nil {
 		return err
 	}
 	if ok {
 		s.obs.deployments[i] = d
+		if pl.decision.Node != pl.decision.From {
+			pl.moved = true
+			r.recordMove(s, i, d, pl)
+		}
 	}
+	s.obs.placements[i] = pl
 	svc := &corev1.Service{}
 	if ok, err = r.applyChild(ctx, s, svc, desiredStepService(p, i)); err != nil {
 		return err
@@ -398,24 +404,6 @@ func (r *PipelineReconciler) podSecurityLevel(ctx context.Context, ns string) (P
 		return "", fmt.Errorf("get namespace %s: %w", ns, err)
 	}
 	return namespacePodSecurity(m.GetLabels()), nil
-}
-
-// checkLocation reports a step pinned to a node that does not exist: its pods could never be
-// scheduled, and the person who wrote the spec should hear about it now.
-func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int) error {
-	location := s.pipeline.Spec.Steps[i].Location
-	if location == "" {
-		return nil
-	}
-	exists, err := nodes.WithHostname(ctx, r.Client, location)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "step %d (%s): node %s does not exist (no node has %s=%s)",
-			i+1, stepName(s.pipeline, i), location, corev1.LabelHostname, location)
-	}
-	return nil
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
@@ -39,6 +41,7 @@ func CacheOptions() cache.Options {
 			&corev1.PersistentVolume{}:      {Label: managed, Transform: keepCreatedMarker},
 			&networkingv1.Ingress{}:         {Label: managed, Transform: keepCreatedMarker},
 			&corev1.ConfigMap{}:             {Label: managed, Transform: keepCreatedMarker},
+			&corev1.Node{}:                  {Transform: nodes.StripForPlacement},
 		},
 	}
 }
@@ -61,8 +64,9 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*bu
 }
 
 // watches adds what the Pipeline controller watches besides Pipelines: their children, the
-// appearance or disappearance of nodes, and namespaces whose Pod Security level changes (the
-// step pods' security context depends on it). Nodes and namespaces are watched as metadata only.
+// nodes' changes that matter for placement (appearance, Ready condition, cordon, taints; the
+// cache keeps only those fields), and namespaces whose Pod Security level changes (the step
+// pods' security context depends on it). Namespaces are watched as metadata only.
 func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Owns(&appsv1.Deployment{}).
@@ -71,8 +75,8 @@ func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&networkingv1.Ingress{}).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
-		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
-			builder.WithPredicates(nodeMembershipChanged())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
+			builder.WithPredicates(nodes.PlacementChanged())).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
 			builder.WithPredicates(podSecurityLevelChanged())).
 		Named("pipeline")
@@ -87,7 +91,8 @@ func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request 
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelPipelineNamespace], Name: l[LabelPipeline]}}}
 }
 
-// pipelinesOnNode maps a node to the Pipelines with a step, or the router, located on it.
+// pipelinesOnNode maps a node to the Pipelines with a step that may run on it (its location or
+// one of its fallbackLocations), or with the router located on it.
 func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
 	hostname := obj.GetLabels()[corev1.LabelHostname]
 	if hostname == "" {
@@ -104,7 +109,7 @@ func (r *PipelineReconciler) pipelinesOnNode(ctx context.Context, obj client.Obj
 			continue
 		}
 		for _, s := range p.Spec.Steps {
-			if s.Location == hostname || s.Location == obj.GetName() {
+			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 				break
 			}
@@ -135,17 +140,6 @@ func podSecurityLevelChanged() predicate.Predicate {
 			return namespacePodSecurity(e.ObjectOld.GetLabels()) != namespacePodSecurity(e.ObjectNew.GetLabels())
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// nodeMembershipChanged passes node events that can change whether a location exists: a node
-// added or removed, or its hostname label changed. Status heartbeats are ignored.
-func nodeMembershipChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetLabels()[corev1.LabelHostname] != e.ObjectNew.GetLabels()[corev1.LabelHostname]
-		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }

@@ -36,6 +36,8 @@ type observed struct {
 	// routerDeployment and routerService are the router's; nil when missing or not enabled.
 	routerDeployment *appsv1.Deployment
 	routerService    *corev1.Service
+	// placements are indexed like spec.steps: the node each step is pinned to.
+	placements []placement
 	// problems found while reconciling (name conflicts, missing nodes or claims).
 	problems []problem
 	// err is the error that stopped the pass, if any.
@@ -119,6 +121,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
 	setProgressing(&st, p.Generation, allAvailable, len(problems) > 0, waiting)
+	setPlacementStatus(&st, p, obs.placements)
 	setDegraded(&st, p.Generation, problems)
 	setReconciled(&st, p.Generation, obs.err)
 

@@ -94,10 +94,27 @@ var _ = AfterSuite(func() {
 	}
 })
 
+// createNode creates a node that reports Ready, as a node with a running kubelet does.
 func createNode(name string) {
 	GinkgoHelper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
 	Expect(k8sClient.Create(context.Background(), node)).To(Succeed())
+	setNodeReady(context.Background(), name, corev1.ConditionTrue, time.Now().Add(-time.Hour))
+}
+
+// setNodeReady plays the kubelet and the node lifecycle controller: node's Ready condition
+// becomes status, as of since.
+func setNodeReady(ctx context.Context, name string, status corev1.ConditionStatus, since time.Time) {
+	GinkgoHelper()
+	Eventually(func() error {
+		node := &corev1.Node{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "Test" + string(status),
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since)}}
+		return k8sClient.Status().Update(ctx, node)
+	}).Should(Succeed())
 }
 
 // writeCounter counts the requests of a client that change something.

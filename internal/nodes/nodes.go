@@ -1,4 +1,5 @@
-// Package nodes answers whether the node a step's location names exists.
+// Package nodes answers where a step may run: whether the node a location names exists, how
+// it stands (Ready, cordoned, tainted), and which of a step's nodes its pods should be pinned to.
 package nodes
 
 import (
@@ -6,17 +7,28 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // WithHostname reports whether some node carries the kubernetes.io/hostname label hostname,
-// which is what a step's node selector matches. It reads node metadata only.
+// which is what a step's node selector matches.
 func WithHostname(ctx context.Context, r client.Reader, hostname string) (bool, error) {
-	nodes := &metav1.PartialObjectMetadataList{}
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := r.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil {
-		return false, fmt.Errorf("list nodes with %s=%s: %w", corev1.LabelHostname, hostname, err)
+	n, err := Lookup(ctx, r, hostname)
+	return n != nil, err
+}
+
+// Lookup is the node with the kubernetes.io/hostname label hostname (the first by name when
+// several have it); nil when none has.
+func Lookup(ctx context.Context, r client.Reader, hostname string) (*corev1.Node, error) {
+	list := &corev1.NodeList{}
+	if err := r.List(ctx, list, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil {
+		return nil, fmt.Errorf("list nodes with %s=%s: %w", corev1.LabelHostname, hostname, err)
 	}
-	return len(nodes.Items) > 0, nil
+	var found *corev1.Node
+	for i := range list.Items {
+		if found == nil || list.Items[i].Name < found.Name {
+			found = &list.Items[i]
+		}
+	}
+	return found, nil
 }

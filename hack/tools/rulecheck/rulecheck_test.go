@@ -146,6 +146,16 @@ pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="recogni
 pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="detect",reason="connection"} 0+30x25`,
 		firing: []string{"detect"},
 	}},
+	{"a step failing over three times in an hour fires", alertCase{
+		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
+		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} 0x5 1x10 2x10 3x20
+pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="recognise"} 0x5 1x40`,
+		firing: []string{"detect"},
+	}},
+	{"failovers spread over more than an hour do not", alertCase{
+		alert: "PipelineStepFailingOverRepeatedly", after: 150 * time.Minute,
+		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} 0x5 1x50 2x50 3x50`,
+	}},
 	{"reconcile errors that keep coming fire", alertCase{
 		alert: "PipelineOperatorReconcileErrors", after: 25 * time.Minute,
 		series: `pipeline_operator_reconcile_errors_total{reason="ApplyFailed"} 0+3x30

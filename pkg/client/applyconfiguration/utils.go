@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.DetailPhaseApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Expose"):
 		return &apiv1beta1.ExposeApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Failover"):
+		return &apiv1beta1.FailoverApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("IngressExpose"):
 		return &apiv1beta1.IngressExposeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ModelStorage"):

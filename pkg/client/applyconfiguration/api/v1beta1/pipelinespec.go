@@ -33,6 +33,9 @@ type PipelineSpecApplyConfiguration struct {
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
 	// router, when enabled, runs the pipeline router in front of the steps.
 	Router *RouterApplyConfiguration `json:"router,omitempty"`
+	// failover says when steps with fallbackLocations move to another node and back. Without
+	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	Failover *FailoverApplyConfiguration `json:"failover,omitempty"`
 }
 
 // PipelineSpecApplyConfiguration constructs a declarative configuration of the PipelineSpec type for use with
@@ -75,5 +78,13 @@ func (b *PipelineSpecApplyConfiguration) WithExpose(value *ExposeApplyConfigurat
 // If called multiple times, the Router field is set to the value of the last call.
 func (b *PipelineSpecApplyConfiguration) WithRouter(value *RouterApplyConfiguration) *PipelineSpecApplyConfiguration {
 	b.Router = value
+	return b
+}
+
+// WithFailover sets the Failover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Failover field is set to the value of the last call.
+func (b *PipelineSpecApplyConfiguration) WithFailover(value *FailoverApplyConfiguration) *PipelineSpecApplyConfiguration {
+	b.Failover = value
 	return b
 }

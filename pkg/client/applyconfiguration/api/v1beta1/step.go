@@ -37,6 +37,11 @@ type StepApplyConfiguration struct {
 	// location is the name of the node the step must run on
 	// (a node selector on kubernetes.io/hostname). Empty lets the scheduler choose.
 	Location *string `json:"location,omitempty"`
+	// fallbackLocations are the nodes the step moves to, in order of preference, when the node
+	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment's node
+	// selector names the first ready node of [location, fallbackLocations...]. Requires
+	// location. Its Service and the other steps' NEXT_STEP_URL stay as they are.
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 	// model is the model's directory inside the model storage; the step finds it at
 	// MODEL_PATH (<mountPath>/<model>).
 	Model *string `json:"model,omitempty"`
@@ -101,6 +106,16 @@ func (b *StepApplyConfiguration) WithImage(value string) *StepApplyConfiguration
 // If called multiple times, the Location field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithLocation(value string) *StepApplyConfiguration {
 	b.Location = &value
+	return b
+}
+
+// WithFallbackLocations adds the given value to the FallbackLocations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FallbackLocations field.
+func (b *StepApplyConfiguration) WithFallbackLocations(values ...string) *StepApplyConfiguration {
+	for i := range values {
+		b.FallbackLocations = append(b.FallbackLocations, values[i])
+	}
 	return b
 }
 

@@ -41,6 +41,13 @@ type StepStatusApplyConfiguration struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// readyReplicas is the number of the step's pods that are ready.
 	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// node is the node the step is pinned to now: location, or the fallback location it failed
+	// over to. Empty for a step without location.
+	Node *string `json:"node,omitempty"`
+	// nodeReady says whether node exists, reports Ready and accepts the step's pods (not
+	// cordoned, no NoSchedule or NoExecute taint the step does not tolerate). Written whenever
+	// node is set, false included; absent for a step without location.
+	NodeReady *bool `json:"nodeReady,omitempty"`
 }
 
 // StepStatusApplyConfiguration constructs a declarative configuration of the StepStatus type for use with
@@ -102,5 +109,21 @@ func (b *StepStatusApplyConfiguration) WithReplicas(value int32) *StepStatusAppl
 // If called multiple times, the ReadyReplicas field is set to the value of the last call.
 func (b *StepStatusApplyConfiguration) WithReadyReplicas(value int32) *StepStatusApplyConfiguration {
 	b.ReadyReplicas = &value
+	return b
+}
+
+// WithNode sets the Node field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Node field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithNode(value string) *StepStatusApplyConfiguration {
+	b.Node = &value
+	return b
+}
+
+// WithNodeReady sets the NodeReady field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodeReady field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithNodeReady(value bool) *StepStatusApplyConfiguration {
+	b.NodeReady = &value
 	return b
 }

@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/utils/ptr"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+)
+
+// placement is where one step runs and how its node stands, as one pass decided it.
+type placement struct {
+	// decision is where the step's Deployment is pinned; Node is empty for a step without location.
+	decision nodes.Decision
+	// health is the health of decision.Node.
+	health nodes.Health
+	// moved is true when this pass wrote the Deployment to another node.
+	moved bool
+}
+
+// placeStep decides the node step i is pinned to. Everything comes from the world: the current
+// node from the node selector of the live Deployment, the timers from the Ready conditions of
+// the nodes. It reports a step whose node is missing or not ready, and asks for a pass when a
+// timer expires.
+func (r *PipelineReconciler) placeStep(ctx context.Context, s *scope, i int) (placement, error) {
+	p := s.pipeline
+	step := &p.Spec.Steps[i]
+	candidates := step.Locations()
+	if len(candidates) == 0 {
+		return placement{}, nil
+	}
+	current, err := r.currentNode(ctx, p, i)
+	if err != nil {
+		return placement{}, err
+	}
+	health := make(map[string]nodes.Health, len(candidates))
+	for _, c := range candidates {
+		n, err := nodes.Lookup(ctx, r.Client, c)
+		if err != nil {
+			return placement{}, err
+		}
+		health[c] = nodes.Classify(n, step.Tolerations)
+	}
+	d := nodes.Decide(candidates, current, health, failoverPolicy(p), r.now())
+	if d.RequeueAfter > 0 {
+		s.requeueWithin(d.RequeueAfter)
+	}
+	pl := placement{decision: d, health: health[d.Node]}
+	if msg := placementProblem(p, i, pl, candidates); msg != "" {
+		reason := pipelinev1beta1.ReasonNodeNotReady
+		if pl.health.State == nodes.StateMissing {
+			reason = pipelinev1beta1.ReasonNodeNotFound
+		}
+		s.addProblem(reason, "%s", msg)
+	}
+	return pl, nil
+}
+
+// currentNode is the node the live Deployment of step i is pinned to; empty when it does not
+// exist (yet) or is not the Pipeline's.
+func (r *PipelineReconciler) currentNode(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) (string, error) {
+	d := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: stepObjectName(p, i)}, d)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("get deployment %s: %w", stepObjectName(p, i), err)
+	case !ownedBy(p, d):
+		return "", nil
+	}
+	return d.Spec.Template.Spec.NodeSelector[corev1.LabelHostname], nil
+}
+
+// failoverPolicy is the placement policy of p's spec.failover.
+func failoverPolicy(p *pipelinev1beta1.Pipeline) nodes.Policy {
+	f := p.Spec.Failover
+	back := f.EffectiveFailback()
+	return nodes.Policy{
+		After:         time.Duration(f.EffectiveAfterSeconds()) * time.Second,
+		FailbackAfter: time.Duration(f.EffectiveFailbackAfterSeconds()) * time.Second,
+		Failback:      back == pipelinev1beta1.FailbackAutomatic,
+		FailbackNow:   back == pipelinev1beta1.FailbackManual && p.Annotations[pipelinev1beta1.FailbackAnnotation] == "true",
+	}
+}
+
+// placementProblem is the Degraded message of step i when the node it is pinned to is missing
+// or not ready; empty when it is fine.
+func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidates []string) string {
+	d, h := pl.decision, pl.health
+	if h.Schedulable() {
+		return ""
+	}
+	label := fmt.Sprintf("step %d (%s)", i+1, stepName(p, i))
+	if h.State == nodes.StateMissing {
+		msg := fmt.Sprintf("%s: node %s does not exist (no node has %s=%s)", label, d.Node, corev1.LabelHostname, d.Node)
+		if len(candidates) > 1 {
+			msg += fmt.Sprintf("; none of its nodes (%s) is ready: the step stays", strings.Join(candidates, ", "))
+		}
+		return msg
+	}
+	msg := fmt.Sprintf("%s: node %s %s", label, d.Node, h.Detail)
+	switch {
+	case d.Move == nodes.MoveWaiting && len(candidates) > 1:
+		msg += fmt.Sprintf("; the step fails over in %s if it stays so", d.RequeueAfter.Round(time.Second))
+	case d.Move == nodes.MoveNoNodeReady:
+		msg += fmt.Sprintf("; none of its nodes (%s) is ready: the step stays on %s", strings.Join(candidates, ", "), d.Node)
+	case h.State == nodes.StateUnschedulable:
+		msg += ": its running pods stay, new ones cannot be scheduled there"
+	case len(candidates) == 1:
+		msg += ": the step has no fallbackLocations to move to"
+	}
+	return msg
+}
+
+// pinToNode pins the pods of a step's Deployment to node: its kubernetes.io/hostname node
+// selector names node instead of the step's location. Empty node leaves d as it is.
+func pinToNode(d *appsv1ac.DeploymentApplyConfiguration, node string) *appsv1ac.DeploymentApplyConfiguration {
+	if node == "" || d.Spec == nil || d.Spec.Template == nil || d.Spec.Template.Spec == nil {
+		return d
+	}
+	pod := d.Spec.Template.Spec
+	selector := make(map[string]string, len(pod.NodeSelector)+1)
+	for k, v := range pod.NodeSelector {
+		selector[k] = v
+	}
+	selector[corev1.LabelHostname] = node
+	pod.NodeSelector = selector
+	return d
+}
+
+// recordMove records the move of step i to another node, once its Deployment was written: an
+// event, and for a failover the failover counter.
+func (r *PipelineReconciler) recordMove(s *scope, i int, d *appsv1.Deployment, pl placement) {
+	p := s.pipeline
+	dec := pl.decision
+	label := fmt.Sprintf("Step %d (%s)", i+1, stepName(p, i))
+	if dec.Move == nodes.MoveFailback {
+		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventFailedBack, "Failback",
+			"%s moved back from node %s to node %s, which is ready", label, dec.From, dec.Node)
+		return
+	}
+	r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
+		"%s moved from node %s, not ready for %ds or more, to node %s", label, dec.From,
+		p.Spec.Failover.EffectiveAfterSeconds(), dec.Node)
+	r.Metrics.observeFailover(p, stepName(p, i))
+}
+
+// setPlacementStatus writes the node of every step into st, and marks the Progressing
+// condition while a step moves: a step moved this pass, or pinned to a fallback node and not
+// available yet, is failing over; one moved back this pass is failing back.
+func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, placements []placement) {
+	reason, moving := "", []string(nil)
+	for i, pl := range placements {
+		if i >= len(st.DetailPhase.StepsPhase) || pl.decision.Node == "" {
+			continue
+		}
+		step := &st.DetailPhase.StepsPhase[i]
+		step.Node = pl.decision.Node
+		step.NodeReady = ptr.To(pl.health.Schedulable())
+		if step.DeploymentPhase == pipelinev1beta1.DeploymentPhaseAvailable {
+			continue
+		}
+		label := fmt.Sprintf("step %d (%s)", i+1, step.Name)
+		switch {
+		case pl.moved && pl.decision.Move == nodes.MoveFailback:
+			reason = orDefault(reason, pipelinev1beta1.ReasonFailingBack)
+			moving = append(moving, fmt.Sprintf("%s is moving back from node %s to node %s", label, pl.decision.From, pl.decision.Node))
+		case pl.moved || pl.decision.Node != p.Spec.Steps[i].Location:
+			reason = pipelinev1beta1.ReasonFailingOver
+			moving = append(moving, fmt.Sprintf("%s is moving to fallback node %s", label, pl.decision.Node))
+		}
+	}
+	if reason == "" {
+		return
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type == pipelinev1beta1.ConditionProgressing && c.Status == metav1.ConditionTrue {
+			c.Reason, c.Message = reason, joinMessages(append(moving, c.Message))
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package nodes
+
+import (
+	"slices"
+	"time"
+)
+
+// Policy says when a step moves between its nodes.
+type Policy struct {
+	// After is how long the node a step is pinned to must have been not ready before it moves.
+	After time.Duration
+	// FailbackAfter is how long a more preferred node must have been ready before the step
+	// returns to it.
+	FailbackAfter time.Duration
+	// Failback lets a step return to a more preferred node by itself (failback Automatic).
+	Failback bool
+	// FailbackNow returns a step to its most preferred schedulable node without waiting
+	// FailbackAfter (failback Manual with the failback annotation).
+	FailbackNow bool
+}
+
+// Move is what a placement decision does.
+type Move string
+
+const (
+	// MoveNone keeps the step where it is: its node is ready, or nothing better is.
+	MoveNone Move = "None"
+	// MoveWaiting keeps the step where it is while its node's outage is shorter than After.
+	MoveWaiting Move = "Waiting"
+	// MoveFailover moves the step off a node that has been not ready for After.
+	MoveFailover Move = "Failover"
+	// MoveFailback moves the step back to a more preferred node that is ready again.
+	MoveFailback Move = "Failback"
+	// MoveNoNodeReady keeps the step where it is: its node has been not ready for After, but no
+	// other node of the step is ready either.
+	MoveNoNodeReady Move = "NoNodeReady"
+)
+
+// Decision is where a step's pods should run.
+type Decision struct {
+	// Node is the node the step's Deployment should be pinned to.
+	Node string
+	// From is the node it is pinned to now.
+	From string
+	// Move says why Node is what it is.
+	Move Move
+	// RequeueAfter is when a timer of the decision expires and it must be made again; 0 when
+	// only a change of some node can change it.
+	RequeueAfter time.Duration
+}
+
+// Decide places a step. candidates are its nodes, most preferred first (location, then
+// fallbackLocations); current is the node its Deployment is pinned to now (empty, or not a
+// candidate any more after a spec change, counts as the most preferred one); health holds every
+// candidate (a candidate absent from it is missing). It reads no clock but now, and remembers
+// nothing: every timer runs from a node's Ready transition time, so the same world always gives
+// the same decision.
+//
+// The rules:
+//   - A step stays on a node that reports Ready, even when the node is cordoned or tainted:
+//     its running pods are not evicted by that, and a cordon has no time to count from.
+//   - A step whose node has been not ready (Ready False or Unknown, or never reported) for
+//     After moves to the first candidate that is ready and schedulable. A node that does not
+//     exist has been not ready forever: the step moves at once. A node that flaps never stays
+//     down for After in one piece, so the step never moves.
+//   - With Failback, a step on a fallback node returns to the most preferred candidate that
+//     has been ready and schedulable for FailbackAfter; a flapping node restarts that wait on
+//     every flap, so the step does not bounce back to it.
+//   - When no candidate is ready and schedulable, the step stays where it is.
+func Decide(candidates []string, current string, health map[string]Health, p Policy, now time.Time) Decision {
+	if len(candidates) == 0 {
+		return Decision{Node: current, From: current, Move: MoveNone}
+	}
+	idx := slices.Index(candidates, current)
+	if idx < 0 {
+		idx, current = 0, candidates[0]
+	}
+	stay := Decision{Node: current, From: current, Move: MoveNone}
+	h, known := health[current]
+	if !known {
+		h = Health{State: StateMissing}
+	}
+
+	if h.Ready() {
+		if idx == 0 || (!p.Failback && !p.FailbackNow) {
+			return stay
+		}
+		for _, c := range candidates[:idx] {
+			ch := health[c]
+			if !ch.Schedulable() {
+				continue
+			}
+			readyFor := now.Sub(ch.Since)
+			if p.FailbackNow || readyFor >= p.FailbackAfter {
+				return Decision{Node: c, From: current, Move: MoveFailback}
+			}
+			if wait := p.FailbackAfter - readyFor; stay.RequeueAfter == 0 || wait < stay.RequeueAfter {
+				stay.RequeueAfter = wait
+			}
+		}
+		return stay
+	}
+
+	if h.State != StateMissing {
+		if down := now.Sub(h.Since); down < p.After {
+			return Decision{Node: current, From: current, Move: MoveWaiting, RequeueAfter: p.After - down}
+		}
+	}
+	for i, c := range candidates {
+		if i != idx && health[c].Schedulable() {
+			return Decision{Node: c, From: current, Move: MoveFailover}
+		}
+	}
+	return Decision{Node: current, From: current, Move: MoveNoNodeReady}
+}
