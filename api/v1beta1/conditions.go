@@ -48,6 +48,10 @@ const (
 	// ReasonRouterImageUnknown means spec.router is enabled but the operator knows no router
 	// image (RELATED_IMAGE_ROUTER is not set): it creates none of the router's objects.
 	ReasonRouterImageUnknown = "RouterImageUnknown"
+	// ReasonRouterConfigInvalid means the router would refuse the configuration the spec gives
+	// (a stopWhen that does not compile, stored without the validating webhook): the router is
+	// left as it is.
+	ReasonRouterConfigInvalid = "RouterConfigInvalid"
 )
 
 // Reasons of the Reconciled condition.

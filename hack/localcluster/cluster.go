@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -28,9 +29,12 @@ import (
 const (
 	serviceCIDR        = "10.96.0.0/16"
 	serviceAPIServerIP = "10.96.0.1"
-	// kwokNodeAnnotation marks the nodes kwok simulates.
-	kwokNodeAnnotation = "kwok.x-k8s.io/node"
-	startTimeout       = 90 * time.Second
+	// kwokNodeLabel marks the nodes kwok simulates. kwok watches nodes with this label selector
+	// on the apiserver, so a node whose label is removed leaves its watch: kwok stops renewing
+	// its lease and its status, as when a real node's kubelet dies, and the node lifecycle
+	// controller marks it not ready. Putting the label back brings the node back.
+	kwokNodeLabel = "kwok.x-k8s.io/node"
+	startTimeout  = 90 * time.Second
 )
 
 type cluster struct {
@@ -38,7 +42,8 @@ type cluster struct {
 	kubeBin string
 	etcdBin string
 	kwokBin string
-	// kwokStages are kwok's stage files: how simulated nodes and pods move through their lives.
+	// kwokStages are kwok's stage files: how simulated pods move through their lives (the
+	// nodes' are nodeStages).
 	kwokStages []string
 	nodes      []string
 	// egressSocket, when set, is the Unix socket of the HTTP CONNECT proxy kube-apiserver
@@ -49,6 +54,13 @@ type cluster struct {
 func (c *cluster) path(parts ...string) string {
 	return filepath.Join(append([]string{c.dir}, parts...)...)
 }
+
+// nodeStages are the kwok stages of the simulated nodes: Ready with the moment they became so
+// as the transition time, and heartbeats that keep it.
+//
+//go:embed node-stages.yaml
+var nodeStages []byte
+
 func (c *cluster) kubeconfig() string         { return c.path("kubeconfig") }
 func (c *cluster) logFile(name string) string { return c.path("logs", name+".log") }
 func (c *cluster) pidFile(name string) string { return c.path("pids", name+".pid") }
@@ -199,6 +211,9 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--service-account-private-key-file="+pk.path("sa.key"), "--root-ca-file="+pk.path("ca.crt"),
 		"--service-cluster-ip-range="+serviceCIDR, "--profiling=false",
+		// A node whose heartbeat stops is marked not ready after 20 s instead of 50 s, so that
+		// the failover tests do not wait for minutes.
+		"--node-monitor-grace-period=20s", "--node-monitor-period=2s",
 	); err != nil {
 		return err
 	}
@@ -219,11 +234,15 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 func (c *cluster) startKwok(port int) error {
 	args := []string{
 		"--kubeconfig=" + c.kubeconfig(), "--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=fake",
 		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
 	}
-	for _, stage := range c.kwokStages {
+	nodeStagesFile := c.path("node-stages.yaml")
+	if err := os.WriteFile(nodeStagesFile, nodeStages, 0o644); err != nil {
+		return fmt.Errorf("write kwok's node stages: %w", err)
+	}
+	for _, stage := range append([]string{nodeStagesFile}, c.kwokStages...) {
 		args = append(args, "--config="+stage)
 	}
 	return c.start("kwok", c.kwokBin, args...)
@@ -241,10 +260,10 @@ func (c *cluster) createNodes(cs kubernetes.Interface) error {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        name,
-				Annotations: map[string]string{kwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
 				Labels: map[string]string{
 					corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
-					"type": "kwok",
+					"type": "kwok", kwokNodeLabel: "fake",
 				},
 			},
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},

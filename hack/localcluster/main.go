@@ -65,8 +65,8 @@ func main() {
 	}
 }
 
-// kwokStages finds the stage files kwok ships in its module: nodes become Ready and keep
-// their lease, pods become Ready, complete and go away when deleted.
+// kwokStages finds the pod stage files kwok ships in its module: pods become Ready, complete
+// and go away when deleted. The nodes' stages are this command's own (node-stages.yaml).
 func kwokStages(version string) ([]string, error) {
 	if version == "" {
 		return nil, errors.New("-kwok-version is required")
@@ -80,8 +80,6 @@ func kwokStages(version string) ([]string, error) {
 		return nil, fmt.Errorf("locate the kwok %s module: %s", version, out)
 	}
 	stages := []string{
-		"node/fast/node-initialize.yaml",
-		"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 		"pod/fast/pod-ready.yaml",
 		"pod/fast/pod-complete.yaml",
 		"pod/fast/pod-delete.yaml",

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +95,18 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		s.conflict(kind, key.Name)
 		return false, nil
 	}
+	if selectorChanged(current, u) {
+		// A Deployment's selector cannot change: the name passed from a step to the router, or
+		// back, within one spec change. The old child goes, its deletion starts the pass that
+		// creates the new one.
+		if !current.GetDeletionTimestamp().IsZero() {
+			s.requeueWithin(conflictRetryInterval)
+			return false, nil
+		}
+		uid := current.GetUID()
+		s.requeueWithin(conflictRetryInterval)
+		return false, r.deleteChild(ctx, s.pipeline, current, kind, client.Preconditions{UID: &uid})
+	}
 	if ok, err := a.upToDate(current); err != nil || ok {
 		return err == nil, err
 	}
@@ -102,6 +116,20 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 	// The child is the event's related object: events about different children stay apart.
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, "Updated", "Update", "Updated %s %s", kind, key.Name)
 	return true, nil
+}
+
+// selectorChanged reports whether current is a Deployment whose pod selector differs from the
+// one u describes: the apiserver refuses to change it, so the Deployment must be replaced.
+func selectorChanged(current client.Object, u *unstructured.Unstructured) bool {
+	d, ok := current.(*appsv1.Deployment)
+	if !ok || d.Spec.Selector == nil {
+		return false
+	}
+	want, _, err := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+	if err != nil {
+		return false
+	}
+	return len(d.Spec.Selector.MatchExpressions) > 0 || !maps.Equal(d.Spec.Selector.MatchLabels, want)
 }
 
 // zero sets the object obj points to to its zero value.

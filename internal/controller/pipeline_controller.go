@@ -182,12 +182,17 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, r.reconcilePaused(ctx, p)
 	}
 
-	s := newScope(p)
+	s := newScope(r.deployable(p))
+	if s.pipeline != p {
+		s.addProblem(pipelinev1beta1.ReasonRouterImageUnknown,
+			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
+				"and the entry stays on the first step", EnvRouterImage)
+	}
 	err := r.reconcileNormal(ctx, s)
 	r.recordCreatedEvent(s)
 	s.obs.err = err
 	before := *p.Status.DeepCopy()
-	after := computeStatus(p, s.obs)
+	after := computeStatus(s.pipeline, s.obs)
 	// The status write carries the resourceVersion the pass started from: it succeeds only when
 	// before was the status the apiserver held, so what is derived from the change (events, the
 	// rollout histogram) is recorded once per change, never twice from an outdated copy.
@@ -202,6 +207,19 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+// deployable is p as this operator can deploy it. Without a router image, a Pipeline that
+// enables the router is reconciled as if it did not: the entry stays on the first step, a router
+// deployed earlier is removed (it would run a configuration that no longer follows the spec), and
+// Degraded says why.
+func (r *PipelineReconciler) deployable(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
+	if !routerEnabled(p) || r.RouterImage != "" {
+		return p
+	}
+	view := p.DeepCopy()
+	view.Spec.Router.Enabled = false
+	return view
 }
 
 func (r *PipelineReconciler) now() time.Time {

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
@@ -12,17 +14,10 @@ import (
 
 // reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
 // when spec.router is enabled; the stale pass deletes them once it is not. Without a router
-// image none of them is made: a router without its configuration, or a configuration without
-// its router, would only mislead.
+// image the pass never gets here (see deployable).
 func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if !routerEnabled(p) {
-		return nil
-	}
-	if r.RouterImage == "" {
-		s.addProblem(pipelinev1beta1.ReasonRouterImageUnknown,
-			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed",
-			EnvRouterImage)
 		return nil
 	}
 	if location := p.Spec.Router.Location; location != "" {
@@ -34,6 +29,13 @@ func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) erro
 			s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "router: node %s does not exist (no node has %s=%s)",
 				location, corev1.LabelHostname, location)
 		}
+	}
+	if err := desiredRouterConfig(p).Validate(); err != nil {
+		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
+		// stored without the webhook may still carry it. A router started with it would only
+		// crash: the router is left as it is.
+		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", err)
+		return r.observeRouter(ctx, s)
 	}
 	config, err := routerConfigJSON(p)
 	if err != nil {
@@ -58,6 +60,24 @@ func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) erro
 	}
 	if ok {
 		s.obs.routerService = svc
+	}
+	return nil
+}
+
+// observeRouter reads the router's Deployment and Service, as they are, into the pass's
+// observations.
+func (r *PipelineReconciler) observeRouter(ctx context.Context, s *scope) error {
+	key := client.ObjectKey{Namespace: s.pipeline.Namespace, Name: routerObjectName(s.pipeline)}
+	d, svc := &appsv1.Deployment{}, &corev1.Service{}
+	if err := r.Client.Get(ctx, key, d); err == nil && ownedBy(s.pipeline, d) {
+		s.obs.routerDeployment = d
+	} else if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get router deployment: %w", err)
+	}
+	if err := r.Client.Get(ctx, key, svc); err == nil && ownedBy(s.pipeline, svc) {
+		s.obs.routerService = svc
+	} else if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get router service: %w", err)
 	}
 	return nil
 }

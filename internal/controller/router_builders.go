@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -40,6 +41,18 @@ const (
 	routerLivenessDelay  = int32(5)
 	routerReadinessDelay = int32(1)
 )
+
+// A router pod that is replaced keeps serving for routerShutdownDelay after SIGTERM while its
+// readiness fails (endpoints and proxies stop sending it requests), then gives the requests in
+// flight up to routerShutdownTimeout: together within the pod's default 30 s grace period.
+const (
+	routerShutdownDelay   = 5 * time.Second
+	routerShutdownTimeout = 20 * time.Second
+)
+
+// routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
+// given to the Go runtime as GOMEMLIMIT.
+const routerMemoryLimitTenths = 9
 
 // annotationRouterConfigHash, on the router's pod template, is the hash of the router's
 // configuration: a changed configuration changes the template, so the router's pods restart
@@ -138,6 +151,8 @@ func desiredRouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) 
 			"--config="+path.Join(routerConfigDir, routerConfigKey),
 			"--listen=:"+strconv.Itoa(int(routerPort)),
 			"--metrics-listen=:"+strconv.Itoa(int(routerMetricsPort)),
+			"--shutdown-delay="+routerShutdownDelay.String(),
+			"--shutdown-timeout="+routerShutdownTimeout.String(),
 		).
 		WithPorts(
 			corev1ac.ContainerPort().WithName(portName).WithContainerPort(routerPort).WithProtocol(corev1.ProtocolTCP),
@@ -152,6 +167,11 @@ func desiredRouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) 
 		WithSecurityContext(routerSecurityContext())
 	if rt.Resources != nil {
 		container.WithResources(convert[corev1ac.ResourceRequirementsApplyConfiguration](*rt.Resources))
+		if limit, ok := rt.Resources.Limits[corev1.ResourceMemory]; ok && limit.Value() > 0 {
+			// The Go runtime collects harder near the limit instead of being killed at it.
+			container.WithEnv(corev1ac.EnvVar().WithName("GOMEMLIMIT").
+				WithValue(strconv.FormatInt(limit.Value()/10*routerMemoryLimitTenths, 10)))
+		}
 	}
 
 	pod := corev1ac.PodSpec().

@@ -146,7 +146,8 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	if diff := cmp.Diff([]string{"/router"}, c.Command); diff != "" {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
-	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090"}
+	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090",
+		"--shutdown-delay=5s", "--shutdown-timeout=20s"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -176,6 +177,10 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	if got := c.Resources.Limits[corev1.ResourceMemory]; got.String() != "128Mi" {
 		t.Errorf("memory limit %s", got.String())
 	}
+	// 9 tenths of 128 MiB (134217728 / 10 * 9).
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "120795948"}}, c.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
 
 	t.Run("without a location the scheduler chooses, and one replica is the default", func(t *testing.T) {
 		p := routedSample(t)
@@ -186,6 +191,15 @@ func TestDesiredRouterDeployment(t *testing.T) {
 		}
 		if ptr.Deref(d.Spec.Replicas, 0) != 1 {
 			t.Errorf("replicas %v", d.Spec.Replicas)
+		}
+	})
+
+	t.Run("without a memory limit the Go runtime gets no limit", func(t *testing.T) {
+		p := routedSample(t)
+		p.Spec.Router.Resources = nil
+		d := typed[appsv1.Deployment](t, desiredRouterDeployment(p, testRouterImage, data))
+		if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 0 {
+			t.Errorf("env %v", env)
 		}
 	})
 }

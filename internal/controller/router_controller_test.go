@@ -164,5 +164,47 @@ var _ = Describe("The pipeline router", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &appsv1.Deployment{})).NotTo(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: stepObjectName(p, 0)}, &appsv1.Deployment{})).To(Succeed(),
 			"the steps are deployed all the same")
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
+			"the entry stays on the first step while there is no router to take it")
+		Expect(routerPhase(ctx, p)()).To(BeEmpty())
+	})
+
+	It("replaces the Deployment of a step whose name the router takes within one spec change", func() {
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "router" })
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &appsv1.Deployment{})
+		}).Should(Succeed(), "the step named router has the Deployment <pipeline>-router")
+		stepUID := routerDeploymentOf(ctx, p).UID
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Name = "recognize"
+			withRouter(p)
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, d)).To(Succeed())
+			g.Expect(d.UID).NotTo(Equal(stepUID))
+			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(routerSelector(p)))
+		}).Should(Succeed())
+		Eventually(func() metav1.ConditionStatus {
+			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+		}).Should(Equal(metav1.ConditionTrue))
+	})
+
+	It("leaves the router alone and says why when the spec gives a configuration the router refuses", func() {
+		// Stored without the validating webhook, which would refuse it.
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).To(ContainSubstring("stopWhen"))
+		Expect(gone(ctx, &corev1.ConfigMap{}, ns, routerObjectName(p))).To(BeTrue())
+		Expect(gone(ctx, &appsv1.Deployment{}, ns, routerObjectName(p))).To(BeTrue())
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &appsv1.Deployment{})
+		}).Should(Succeed())
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
 	})
 })
