@@ -13,8 +13,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,6 +82,7 @@ func newScope(p *pipelinev1beta1.Pipeline) *scope {
 	return &scope{pipeline: p, obs: &observed{
 		deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
 		services:    make([]*corev1.Service, len(p.Spec.Steps)),
+		autoscalers: make([]*autoscalingv2.HorizontalPodAutoscaler, len(p.Spec.Steps)),
 	}}
 }
 
@@ -137,6 +140,8 @@ func (s *scope) conflict(kind, name string) {
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -341,7 +346,8 @@ func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error
 	return errors.Join(errs...)
 }
 
-// reconcileStep makes the Deployment and Service of step i exist as the spec says.
+// reconcileStep makes the Deployment and Service of step i, and its autoscaler and disruption
+// budget when it needs them, exist as the spec says.
 func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 	p := s.pipeline
 	if err := r.checkLocation(ctx, s, i); err != nil {
@@ -362,7 +368,7 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 	if ok {
 		s.obs.services[i] = svc
 	}
-	return nil
+	return r.reconcileScaling(ctx, s, i)
 }
 
 // reconcileIngress makes the Ingress of spec.expose.ingress exist as the spec says; the stale
@@ -413,12 +419,15 @@ func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int)
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, storage that was replaced, and an Ingress the spec dropped.
+// or renamed, autoscalers and disruption budgets the steps no longer need, storage that was
+// replaced, and an Ingress the spec dropped.
 func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
+	wantedScaling := map[string]struct{ autoscaled, budget bool }{}
 	for i := range p.Spec.Steps {
 		wanted[stepObjectName(p, i)] = true
+		wantedScaling[stepObjectName(p, i)] = struct{ autoscaled, budget bool }{autoscaling(p, i) != nil, needsDisruptionBudget(p, i)}
 	}
 	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{LabelPipeline: p.Name}}
 
@@ -439,6 +448,12 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	isStep := func(o client.Object) bool { return wanted[o.GetName()] }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
+	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler", func(o client.Object) bool {
+		return wantedScaling[o.GetName()].autoscaled
+	}, inNamespace...)
+	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget", func(o client.Object) bool {
+		return wantedScaling[o.GetName()].budget
+	}, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		return ownsStorage(p) && o.GetName() == claimName(p)
 	}, inNamespace...)
