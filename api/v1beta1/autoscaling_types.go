@@ -70,18 +70,22 @@ func (a *StepAutoscaling) EffectiveTargetCPU() int32 {
 type StepAutoscalingStatus struct {
 	// minReplicas is the fewest pods the autoscaler keeps.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Min Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	MinReplicas int32 `json:"minReplicas"`
 
 	// maxReplicas is the most pods the autoscaler starts.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Max Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	MaxReplicas int32 `json:"maxReplicas"`
 
 	// currentReplicas is the number of pods the autoscaler last saw.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Current Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	CurrentReplicas int32 `json:"currentReplicas"`
 
 	// desiredReplicas is the number of pods the autoscaler last asked for.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Desired Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	DesiredReplicas int32 `json:"desiredReplicas"`
 
 	// scalingActive is false while the autoscaler cannot compute a pod count, for instance
@@ -89,10 +93,12 @@ type StepAutoscalingStatus struct {
 	// CPU (memory) for a CPU (memory) target: the step keeps its pods and the Pipeline is not
 	// failed. Absent until the autoscaler has reported.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Scaling Active",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	ScalingActive *bool `json:"scalingActive,omitempty"`
 
 	// message is why the autoscaler is not scaling, when scalingActive is false.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Message",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Message string `json:"message,omitempty"`
 }
