@@ -86,7 +86,7 @@ func ownsReplicas(entries []metav1.ManagedFieldsEntry, manager string) bool {
 			continue
 		}
 		var fields map[string]map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		if _, ok := fields["f:spec"]["f:replicas"]; ok {

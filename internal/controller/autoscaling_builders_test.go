@@ -215,7 +215,7 @@ func TestScalingInactiveDoesNotFailThePipeline(t *testing.T) {
 
 func TestOwnsReplicas(t *testing.T) {
 	entry := func(manager, subresource, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: subresource, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: subresource, FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	withReplicas := `{"f:spec":{"f:replicas":{},"f:template":{}}}`
 	tests := []struct {

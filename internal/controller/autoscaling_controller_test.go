@@ -31,7 +31,7 @@ func replicasOwners(obj client.Object) []string {
 			continue
 		}
 		var fields map[string]map[string]any
-		Expect(json.Unmarshal(e.FieldsV1.Raw, &fields)).To(Succeed())
+		Expect(json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 		if _, ok := fields["f:spec"]["f:replicas"]; ok {
 			owners = append(owners, e.Manager)
 		}
