@@ -130,6 +130,21 @@ func scalingStatus(p *pipelinev1beta1.Pipeline, i int, st *pipelinev1beta1.StepS
 	st.Autoscaling = as
 }
 
+// stepDeploymentPhase classifies the Deployment of step i. An autoscaled step is available
+// once minReplicas of its pods (fewer when the autoscaler asks for fewer) run the current
+// template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
+// to creating (nor hold an upgrade of the operator) while the new pods start.
+func stepDeploymentPhase(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
+	a := autoscaling(p, i)
+	if a == nil || d.Spec.Replicas == nil {
+		return deploymentPhase(d)
+	}
+	floor := min(*d.Spec.Replicas, a.EffectiveMinReplicas())
+	scaled := *d
+	scaled.Spec.Replicas = &floor
+	return deploymentPhase(&scaled)
+}
+
 // autoscalerChanged passes the updates of a HorizontalPodAutoscaler that matter to its Pipeline:
 // its spec or metadata (drift), and the counts and ScalingActive condition its status reports.
 // The metric readings the autoscaler refreshes every few seconds are ignored.

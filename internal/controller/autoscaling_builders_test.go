@@ -238,3 +238,38 @@ func TestOwnsReplicas(t *testing.T) {
 		})
 	}
 }
+
+func TestAutoscaledStepAvailableDuringScaleUp(t *testing.T) {
+	deployment := func(replicas, updated, available, total int32) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: total, UpdatedReplicas: updated, AvailableReplicas: available}}
+	}
+	tests := []struct {
+		name       string
+		autoscaled bool
+		d          *appsv1.Deployment
+		want       pipelinev1beta1.DeploymentPhase
+	}{
+		{name: "scaling up from 2 to 5, 2 available", autoscaled: true, d: deployment(5, 5, 2, 5), want: pipelinev1beta1.DeploymentPhaseAvailable},
+		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
+		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
+		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1beta1.DeploymentPhaseProgressing},
+		{name: "scaled below minReplicas, all available", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1beta1.DeploymentPhaseAvailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := loadSample(t, "vision")
+			if tt.autoscaled {
+				p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 8}
+			}
+			before := *tt.d.Spec.Replicas
+			got, detail := stepDeploymentPhase(p, 1, tt.d)
+			if got != tt.want {
+				t.Errorf("phase %s (%s), want %s", got, detail, tt.want)
+			}
+			if *tt.d.Spec.Replicas != before {
+				t.Errorf("the observed Deployment's replicas changed to %d", *tt.d.Spec.Replicas)
+			}
+		})
+	}
+}

@@ -240,7 +240,7 @@ func computeStepState(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment, 
 		return s
 	}
 	s.status.ReadyReplicas = d.Status.ReadyReplicas
-	phase, detail := deploymentPhase(d)
+	phase, detail := stepDeploymentPhase(p, i, d)
 	s.status.DeploymentPhase = phase
 	switch {
 	case phase == pipelinev1beta1.DeploymentPhaseFailed:
