@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -106,6 +107,17 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 			Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
 				Reason: "FailedGetResourceMetric", Message: "no metrics returned from resource metrics API", LastTransitionTime: metav1.Now()}}}
 		Expect(k8sClient.Status().Update(ctx, hpa)).To(Succeed())
+		// The new pods start: 3 of 5 available is no rollout (minReplicas is 2), the Pipeline is running.
+		Eventually(func() error {
+			d := deploymentOf(ctx, p, 1)
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 5, UpdatedReplicas: 5,
+				ReadyReplicas: 3, AvailableReplicas: 3}
+			return k8sClient.Status().Update(ctx, d)
+		}).Should(Succeed())
+		Eventually(func() pipelinev1beta1.PipelineStatus { return getPipeline(ctx, p).Status }).Should(And(
+			HaveField("Phase", Equal(pipelinev1beta1.PipelinePhaseRunning)),
+			HaveField("DetailPhase.StepsPhase", HaveEach(HaveField("DeploymentPhase", Equal(pipelinev1beta1.DeploymentPhaseAvailable)))),
+			HaveField("DetailPhase.StepsPhase", ContainElement(And(HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(3)))))))
 		rollOut(ctx, p)
 		Eventually(stepStatus(ctx, p, 1)).Should(And(
 			HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(5)),
