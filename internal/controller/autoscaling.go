@@ -50,6 +50,17 @@ func (r *PipelineReconciler) reconcileScaling(ctx context.Context, s *scope, i i
 	return nil
 }
 
+// wantedScalingChildren are the names of the HorizontalPodAutoscalers and PodDisruptionBudgets
+// the steps of p need; the stale pass deletes the others.
+func wantedScalingChildren(p *pipelinev1beta1.Pipeline) (autoscalers, budgets map[string]bool) {
+	autoscalers, budgets = map[string]bool{}, map[string]bool{}
+	for i := range p.Spec.Steps {
+		autoscalers[stepObjectName(p, i)] = autoscaling(p, i) != nil
+		budgets[stepObjectName(p, i)] = needsDisruptionBudget(p, i)
+	}
+	return autoscalers, budgets
+}
+
 // handOverReplicas keeps the replicas of an existing Deployment whose step became autoscaled:
 // u, the operator's configuration, no longer sets them. When the operator's apply still owns
 // the field, ReplicasHandOverManager applies the live count first, so that the field keeps an

@@ -424,11 +424,10 @@ func (r *PipelineReconciler) checkLocation(ctx context.Context, s *scope, i int)
 func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
-	wantedScaling := map[string]struct{ autoscaled, budget bool }{}
 	for i := range p.Spec.Steps {
 		wanted[stepObjectName(p, i)] = true
-		wantedScaling[stepObjectName(p, i)] = struct{ autoscaled, budget bool }{autoscaling(p, i) != nil, needsDisruptionBudget(p, i)}
 	}
+	autoscalers, budgets := wantedScalingChildren(p)
 	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{LabelPipeline: p.Name}}
 
 	var errs []error
@@ -448,12 +447,10 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	isStep := func(o client.Object) bool { return wanted[o.GetName()] }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
-	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler", func(o client.Object) bool {
-		return wantedScaling[o.GetName()].autoscaled
-	}, inNamespace...)
-	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget", func(o client.Object) bool {
-		return wantedScaling[o.GetName()].budget
-	}, inNamespace...)
+	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler",
+		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
+	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",
+		func(o client.Object) bool { return budgets[o.GetName()] }, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		return ownsStorage(p) && o.GetName() == claimName(p)
 	}, inNamespace...)
