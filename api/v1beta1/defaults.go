@@ -147,8 +147,10 @@ func (f *Failover) EffectiveFailbackAfterSeconds() int32 {
 }
 
 // Default writes every default into the spec, so that the stored Pipeline shows what the
-// operator will do. It never changes a value the user set. Storage capacity and access modes
-// are defaulted only for the storage the operator creates (not for existingClaim).
+// operator will do. It never changes a value the user set, with one exception: an autoscaled
+// step loses replicas 1, the default this function stored before the step was autoscaled
+// (see defaultAutoscaling). Storage capacity and access modes are defaulted only for the
+// storage the operator creates (not for existingClaim).
 func (p *Pipeline) Default() {
 	spec := &p.Spec
 	named := map[string]bool{}
@@ -162,7 +164,9 @@ func (p *Pipeline) Default() {
 		if s.Name == "" && !named[DefaultStepName(i)] {
 			s.Name = DefaultStepName(i)
 		}
-		if s.Replicas == nil {
+		if s.Autoscaling != nil {
+			defaultAutoscaling(s)
+		} else if s.Replicas == nil {
 			r := s.EffectiveReplicas()
 			s.Replicas = &r
 		}
@@ -190,5 +194,25 @@ func (p *Pipeline) Default() {
 		if len(m.AccessModes) == 0 {
 			m.AccessModes = m.EffectiveAccessModes()
 		}
+	}
+}
+
+// defaultAutoscaling writes the defaults of an autoscaled step: minReplicas, and the CPU
+// target when no target is set. replicas and autoscaling exclude each other, but every step
+// of a Pipeline stored before it was autoscaled carries replicas 1, written by Default; that
+// value is removed, so that adding autoscaling to a Pipeline is not refused for a default the
+// user never wrote. Any other replicas stays, and validation refuses it.
+func defaultAutoscaling(s *Step) {
+	a := s.Autoscaling
+	if s.Replicas != nil && *s.Replicas == DefaultReplicas {
+		s.Replicas = nil
+	}
+	if a.MinReplicas == nil {
+		m := a.EffectiveMinReplicas()
+		a.MinReplicas = &m
+	}
+	if a.TargetCPUUtilizationPercentage == nil && a.TargetMemoryUtilizationPercentage == nil {
+		t := a.EffectiveTargetCPU()
+		a.TargetCPUUtilizationPercentage = &t
 	}
 }

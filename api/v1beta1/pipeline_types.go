@@ -53,6 +53,7 @@ type ArgValue string
 // +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.args) || !('listenPort' in self.args) || self.args['listenPort'] == string(self.port)",message="port and args.listenPort disagree: set only one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
 type Step struct {
 	// name identifies the step; it names the step's Deployment and Service
 	// (<pipeline>-<name>). Defaults to step-<1-based position>.
@@ -112,13 +113,19 @@ type Step struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Arguments"
 	Args map[string]ArgValue `json:"args,omitempty"`
 
-	// replicas is the number of pods of the step.
+	// replicas is the number of pods of the step. Defaults to 1 unless autoscaling is set,
+	// which excludes it.
 	// +optional
-	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// autoscaling, when set, makes a HorizontalPodAutoscaler own the step's number of pods;
+	// the operator then no longer sets the Deployment's replicas.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Autoscaling"
+	Autoscaling *StepAutoscaling `json:"autoscaling,omitempty"`
 
 	// port is the port the step's container listens on, and the port of its Service.
 	// Defaults to args.listenPort, else 80.
@@ -538,7 +545,9 @@ type StepStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="URL",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	URL string `json:"url,omitempty"`
 
-	// replicas is the number of pods the step should have.
+	// replicas is the number of pods the step should have: spec replicas, or for an autoscaled
+	// step the number its HorizontalPodAutoscaler asks for (the Deployment's until it has
+	// reported).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	Replicas int32 `json:"replicas"`
@@ -561,6 +570,12 @@ type StepStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node Ready",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	NodeReady *bool `json:"nodeReady,omitempty"`
+
+	// autoscaling is the state of the step's HorizontalPodAutoscaler; absent unless the step
+	// sets autoscaling.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Autoscaling"
+	Autoscaling *StepAutoscalingStatus `json:"autoscaling,omitempty"`
 }
 
 // DetailPhase is the state of every child of a Pipeline.
@@ -671,7 +686,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.detailPhase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
-// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1},{HorizontalPodAutoscaler,v2},{PodDisruptionBudget,v1}}
 type Pipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -179,6 +179,9 @@ func (r *PipelineReconciler) updateChild(ctx context.Context, current client.Obj
 			return fmt.Errorf("hand the fields of the create over to the apply: %w", err)
 		}
 	}
+	if err := r.handOverReplicas(ctx, u); err != nil {
+		return fmt.Errorf("hand the replicas over to the autoscaler: %w", err)
+	}
 	obj := u.DeepCopy()
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return err

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -83,6 +85,7 @@ func newScope(p *pipelinev1beta1.Pipeline) *scope {
 		deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
 		services:    make([]*corev1.Service, len(p.Spec.Steps)),
 		placements:  make([]placement, len(p.Spec.Steps)),
+		autoscalers: make([]*autoscalingv2.HorizontalPodAutoscaler, len(p.Spec.Steps)),
 	}}
 }
 
@@ -141,6 +144,8 @@ func (s *scope) conflict(kind, name string) {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -365,7 +370,8 @@ func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error
 	return errors.Join(errs...)
 }
 
-// reconcileStep makes the Deployment and Service of step i exist as the spec says.
+// reconcileStep makes the Deployment and Service of step i, and its autoscaler and disruption
+// budget when it needs them, exist as the spec says.
 func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 	p := s.pipeline
 	pl, err := r.placeStep(ctx, s, i)
@@ -392,7 +398,7 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 	if ok {
 		s.obs.services[i] = svc
 	}
-	return nil
+	return r.reconcileScaling(ctx, s, i)
 }
 
 // reconcileIngress makes the Ingress of spec.expose.ingress exist as the spec says; the stale
@@ -425,13 +431,15 @@ func (r *PipelineReconciler) podSecurityLevel(ctx context.Context, ns string) (P
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, storage that was replaced, an Ingress the spec dropped and a router it disabled.
+// or renamed, autoscalers and disruption budgets the steps no longer need, storage that was
+// replaced, an Ingress the spec dropped and a router it disabled.
 func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
 	for i := range p.Spec.Steps {
 		wanted[stepObjectName(p, i)] = true
 	}
+	autoscalers, budgets := wantedScalingChildren(p)
 	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{LabelPipeline: p.Name}}
 
 	var errs []error
@@ -453,6 +461,10 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ConfigMapList{}, "ConfigMap", isRouter, inNamespace...)
+	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler",
+		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
+	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",
+		func(o client.Object) bool { return budgets[o.GetName()] }, inNamespace...)
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		return ownsStorage(p) && o.GetName() == claimName(p)
 	}, inNamespace...)

@@ -6,8 +6,10 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,12 +29,12 @@ import (
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
 // managedFields (children keep a shared marker, see keepCreatedMarker): the cluster's other
-// Deployments, Services, ConfigMaps, volumes and Ingresses cost it no memory.
+// Deployments, Services, ConfigMaps, volumes, Ingresses, autoscalers and disruption budgets cost it no memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: ManagedBy})
-	return cache.Options{
+	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}:            {Label: managed, Transform: stripDeploymentDefaults},
@@ -44,6 +46,9 @@ func CacheOptions() cache.Options {
 			&corev1.Node{}:                  {Transform: nodes.StripForPlacement},
 		},
 	}
+	opts.ByObject[&autoscalingv2.HorizontalPodAutoscaler{}] = cache.ByObject{Label: managed, Transform: keepCreatedMarker}
+	opts.ByObject[&policyv1.PodDisruptionBudget{}] = cache.ByObject{Label: managed, Transform: keepCreatedMarker}
+	return opts
 }
 
 // WithMaxConcurrentReconciles sets how many Pipelines are reconciled in parallel.
@@ -74,6 +79,8 @@ func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.Ingress{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(autoscalerChanged())).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodes.PlacementChanged())).

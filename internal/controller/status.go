@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +32,8 @@ type observed struct {
 	// deployments and services are indexed like spec.steps; nil entries are missing.
 	deployments []*appsv1.Deployment
 	services    []*corev1.Service
+	// autoscalers are the HorizontalPodAutoscalers of autoscaled steps, indexed like spec.steps.
+	autoscalers []*autoscalingv2.HorizontalPodAutoscaler
 	// ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
 	ingress *networkingv1.Ingress
 	// routerDeployment and routerService are the router's; nil when missing or not enabled.
@@ -42,6 +45,14 @@ type observed struct {
 	problems []problem
 	// err is the error that stopped the pass, if any.
 	err error
+}
+
+// autoscaler is the HorizontalPodAutoscaler of step i, nil when missing or not asked for.
+func (o *observed) autoscaler(i int) *autoscalingv2.HorizontalPodAutoscaler {
+	if i < len(o.autoscalers) {
+		return o.autoscalers[i]
+	}
+	return nil
 }
 
 // stepState is the state of one step derived from its children.
@@ -103,6 +114,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 	for i := range p.Spec.Steps {
 		models = append(models, p.Spec.Steps[i].Model)
 		s := computeStepState(p, i, obs.deployments[i], obs.services[i])
+		scalingStatus(p, i, &s.status, obs.deployments[i], obs.autoscaler(i))
 		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
 		switch {
 		case s.failure != "":
@@ -279,7 +291,7 @@ func computeStepState(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment, 
 		return s
 	}
 	s.status.ReadyReplicas = d.Status.ReadyReplicas
-	phase, detail := deploymentPhase(d)
+	phase, detail := stepDeploymentPhase(p, i, d)
 	s.status.DeploymentPhase = phase
 	switch {
 	case phase == pipelinev1beta1.DeploymentPhaseFailed:

@@ -110,15 +110,19 @@ func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurity
 		pod.WithTolerations(convert[corev1ac.TolerationApplyConfiguration](t))
 	}
 
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(stepSelector(p, i))).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(labels).
+			WithSpec(pod))
+	// The HorizontalPodAutoscaler of an autoscaled step owns its replicas (see handOverReplicas).
+	if autoscaling(p, i) == nil {
+		spec.WithReplicas(stepReplicas(p, i))
+	}
 	return appsv1ac.Deployment(stepObjectName(p, i), p.Namespace).
 		WithLabels(labels).
 		WithOwnerReferences(ownerReference(p)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(stepReplicas(p, i)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(stepSelector(p, i))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(labels).
-				WithSpec(pod)))
+		WithSpec(spec)
 }
 
 // desiredStepService is the Service in front of step i's pods: ClusterIP, or for the entry

@@ -229,6 +229,7 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 			}
 			locations.Insert(s.Location)
 		}
+		out = append(out, autoscalingWarnings(name, s)...)
 		for _, e := range s.Env {
 			if injectedEnv.Has(e.Name) {
 				out = append(out, fmt.Sprintf("step %s: env %s replaces the value the operator sets", name, e.Name))

@@ -96,6 +96,34 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(got.Spec.ModelStorage.AccessModes).To(BeEmpty())
 	})
 
+	It("lets a step that had the default replicas become autoscaled, and stores the autoscaling defaults", func(ctx SpecContext) {
+		p := sample(ns)
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		Expect(p.Spec.Steps[1].Replicas).To(HaveValue(BeEquivalentTo(1)), "the default replicas is stored")
+		warned.take()
+
+		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+		p.Spec.Steps[0].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4, TargetMemoryUtilizationPercentage: ptr.To[int32](75)}
+		p.Spec.Steps[0].Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		for i := range p.Spec.Steps {
+			Expect(p.Spec.Steps[i].Replicas).To(BeNil(), "the default replicas goes with autoscaling")
+			Expect(p.Spec.Steps[i].Autoscaling.MinReplicas).To(HaveValue(BeEquivalentTo(1)))
+		}
+		Expect(p.Spec.Steps[1].Autoscaling.TargetCPUUtilizationPercentage).To(HaveValue(BeEquivalentTo(80)), "no target: 80% CPU")
+		Expect(p.Spec.Steps[0].Autoscaling.TargetCPUUtilizationPercentage).To(BeNil(), "a memory target alone stays alone")
+		warnings := warned.take()
+		Expect(warnings).To(ContainElement(
+			"step step-2: autoscaling on CPU needs resources.requests.cpu: without it the autoscaler cannot measure utilization and does not scale"))
+		Expect(warnings).NotTo(ContainElement(ContainSubstring("step step-1: autoscaling")), "step-1 requests the memory it targets")
+
+		By("replicas other than the default are refused together with autoscaling")
+		p.Spec.Steps[1].Replicas = ptr.To[int32](3)
+		Expect(k8sClient.Update(ctx, p)).To(MatchError(ContainSubstring("set replicas or autoscaling, not both")))
+	})
+
 	It("lets args.listenPort alone change the port it set", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[1].Port = ptr.To[int32](8080)
@@ -275,6 +303,16 @@ var _ = Describe("Pipeline admission", func() {
 			"spec.steps[0]", "port and args.listenPort disagree"),
 		Entry("zero replicas", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Replicas = ptr.To[int32](0) },
 			"spec.steps[0].replicas", "should be greater than or equal to 1"),
+		Entry("replicas and autoscaling", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
+			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+		}, "spec.steps[1]", "set replicas or autoscaling, not both"),
+		Entry("autoscaling with minReplicas above maxReplicas", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 2}
+		}, "spec.steps[1].autoscaling", "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
+		Entry("autoscaling without maxReplicas", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{}
+		}, "spec.steps[1].autoscaling.maxReplicas", "should be greater than or equal to 1"),
 		Entry("two steps with one name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "detect" },
 			"spec.steps", "step names must be unique"),
 		Entry("a name taken from an unnamed step", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = "step-2" },

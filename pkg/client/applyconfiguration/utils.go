@@ -52,6 +52,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.RouterApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Step"):
 		return &apiv1beta1.StepApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("StepAutoscaling"):
+		return &apiv1beta1.StepAutoscalingApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("StepAutoscalingStatus"):
+		return &apiv1beta1.StepAutoscalingStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("StepStatus"):
 		return &apiv1beta1.StepStatusApplyConfiguration{}
 

@@ -49,8 +49,12 @@ type StepApplyConfiguration struct {
 	// variable of the same name. listenPort, when present, is also the container and
 	// Service port.
 	Args map[string]apiv1beta1.ArgValue `json:"args,omitempty"`
-	// replicas is the number of pods of the step.
+	// replicas is the number of pods of the step. Defaults to 1 unless autoscaling is set,
+	// which excludes it.
 	Replicas *int32 `json:"replicas,omitempty"`
+	// autoscaling, when set, makes a HorizontalPodAutoscaler own the step's number of pods;
+	// the operator then no longer sets the Deployment's replicas.
+	Autoscaling *StepAutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
 	// port is the port the step's container listens on, and the port of its Service.
 	// Defaults to args.listenPort, else 80.
 	Port *int32 `json:"port,omitempty"`
@@ -146,6 +150,14 @@ func (b *StepApplyConfiguration) WithArgs(entries map[string]apiv1beta1.ArgValue
 // If called multiple times, the Replicas field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithReplicas(value int32) *StepApplyConfiguration {
 	b.Replicas = &value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithAutoscaling(value *StepAutoscalingApplyConfiguration) *StepApplyConfiguration {
+	b.Autoscaling = value
 	return b
 }
 

@@ -37,7 +37,9 @@ type StepStatusApplyConfiguration struct {
 	ServicePhase *apiv1beta1.ServicePhase `json:"servicePhase,omitempty"`
 	// url is the in-cluster URL of the step's Service.
 	URL *string `json:"url,omitempty"`
-	// replicas is the number of pods the step should have.
+	// replicas is the number of pods the step should have: spec replicas, or for an autoscaled
+	// step the number its HorizontalPodAutoscaler asks for (the Deployment's until it has
+	// reported).
 	Replicas *int32 `json:"replicas,omitempty"`
 	// readyReplicas is the number of the step's pods that are ready.
 	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
@@ -48,6 +50,9 @@ type StepStatusApplyConfiguration struct {
 	// cordoned, no NoSchedule or NoExecute taint the step does not tolerate). Written whenever
 	// node is set, false included; absent for a step without location.
 	NodeReady *bool `json:"nodeReady,omitempty"`
+	// autoscaling is the state of the step's HorizontalPodAutoscaler; absent unless the step
+	// sets autoscaling.
+	Autoscaling *StepAutoscalingStatusApplyConfiguration `json:"autoscaling,omitempty"`
 }
 
 // StepStatusApplyConfiguration constructs a declarative configuration of the StepStatus type for use with
@@ -125,5 +130,13 @@ func (b *StepStatusApplyConfiguration) WithNode(value string) *StepStatusApplyCo
 // If called multiple times, the NodeReady field is set to the value of the last call.
 func (b *StepStatusApplyConfiguration) WithNodeReady(value bool) *StepStatusApplyConfiguration {
 	b.NodeReady = &value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithAutoscaling(value *StepAutoscalingStatusApplyConfiguration) *StepStatusApplyConfiguration {
+	b.Autoscaling = value
 	return b
 }

@@ -1,0 +1,34 @@
+package v1beta1
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// autoscalingWarnings warn about an autoscaled step whose utilization target cannot be measured:
+// a utilization is a percentage of the container's request, and without the request the
+// autoscaler reports ScalingActive False and keeps the step at its current number of pods.
+func autoscalingWarnings(name string, s *pipelinev1beta1.Step) []string {
+	a := s.Autoscaling
+	if a == nil {
+		return nil
+	}
+	var out []string
+	requested := func(r corev1.ResourceName) bool {
+		if s.Resources == nil {
+			return false
+		}
+		_, ok := s.Resources.Requests[r]
+		return ok
+	}
+	if a.EffectiveTargetCPU() > 0 && !requested(corev1.ResourceCPU) {
+		out = append(out, fmt.Sprintf("step %s: autoscaling on CPU needs resources.requests.cpu: without it the autoscaler cannot measure utilization and does not scale", name))
+	}
+	if a.TargetMemoryUtilizationPercentage != nil && !requested(corev1.ResourceMemory) {
+		out = append(out, fmt.Sprintf("step %s: autoscaling on memory needs resources.requests.memory: without it the autoscaler cannot measure utilization and does not scale", name))
+	}
+	return out
+}
