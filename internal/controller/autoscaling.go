@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,7 +48,38 @@ func (r *PipelineReconciler) reconcileScaling(ctx context.Context, s *scope, i i
 			return err
 		}
 	}
-	return nil
+	return r.deleteUnneededScaling(ctx, s, i)
+}
+
+// deleteUnneededScaling deletes the autoscaler and the disruption budget of step i when the spec
+// no longer asks for them. The stale pass finds them too, but only when the status says the spec
+// changed since the last successful pass; one created by a pass whose successor listed a cache
+// that did not hold it yet would otherwise stay, and an autoscaler left behind fights the
+// operator over the step's replicas. A cached read by name costs no request.
+func (r *PipelineReconciler) deleteUnneededScaling(ctx context.Context, s *scope, i int) error {
+	p := s.pipeline
+	key := client.ObjectKey{Namespace: p.Namespace, Name: stepObjectName(p, i)}
+	var errs []error
+	for _, c := range []struct {
+		obj    client.Object
+		kind   string
+		needed bool
+	}{
+		{&autoscalingv2.HorizontalPodAutoscaler{}, "HorizontalPodAutoscaler", autoscaling(p, i) != nil},
+		{&policyv1.PodDisruptionBudget{}, "PodDisruptionBudget", needsDisruptionBudget(p, i)},
+	} {
+		if c.needed {
+			continue
+		}
+		if err := r.Client.Get(ctx, key, c.obj); err != nil {
+			errs = append(errs, client.IgnoreNotFound(err))
+			continue
+		}
+		if ownedBy(p, c.obj) {
+			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // wantedScalingChildren are the names of the HorizontalPodAutoscalers and PodDisruptionBudgets
@@ -142,15 +174,17 @@ func scalingStatus(p *pipelinev1beta1.Pipeline, i int, st *pipelinev1beta1.StepS
 }
 
 // stepDeploymentPhase classifies the Deployment of step i. An autoscaled step is available
-// once minReplicas of its pods (fewer when the autoscaler asks for fewer) run the current
-// template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
+// once minReplicas of its pods (at least one) run the current template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
 // to creating (nor hold an upgrade of the operator) while the new pods start.
 func stepDeploymentPhase(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
 	a := autoscaling(p, i)
 	if a == nil || d.Spec.Replicas == nil {
 		return deploymentPhase(d)
 	}
-	floor := min(*d.Spec.Replicas, a.EffectiveMinReplicas())
+	// At least one pod: a step scaled to zero by hand (the autoscaler then stands still) serves
+	// nothing. A Deployment that has fewer than minReplicas because the autoscaler has not
+	// raised it yet (a new step starts at one pod) waits for minReplicas.
+	floor := max(1, a.EffectiveMinReplicas())
 	scaled := *d
 	scaled.Spec.Replicas = &floor
 	return deploymentPhase(&scaled)
@@ -166,7 +200,9 @@ func autoscalerChanged() predicate.Predicate {
 		if !ok || !ok2 {
 			return true
 		}
-		return o.Generation != n.Generation || !n.DeletionTimestamp.IsZero() ||
+		// The spec itself, not its generation: the apiserver keeps an autoscaler's generation
+		// only from Kubernetes 1.37 on.
+		return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !n.DeletionTimestamp.IsZero() ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
 			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
 			o.Status.CurrentReplicas != n.Status.CurrentReplicas || o.Status.DesiredReplicas != n.Status.DesiredReplicas ||

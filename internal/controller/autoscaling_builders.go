@@ -3,6 +3,7 @@ package controller
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -26,10 +27,13 @@ func stepMinReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 }
 
 // needsDisruptionBudget reports whether step i gets a PodDisruptionBudget: a step that always
-// runs more than one pod keeps serving while a node is drained, one pod at a time. A budget for
-// a single pod would either block every drain or protect nothing.
+// runs more than one pod, and whose pods may run on other nodes, keeps serving while a node is
+// drained, one pod at a time. A budget for a single pod would either block every drain or
+// protect nothing; nor does one help a step pinned to its node by location: the pod a drain
+// evicts can only come back on the node being drained, so the budget would stall the drain for
+// ever without keeping the step up.
 func needsDisruptionBudget(p *pipelinev1beta1.Pipeline, i int) bool {
-	return stepMinReplicas(p, i) > 1
+	return stepMinReplicas(p, i) > 1 && p.Spec.Steps[i].Location == ""
 }
 
 // desiredStepHPA is the HorizontalPodAutoscaler of step i: it scales the step's Deployment
@@ -77,5 +81,8 @@ func desiredStepPDB(p *pipelinev1beta1.Pipeline, i int) *policyv1ac.PodDisruptio
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
 			WithMaxUnavailable(intstr.FromInt32(1)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(stepSelector(p, i))))
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(stepSelector(p, i))).
+			// A pod that is not ready (a replacement that cannot start, a crash loop) serves
+			// nothing: evicting it must not wait for the budget, or a drain stalls on it.
+			WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow))
 }

@@ -106,11 +106,14 @@ func TestDesiredStepPDB(t *testing.T) {
 		{name: "autoscaled from 1: no budget", step: pipelinev1beta1.Step{Autoscaling: &pipelinev1beta1.StepAutoscaling{MaxReplicas: 9}}},
 		{name: "autoscaled from 2", step: pipelinev1beta1.Step{
 			Autoscaling: &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 9}}, needs: true},
+		{name: "replicas 2 pinned to a node: no budget, a drain could never proceed", step: pipelinev1beta1.Step{
+			Replicas: ptr.To[int32](2), Location: "xx-test-node239"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := loadSample(t, "vision")
 			p.Spec.Steps[1].Replicas, p.Spec.Steps[1].Autoscaling = tt.step.Replicas, tt.step.Autoscaling
+			p.Spec.Steps[1].Location = tt.step.Location
 			if got := needsDisruptionBudget(p, 1); got != tt.needs {
 				t.Fatalf("needsDisruptionBudget = %v, want %v", got, tt.needs)
 			}
@@ -119,8 +122,9 @@ func TestDesiredStepPDB(t *testing.T) {
 			}
 			pdb := typed[policyv1.PodDisruptionBudget](t, desiredStepPDB(p, 1))
 			want := policyv1.PodDisruptionBudgetSpec{
-				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelPipeline: p.Name, labelComponent: "step-2"}},
+				MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
+				Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{LabelPipeline: p.Name, labelComponent: "step-2"}},
+				UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 			}
 			if diff := cmp.Diff(want, pdb.Spec); diff != "" {
 				t.Errorf("spec (-want +got):\n%s", diff)

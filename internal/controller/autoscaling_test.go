@@ -131,7 +131,9 @@ func TestAutoscaledStepAvailableDuringScaleUp(t *testing.T) {
 		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
 		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
 		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "scaled below minReplicas, all available", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1beta1.DeploymentPhaseAvailable},
+		{name: "new, below minReplicas until the autoscaler raises it", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1beta1.DeploymentPhaseProgressing},
+		{name: "scaled to zero by hand", autoscaled: true, d: deployment(0, 0, 0, 0), want: pipelinev1beta1.DeploymentPhaseProgressing},
+		{name: "at minReplicas", autoscaled: true, d: deployment(2, 2, 2, 2), want: pipelinev1beta1.DeploymentPhaseAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +173,8 @@ func TestAutoscalerChanged(t *testing.T) {
 		{name: "scaling no longer active", edit: func(h *autoscalingv2.HorizontalPodAutoscaler) {
 			h.Status.Conditions[0].Status, h.Status.Conditions[0].Reason = corev1.ConditionFalse, "FailedGetResourceMetric"
 		}, want: true},
-		{name: "a spec edit", edit: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Generation = 2 }, want: true},
+		// Before Kubernetes 1.37 the generation of an autoscaler does not follow its spec.
+		{name: "a spec edit", edit: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Spec.MaxReplicas = 99 }, want: true},
 		{name: "a label edit", edit: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Labels = nil }, want: true},
 	}
 	for _, tt := range tests {

@@ -32,3 +32,27 @@ func autoscalingWarnings(name string, s *pipelinev1beta1.Step) []string {
 	}
 	return out
 }
+
+// autoscalingRemovedWarnings warn, on an update, about each step that loses its autoscaling: the
+// operator deletes the autoscaler and applies replicas again (1 unless the spec says otherwise),
+// so the step goes from the number of pods the autoscaler had set to that count at once.
+func autoscalingRemovedWarnings(p, old *pipelinev1beta1.Pipeline) []string {
+	if old == nil {
+		return nil
+	}
+	autoscaled := map[string]bool{}
+	for i := range old.Spec.Steps {
+		if old.Spec.Steps[i].Autoscaling != nil {
+			autoscaled[old.Spec.StepName(i)] = true
+		}
+	}
+	var out []string
+	for i := range p.Spec.Steps {
+		s := &p.Spec.Steps[i]
+		if name := p.Spec.StepName(i); s.Autoscaling == nil && autoscaled[name] {
+			out = append(out, fmt.Sprintf("step %s: autoscaling removed: its autoscaler is deleted and the step runs "+
+				"replicas (%d) pods from now on, whatever number the autoscaler had set", name, s.EffectiveReplicas()))
+		}
+	}
+	return out
+}

@@ -110,7 +110,7 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 	if errs := ValidatePipeline(p); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
-	return warnings(p, old, v.nodeExists(ctx)), nil
+	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil
 }
 
 // nodeExists looks a location up among the nodes' kubernetes.io/hostname labels, which is

@@ -101,3 +101,41 @@ func TestValidateRouterResources(t *testing.T) {
 		t.Fatalf("valid router resources refused: %v", errs)
 	}
 }
+
+// Removing autoscaling brings the step back to its replicas at once: the update says so.
+func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
+	stored, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 6}
+	v := &Validator{}
+	ctx := context.Background()
+
+	kept := stored.DeepCopy()
+	kept.Spec.Steps[1].Image = "nginx:1.27"
+	warnings, err := v.ValidateUpdate(ctx, stored, kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "autoscaling removed") {
+			t.Errorf("warned while autoscaling stays: %q", w)
+		}
+	}
+
+	removed := stored.DeepCopy()
+	removed.Spec.Steps[1].Autoscaling = nil
+	warnings, err = v.ValidateUpdate(ctx, stored, removed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "step step-2: autoscaling removed: its autoscaler is deleted and the step runs replicas (1) pods from now on"
+	found := false
+	for _, w := range warnings {
+		found = found || strings.Contains(w, want)
+	}
+	if !found {
+		t.Errorf("warnings %q, want one containing %q", warnings, want)
+	}
+}
