@@ -209,7 +209,7 @@ local-status: ## Show what runs of the local control plane.
 
 .PHONY: demo
 demo: local-tools build ## Start a local control plane, run the operator and the sample Pipeline until it runs.
-	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) hack/demo.sh
+	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) RELATED_IMAGE_ROUTER=$${RELATED_IMAGE_ROUTER:-$(IMG)} hack/demo.sh
 
 .PHONY: demo-router
 demo-router: ## Run the pipeline router in front of a fake face detector and recognizer on this machine (no cluster).
@@ -235,7 +235,8 @@ docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah
 
 .PHONY: run
 run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
-	@if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
+	@export RELATED_IMAGE_ROUTER=$${RELATED_IMAGE_ROUTER:-$(IMG)}; \
+	if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
 	elif [ -f $(LOCAL_KUBECONFIG) ] && KUBECONFIG=$(LOCAL_KUBECONFIG) $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then \
 		echo "no cluster reachable through KUBECONFIG: using the local control plane ($(LOCAL_KUBECONFIG))"; \
 		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd --enable-webhooks=false; \
