@@ -456,11 +456,11 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 			}
 		}
 	}
-	isRouter := func(o client.Object) bool { return routerEnabled(p) && o.GetName() == routerObjectName(p) }
+	// The router's objects are reconcileRouter's to keep or delete (deleteDisabledRouter).
+	isRouter := func(o client.Object) bool { return o.GetLabels()[labelName] == routerLabelName }
 	isStep := func(o client.Object) bool { return wanted[o.GetName()] || isRouter(o) }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
-	deleteUnwanted(&corev1.ConfigMapList{}, "ConfigMap", isRouter, inNamespace...)
 	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler",
 		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
 	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",

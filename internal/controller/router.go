@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,7 +19,7 @@ import (
 func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if !routerEnabled(p) {
-		return nil
+		return r.deleteDisabledRouter(ctx, s)
 	}
 	if location := p.Spec.Router.Location; location != "" {
 		exists, err := nodes.WithHostname(ctx, r.Client, location)
@@ -80,4 +81,28 @@ func (r *PipelineReconciler) observeRouter(ctx context.Context, s *scope) error 
 		return fmt.Errorf("get router service: %w", err)
 	}
 	return nil
+}
+
+// deleteDisabledRouter deletes the router's objects of a Pipeline whose router is disabled. The
+// stale pass finds them too, but only when the status says the spec changed since the last
+// successful pass; a router created by a pass whose successor listed a cache that did not hold
+// it yet would otherwise keep running a configuration nobody follows. Cached reads by name cost
+// no request; objects of a step named router are left alone.
+func (r *PipelineReconciler) deleteDisabledRouter(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	key := client.ObjectKey{Namespace: p.Namespace, Name: routerObjectName(p)}
+	var errs []error
+	for _, c := range []struct {
+		obj  client.Object
+		kind string
+	}{{&corev1.ConfigMap{}, "ConfigMap"}, {&appsv1.Deployment{}, "Deployment"}, {&corev1.Service{}, "Service"}} {
+		if err := r.Client.Get(ctx, key, c.obj); err != nil {
+			errs = append(errs, client.IgnoreNotFound(err))
+			continue
+		}
+		if ownedBy(p, c.obj) && c.obj.GetLabels()[labelName] == routerLabelName {
+			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -191,6 +191,21 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Equal(metav1.ConditionTrue))
 	})
 
+	It("says when the router's node does not exist, and clears once a node of that name joins", func() {
+		node := "router-node-" + ns
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = node })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).
+			To(ContainSubstring("router: node " + node + " does not exist"))
+		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelHostname, node))
+
+		createNode(node)
+		DeferCleanup(func(ctx context.Context) { _ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}) })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1beta1.ReasonNodeNotFound))
+	})
+
 	It("leaves the router alone and says why when the spec gives a configuration the router refuses", func() {
 		// Stored without the validating webhook, which would refuse it.
 		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
