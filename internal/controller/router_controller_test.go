@@ -201,7 +201,9 @@ var _ = Describe("The pipeline router", func() {
 		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelHostname, node))
 
 		createNode(node)
-		DeferCleanup(func(ctx context.Context) { _ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}) })
+		DeferCleanup(func(ctx context.Context) {
+			_ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+		})
 		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
 			ShouldNot(Equal(pipelinev1beta1.ReasonNodeNotFound))
 	})
