@@ -66,11 +66,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 	})
 
 	It("hands a step's replicas over to its autoscaler, keeps the autoscaler's count, and takes them back", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			// Not pinned: a budget of pods that cannot leave their node would only stall its drain.
-			p.Spec.Steps[1].Location = ""
-			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
-		})
+		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
 		name := stepObjectName(p, 1)
 		Expect(replicasOwners(deploymentOf(ctx, p, 1))).To(Equal([]string{FieldManager}))
 
