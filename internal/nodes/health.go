@@ -69,9 +69,9 @@ func Classify(node *corev1.Node, tolerations []corev1.Toleration) Health {
 	h := Health{State: StateReady, Since: ready.LastTransitionTime.Time}
 	if t := evictingTaint(node, tolerations); t != nil {
 		// The taint evicts the step's pods at once: the node is as good as down for the step.
-		// A taint without timeAdded counts from the node's Ready transition, the latest time
-		// known from the node itself (the apiserver sets timeAdded on NoExecute taints, so this
-		// is rare); usually long enough ago that the step moves at once.
+		// A taint without timeAdded (kubectl taint sets it on NoExecute taints; a node written
+		// by other means may lack it) counts from the node's Ready transition, the one time the
+		// node itself gives: usually long enough ago that the step moves at once.
 		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
 			h.Since = t.TimeAdded.Time
 		}

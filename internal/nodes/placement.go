@@ -82,12 +82,7 @@ func Decide(candidates []string, current string, health map[string]Health, p Pol
 		return Decision{Node: current, From: current, Move: MoveNone}
 	}
 	if current != "" && !slices.Contains(candidates, current) {
-		for _, c := range candidates {
-			if health[c].Schedulable() {
-				return Decision{Node: c, From: current, Move: MoveRelocate}
-			}
-		}
-		return Decision{Node: candidates[0], From: current, Move: MoveRelocate}
+		return relocate(candidates, current, health)
 	}
 	from := current
 	idx := slices.Index(candidates, current)
@@ -112,6 +107,24 @@ func Decide(candidates []string, current string, health map[string]Health, p Pol
 		return stay
 	}
 
+	return leave(candidates, idx, from, h, health, p, now)
+}
+
+// relocate moves a step off current, a node candidates do not name, to the first schedulable
+// candidate, else to the location.
+func relocate(candidates []string, current string, health map[string]Health) Decision {
+	for _, c := range candidates {
+		if health[c].Schedulable() {
+			return Decision{Node: c, From: current, Move: MoveRelocate}
+		}
+	}
+	return Decision{Node: candidates[0], From: current, Move: MoveRelocate}
+}
+
+// leave decides for a step on candidates[idx], whose health h is not ready; from is the node its
+// Deployment is pinned to ("" when it has none yet).
+func leave(candidates []string, idx int, from string, h Health, health map[string]Health, p Policy, now time.Time) Decision {
+	current := candidates[idx]
 	var failbackWait time.Duration
 	if p.Failback && idx > 0 {
 		// The node the step failed over to is down too: a more preferred node that has been
