@@ -89,9 +89,13 @@ const (
 	EventFailedOver = "FailedOver"
 	// EventFailedBack is recorded when a step's Deployment was moved back to a more preferred node.
 	EventFailedBack = "FailedBack"
+	// EventRelocated is recorded when a step's Deployment was moved off a node that its location
+	// and fallbackLocations no longer name.
+	EventRelocated = "Relocated"
 )
 
 // FailbackAnnotation is the annotation that, set to "true" on a Pipeline whose spec.failover
 // .failback is Manual, lets its steps return to their most preferred ready node, as Automatic
-// would but without waiting failbackAfterSeconds. Remove it to keep later failovers in place.
+// would but without waiting failbackAfterSeconds. It is one-shot: once a pass has placed every
+// step with it, the operator removes it, so later failovers stay in place again.
 const FailbackAnnotation = "distri-infer.ndsl.cn/failback"

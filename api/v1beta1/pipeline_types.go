@@ -409,7 +409,8 @@ type Failover struct {
 
 	// failback is Automatic (a step returns to a more preferred node once that node has been
 	// ready for failbackAfterSeconds) or Manual (it stays until the Pipeline is annotated
-	// distri-infer.ndsl.cn/failback=true). Defaults to Automatic.
+	// distri-infer.ndsl.cn/failback=true; the operator removes the annotation once it acted on
+	// it). Defaults to Automatic.
 	// +optional
 	// +kubebuilder:default=Automatic
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failback",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Automatic","urn:alm:descriptor:com.tectonic.ui:select:Manual"}

@@ -62,9 +62,16 @@ func ownedBy(p *pipelinev1beta1.Pipeline, obj client.Object) bool {
 // name that is not p's child (reporting a NameConflict problem). It returns whether current
 // holds p's child.
 func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current client.Object, desired runtime.ApplyConfiguration) (bool, error) {
+	ok, _, err := r.applyExistingChild(ctx, s, current, desired)
+	return ok, err
+}
+
+// applyExistingChild is applyChild that also reports whether it changed a child that existed
+// before: an update was written (not a create, not a child already up to date).
+func (r *PipelineReconciler) applyExistingChild(ctx context.Context, s *scope, current client.Object, desired runtime.ApplyConfiguration) (ok, updated bool, err error) {
 	a, err := newAppliedObject(desired)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	u := a.unstructured()
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
@@ -76,10 +83,10 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		// same name, so the operator never takes over someone else's object, at no extra request.
 		created, cerr := r.createChild(ctx, s, current, u)
 		if cerr != nil {
-			return false, r.recordApplyFailed(s, u, "Create", cerr)
+			return false, false, r.recordApplyFailed(s, u, "Create", cerr)
 		}
 		if created {
-			return true, nil
+			return true, false, nil
 		}
 		// An object of that name exists that the cache has not shown yet: the operator's own
 		// from an earlier pass, or someone else's. It is read into an empty object: decoding
@@ -89,11 +96,11 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		err = r.APIReader.Get(ctx, key, current)
 	}
 	if err != nil {
-		return false, fmt.Errorf("get %s %s: %w", kind, key.Name, err)
+		return false, false, fmt.Errorf("get %s %s: %w", kind, key.Name, err)
 	}
 	if !ownedBy(s.pipeline, current) {
 		s.conflict(kind, key.Name)
-		return false, nil
+		return false, false, nil
 	}
 	if selectorChanged(current, u) {
 		// A Deployment's selector cannot change: the name passed from a step to the router, or
@@ -101,21 +108,21 @@ func (r *PipelineReconciler) applyChild(ctx context.Context, s *scope, current c
 		// creates the new one.
 		if !current.GetDeletionTimestamp().IsZero() {
 			s.requeueWithin(conflictRetryInterval)
-			return false, nil
+			return false, false, nil
 		}
 		uid := current.GetUID()
 		s.requeueWithin(conflictRetryInterval)
-		return false, r.deleteChild(ctx, s.pipeline, current, kind, client.Preconditions{UID: &uid})
+		return false, false, r.deleteChild(ctx, s.pipeline, current, kind, client.Preconditions{UID: &uid})
 	}
 	if ok, err := a.upToDate(current); err != nil || ok {
-		return err == nil, err
+		return err == nil, false, err
 	}
 	if err := r.updateChild(ctx, current, u); err != nil {
-		return false, r.recordApplyFailed(s, u, "Update", err)
+		return false, false, r.recordApplyFailed(s, u, "Update", err)
 	}
 	// The child is the event's related object: events about different children stay apart.
 	r.Recorder.Eventf(s.pipeline, u, corev1.EventTypeNormal, "Updated", "Update", "Updated %s %s", kind, key.Name)
-	return true, nil
+	return true, true, nil
 }
 
 // selectorChanged reports whether current is a Deployment whose pod selector differs from the

@@ -6,9 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -108,8 +111,11 @@ var _ = Describe("Node health and failover", func() {
 		By("the node is cordoned while ready")
 		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now())
 		cordon(ctx, location, true)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(
-			HaveField("Message", ContainSubstring("node "+location+" is ready but cordoned")))
+		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady),
+			HaveField("Message", ContainSubstring("node "+location+" is ready but cordoned"))))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseRunning), "a cordoned node still runs the step's pods")
+		Expect(condition(ctx, p, pipelinev1beta1.ConditionProgressing)()).To(HaveField("Reason", pipelinev1beta1.ReasonRolloutComplete))
 
 		By("the node is back")
 		cordon(ctx, location, false)
@@ -166,6 +172,84 @@ var _ = Describe("Node health and failover", func() {
 			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1beta1.FailbackAnnotation, "true")
 		})
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(location))
+		Eventually(func() map[string]string { return getPipeline(ctx, p).Annotations }).ShouldNot(
+			HaveKey(pipelinev1beta1.FailbackAnnotation), "the annotation is one-shot")
+		rollOut(ctx, p)
+
+		By("a later failover stays on the fallback when the location is back")
+		setNodeReady(ctx, location, corev1.ConditionFalse, time.Now().Add(-time.Minute))
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
+		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now().Add(-time.Hour))
+		Consistently(nodeOf(ctx, p, 1), "3s").Should(Equal(fallback))
+	})
+
+	It("moves a step at once off a node the spec no longer names, and says so", func() {
+		location, fallback := edgeNodes(ns)
+		p := runningSample(ctx, ns, withFailover(location, fallback, 1, 300, ""))
+		setNodeReady(ctx, location, corev1.ConditionFalse, time.Now().Add(-time.Minute))
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
+		rollOut(ctx, p)
+
+		By("the step gets a new location and the fallback it runs on is no longer listed")
+		third := ns + "-edge-c"
+		createNode(third)
+		DeferCleanup(func(ctx context.Context) {
+			Expect(k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: third}})).To(Succeed())
+		})
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Location = third
+			p.Spec.Steps[1].FallbackLocations = []string{location}
+		})
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(third))
+		Eventually(eventNotes(ctx, p)).Should(ContainElement(
+			pipelinev1beta1.EventRelocated + ": Step 2 (step-2) moved from node " + fallback +
+				", which its location and fallbackLocations no longer name, to node " + third))
+	})
+
+	It("counts no move for a Deployment created on a fallback, and keeps the failover series from the first pass", func() {
+		_, fallback := edgeNodes(ns)
+		absent := ns + "-edge-absent"
+		p := createSample(ctx, ns, withFailover(absent, fallback, 1, 300, ""))
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
+		series := map[string]string{"namespace": ns, "pipeline": p.Name, "step": "step-2"}
+		Expect(gathered(MetricStepFailovers, series)).To(BeZero(), "the series exists at 0 before any failover")
+		Expect(gathered(MetricStepFailovers, map[string]string{"namespace": ns, "pipeline": p.Name, "step": "step-1"})).To(
+			Equal(-1.0), "a step without fallbackLocations has no series")
+		Consistently(eventNotes(ctx, p), "2s").ShouldNot(ContainElement(ContainSubstring(pipelinev1beta1.EventFailedOver)))
+
+		By("the Pipeline's series go with it")
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() float64 { return gathered(MetricStepFailovers, series) }).Should(Equal(-1.0))
+	})
+
+	It("records no move when a stale cache shows the step on the node it left", func() {
+		location, fallback := edgeNodes(ns)
+		p := runningSample(ctx, ns, withFailover(location, fallback, 1, 1, ""))
+		Expect(nodeOf(ctx, p, 1)()).To(Equal(location))
+		time.Sleep(time.Second) // the location has been ready for failbackAfterSeconds
+
+		recorder := events.NewFakeRecorder(100)
+		stale := staleReader{Client: k8sClient, deployment: stepObjectName(p, 1), node: fallback}
+		r := &PipelineReconciler{Client: stale, APIReader: k8sClient, Recorder: recorder, RouterImage: testRouterImage}
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodeOf(ctx, p, 1)()).To(Equal(location))
+		var recorded []string
+		for len(recorder.Events) > 0 {
+			recorded = append(recorded, <-recorder.Events)
+		}
+		Expect(recorded).NotTo(ContainElement(ContainSubstring(pipelinev1beta1.EventFailedBack)))
+	})
+
+	It("writes nothing while it waits to fail over", func() {
+		location, fallback := edgeNodes(ns)
+		p := runningSample(ctx, ns, withFailover(location, fallback, 3600, 300, ""))
+		down := time.Now().Add(-10 * time.Second).Truncate(time.Second)
+		setNodeReady(ctx, location, corev1.ConditionUnknown, down)
+		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(HaveField("Message", ContainSubstring(
+			"the step fails over at "+down.Add(time.Hour).UTC().Format(time.RFC3339)+" if it stays so")))
+		expectNoWritesOnReconcile(ctx, getPipeline(ctx, p))
 	})
 
 	It("stays where it is when no node of the step is ready", func() {
@@ -198,7 +282,7 @@ var _ = Describe("Node health and failover", func() {
 		down := time.Now().Truncate(time.Second) // the apiserver keeps whole seconds
 		setNodeReady(ctx, location, corev1.ConditionUnknown, down)
 		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(
-			HaveField("Message", ContainSubstring("the step fails over in")))
+			HaveField("Message", ContainSubstring("the step fails over at")))
 		first.stop()
 
 		By("a new operator process moves the step when the node's outage reaches afterSeconds")
@@ -207,6 +291,23 @@ var _ = Describe("Node health and failover", func() {
 		Expect(time.Since(down)).To(BeNumerically(">=", 4*time.Second), "not before afterSeconds")
 	})
 })
+
+// staleReader reads like Client, except that the Deployment named deployment is pinned to node,
+// as a cache that has not seen a move yet shows it.
+type staleReader struct {
+	client.Client
+	deployment, node string
+}
+
+func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := s.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if d, ok := obj.(*appsv1.Deployment); ok && key.Name == s.deployment {
+		d.Spec.Template.Spec.NodeSelector[corev1.LabelHostname] = s.node
+	}
+	return nil
+}
 
 // cordon sets node's spec.unschedulable.
 func cordon(ctx context.Context, name string, unschedulable bool) {

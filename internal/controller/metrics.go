@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -51,7 +52,8 @@ func NewMetrics(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, e
 		}, []string{"reason"}),
 		stepFailovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricStepFailovers,
-			Help: "Moves of a step off its node, not ready for spec.failover.afterSeconds, to another of its nodes.",
+			Help: "Moves of a step off its node (not ready for spec.failover.afterSeconds, or gone) to another of its nodes. " +
+				"0 from the first pass over a step with fallbackLocations.",
 		}, []string{"namespace", "pipeline", "step"}),
 	}
 	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines)} {
@@ -74,6 +76,27 @@ func (m *Metrics) observeError(err error) {
 func (m *Metrics) observeFailover(p *pipelinev1beta1.Pipeline, step string) {
 	if m != nil {
 		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, step).Inc()
+	}
+}
+
+// initFailovers makes the failover counter of every step of p that has fallbackLocations exist,
+// at 0 until its first failover: increase() over a series that starts at its first failover
+// would not count that one.
+func (m *Metrics) initFailovers(p *pipelinev1beta1.Pipeline) {
+	if m == nil {
+		return
+	}
+	for i := range p.Spec.Steps {
+		if len(p.Spec.Steps[i].FallbackLocations) > 0 {
+			m.stepFailovers.WithLabelValues(p.Namespace, p.Name, stepName(p, i)).Add(0)
+		}
+	}
+}
+
+// forgetPipeline deletes the series of the Pipeline key names, which is gone.
+func (m *Metrics) forgetPipeline(key types.NamespacedName) {
+	if m != nil {
+		m.stepFailovers.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pipeline": key.Name})
 	}
 }
 

@@ -90,9 +90,13 @@ func newScope(p *pipelinev1beta1.Pipeline) *scope {
 }
 
 func (s *scope) addProblem(reason, format string, args ...any) {
+	s.add(problem{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+func (s *scope) add(pr problem) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.obs.problems = append(s.obs.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
+	s.obs.problems = append(s.obs.problems, pr)
 }
 
 // requeueWithin asks for another pass within d, whatever else of the pass asks for.
@@ -167,6 +171,7 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	p := &pipelinev1beta1.Pipeline{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.Metrics.forgetPipeline(req.NamespacedName)
 			return ctrl.Result{}, r.deleteOrphanedVolumes(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
@@ -193,7 +198,11 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
 				"and the entry stays on the first step", EnvRouterImage)
 	}
+	r.Metrics.initFailovers(p)
 	err := r.reconcileNormal(ctx, s)
+	if err == nil {
+		err = r.consumeFailback(ctx, p)
+	}
 	r.recordCreatedEvent(s)
 	s.obs.err = err
 	before := *p.Status.DeepCopy()
@@ -379,13 +388,15 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, err := r.applyChild(ctx, s, d, pinToNode(desiredStepDeployment(p, i, s.podSecurity), pl.decision.Node))
+	ok, updated, err := r.applyExistingChild(ctx, s, d, pinToNode(desiredStepDeployment(p, i, s.podSecurity), pl.decision.Node))
 	if err != nil {
 		return err
 	}
 	if ok {
 		s.obs.deployments[i] = d
-		if pl.decision.Node != pl.decision.From {
+		// A move is a Deployment that ran on another node and was written to this one: not a
+		// new Deployment, nor one the apiserver already had there.
+		if updated && pl.decision.Moved() {
 			pl.moved = true
 			r.recordMove(s, i, d, pl)
 		}
@@ -505,6 +516,7 @@ func (r *PipelineReconciler) reconcileDelete(ctx context.Context, p *pipelinev1b
 	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
+	r.Metrics.forgetPipeline(client.ObjectKeyFromObject(p))
 	log.FromContext(ctx).Info("Pipeline children released", "persistentVolumes", deleted)
 	return nil
 }

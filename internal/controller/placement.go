@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
@@ -24,7 +25,10 @@ type placement struct {
 	decision nodes.Decision
 	// health is the health of decision.Node.
 	health nodes.Health
-	// moved is true when this pass wrote the Deployment to another node.
+	// from is the health of decision.From, when it is one of the step's nodes.
+	from nodes.Health
+	// moved is true when this pass wrote the Deployment, which ran on another node, to
+	// decision.Node.
 	moved bool
 }
 
@@ -39,7 +43,7 @@ func (r *PipelineReconciler) placeStep(ctx context.Context, s *scope, i int) (pl
 	if len(candidates) == 0 {
 		return placement{}, nil
 	}
-	current, err := r.currentNode(ctx, p, i)
+	current, err := currentNode(ctx, r.Client, p, i)
 	if err != nil {
 		return placement{}, err
 	}
@@ -51,26 +55,39 @@ func (r *PipelineReconciler) placeStep(ctx context.Context, s *scope, i int) (pl
 		}
 		health[c] = nodes.Classify(n, step.Tolerations)
 	}
-	d := nodes.Decide(candidates, current, health, failoverPolicy(p), r.now())
+	policy, now := failoverPolicy(p), r.now()
+	d := nodes.Decide(candidates, current, health, policy, now)
+	if d.Moved() {
+		// The cache may not show an earlier move of the step yet: a move is decided, and later
+		// recorded, on the node the apiserver's Deployment is pinned to.
+		live, err := currentNode(ctx, r.APIReader, p, i)
+		if err != nil {
+			return placement{}, err
+		}
+		if live != current {
+			d = nodes.Decide(candidates, live, health, policy, now)
+		}
+	}
 	if d.RequeueAfter > 0 {
 		s.requeueWithin(d.RequeueAfter)
 	}
-	pl := placement{decision: d, health: health[d.Node]}
-	if msg := placementProblem(p, i, pl, candidates); msg != "" {
+	pl := placement{decision: d, health: health[d.Node], from: health[d.From]}
+	if msg := placementProblem(p, i, pl, candidates, policy.After); msg != "" {
 		reason := pipelinev1beta1.ReasonNodeNotReady
 		if pl.health.State == nodes.StateMissing {
 			reason = pipelinev1beta1.ReasonNodeNotFound
 		}
-		s.addProblem(reason, "%s", msg)
+		// A cordoned node still runs the step's pods: the Pipeline is degraded, not failed.
+		s.add(problem{reason: reason, message: msg, notice: pl.health.State == nodes.StateUnschedulable})
 	}
 	return pl, nil
 }
 
-// currentNode is the node the live Deployment of step i is pinned to; empty when it does not
-// exist (yet) or is not the Pipeline's.
-func (r *PipelineReconciler) currentNode(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) (string, error) {
+// currentNode is the node the Deployment of step i, as c reads it, is pinned to; empty when it
+// does not exist (yet) or is not the Pipeline's.
+func currentNode(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pipeline, i int) (string, error) {
 	d := &appsv1.Deployment{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: stepObjectName(p, i)}, d)
+	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: stepObjectName(p, i)}, d)
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", nil
@@ -95,8 +112,9 @@ func failoverPolicy(p *pipelinev1beta1.Pipeline) nodes.Policy {
 }
 
 // placementProblem is the Degraded message of step i when the node it is pinned to is missing
-// or not ready; empty when it is fine.
-func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidates []string) string {
+// or not ready; empty when it is fine. after is spec.failover.afterSeconds. The message names
+// times, not durations, so that it stays the same from one pass to the next while nothing changes.
+func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidates []string, after time.Duration) string {
 	d, h := pl.decision, pl.health
 	if h.Schedulable() {
 		return ""
@@ -112,7 +130,7 @@ func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidat
 	msg := fmt.Sprintf("%s: node %s %s", label, d.Node, h.Detail)
 	switch {
 	case d.Move == nodes.MoveWaiting && len(candidates) > 1:
-		msg += fmt.Sprintf("; the step fails over in %s if it stays so", d.RequeueAfter.Round(time.Second))
+		msg += fmt.Sprintf("; the step fails over at %s if it stays so", h.Since.Add(after).UTC().Format(time.RFC3339))
 	case d.Move == nodes.MoveNoNodeReady:
 		msg += fmt.Sprintf("; none of its nodes (%s) is ready: the step stays on %s", strings.Join(candidates, ", "), d.Node)
 	case h.State == nodes.StateUnschedulable:
@@ -139,21 +157,46 @@ func pinToNode(d *appsv1ac.DeploymentApplyConfiguration, node string) *appsv1ac.
 	return d
 }
 
-// recordMove records the move of step i to another node, once its Deployment was written: an
-// event, and for a failover the failover counter.
+// recordMove records the move of step i to another node, once its Deployment, which ran on
+// another node, was written there: an event, and for a failover the failover counter.
 func (r *PipelineReconciler) recordMove(s *scope, i int, d *appsv1.Deployment, pl placement) {
 	p := s.pipeline
 	dec := pl.decision
 	label := fmt.Sprintf("Step %d (%s)", i+1, stepName(p, i))
-	if dec.Move == nodes.MoveFailback {
+	switch {
+	case dec.Move == nodes.MoveFailback:
 		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventFailedBack, "Failback",
 			"%s moved back from node %s to node %s, which is ready", label, dec.From, dec.Node)
 		return
+	case dec.Move == nodes.MoveRelocate:
+		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventRelocated, "Relocate",
+			"%s moved from node %s, which its location and fallbackLocations no longer name, to node %s", label, dec.From, dec.Node)
+		return
+	case pl.from.State == nodes.StateMissing:
+		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
+			"%s moved from node %s, which does not exist, to node %s", label, dec.From, dec.Node)
+	default:
+		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
+			"%s moved from node %s, not ready for %ds or more, to node %s", label, dec.From,
+			p.Spec.Failover.EffectiveAfterSeconds(), dec.Node)
 	}
-	r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
-		"%s moved from node %s, not ready for %ds or more, to node %s", label, dec.From,
-		p.Spec.Failover.EffectiveAfterSeconds(), dec.Node)
 	r.Metrics.observeFailover(p, stepName(p, i))
+}
+
+// consumeFailback removes the one-shot failback annotation of p once a pass has placed every
+// step with it (the steps whose more preferred node was ready moved back): left on, it would
+// send the steps back at once after every later failover. The removal carries p's
+// resourceVersion; a conflict runs the pass again.
+func (r *PipelineReconciler) consumeFailback(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+	if !failoverPolicy(p).FailbackNow {
+		return nil
+	}
+	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		delete(p.Annotations, pipelinev1beta1.FailbackAnnotation)
+	}); err != nil {
+		return fmt.Errorf("remove annotation %s: %w", pipelinev1beta1.FailbackAnnotation, err)
+	}
+	return nil
 }
 
 // setPlacementStatus writes the node of every step into st, and marks the Progressing
@@ -176,6 +219,9 @@ func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.P
 		case pl.moved && pl.decision.Move == nodes.MoveFailback:
 			reason = orDefault(reason, pipelinev1beta1.ReasonFailingBack)
 			moving = append(moving, fmt.Sprintf("%s is moving back from node %s to node %s", label, pl.decision.From, pl.decision.Node))
+		case pl.moved && pl.decision.Move == nodes.MoveRelocate && pl.decision.Node == p.Spec.Steps[i].Location:
+			reason = orDefault(reason, pipelinev1beta1.ReasonRollingOut)
+			moving = append(moving, fmt.Sprintf("%s is moving from node %s to node %s", label, pl.decision.From, pl.decision.Node))
 		case pl.moved || pl.decision.Node != p.Spec.Steps[i].Location:
 			reason = pipelinev1beta1.ReasonFailingOver
 			moving = append(moving, fmt.Sprintf("%s is moving to fallback node %s", label, pl.decision.Node))

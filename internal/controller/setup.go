@@ -58,8 +58,9 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 	}
 }
 
-// SetupWithManager registers the reconciler: it watches Pipelines, their children, the
-// appearance or disappearance of nodes and the Pod Security level of namespaces.
+// SetupWithManager registers the reconciler: it watches Pipelines, their children, the nodes
+// (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
+// condition, cordon and taints) and the Pod Security level of namespaces.
 func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{}))
 	for _, o := range opts {
@@ -69,9 +70,10 @@ func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*bu
 }
 
 // watches adds what the Pipeline controller watches besides Pipelines: their children, the
-// nodes' changes that matter for placement (appearance, Ready condition, cordon, taints; the
-// cache keeps only those fields), and namespaces whose Pod Security level changes (the step
-// pods' security context depends on it). Namespaces are watched as metadata only.
+// nodes' changes that matter for placement (appearance, Ready condition, cordon, taints; nodes
+// are watched as whole objects and the cache keeps only those fields), and namespaces whose Pod
+// Security level changes (the step pods' security context depends on it). Namespaces alone are
+// watched as metadata only.
 func (r *PipelineReconciler) watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Owns(&appsv1.Deployment{}).

@@ -21,6 +21,20 @@ import (
 type problem struct {
 	reason  string
 	message string
+	// notice marks a problem that degrades the Pipeline but stops nothing (a step's node is
+	// cordoned while its pods keep serving): it makes Degraded True, but neither the phase
+	// failed nor the rollout failed.
+	notice bool
+}
+
+// failing reports whether any of problems stops the Pipeline: one that is not a notice.
+func failing(problems []problem) bool {
+	for _, pr := range problems {
+		if !pr.notice {
+			return true
+		}
+	}
+	return false
 }
 
 // observed is what one pass saw of a Pipeline's children, the input of its status.
@@ -87,8 +101,8 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		} else {
 			st.DetailPhase.PVPhase = obs.pv.Status.Phase
 			if obs.pv.Status.Phase == corev1.VolumeFailed {
-				problems = append(problems, problem{pipelinev1beta1.ReasonStorageFailed,
-					fmt.Sprintf("PersistentVolume %s failed: %s", obs.pv.Name, orDefault(obs.pv.Status.Message, "no message"))})
+				problems = append(problems, problem{reason: pipelinev1beta1.ReasonStorageFailed,
+					message: fmt.Sprintf("PersistentVolume %s failed: %s", obs.pv.Name, orDefault(obs.pv.Status.Message, "no message"))})
 			}
 		}
 	}
@@ -98,8 +112,8 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.PVCName))
 	case obs.pvc.Status.Phase == corev1.ClaimLost:
 		st.DetailPhase.PVCPhase = obs.pvc.Status.Phase
-		problems = append(problems, problem{pipelinev1beta1.ReasonStorageFailed,
-			fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.pvc.Name, obs.pvc.Spec.VolumeName)})
+		problems = append(problems, problem{reason: pipelinev1beta1.ReasonStorageFailed,
+			message: fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.pvc.Name, obs.pvc.Spec.VolumeName)})
 	case obs.pvc.Status.Phase != corev1.ClaimBound:
 		st.DetailPhase.PVCPhase = obs.pvc.Status.Phase
 		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s is %s", obs.pvc.Name, orDefault(string(obs.pvc.Status.Phase), "not bound")))
@@ -118,7 +132,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
 		switch {
 		case s.failure != "":
-			problems = append(problems, problem{pipelinev1beta1.ReasonStepFailed, s.failure})
+			problems = append(problems, problem{reason: pipelinev1beta1.ReasonStepFailed, message: s.failure})
 		case s.waiting != "":
 			waiting = append(waiting, s.waiting)
 		default:
@@ -132,7 +146,8 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
-	setProgressing(&st, p.Generation, allAvailable, len(problems) > 0, waiting)
+	failed := failing(problems)
+	setProgressing(&st, p.Generation, allAvailable, failed, waiting)
 	setPlacementStatus(&st, p, obs.placements)
 	setDegraded(&st, p.Generation, problems)
 	setReconciled(&st, p.Generation, obs.err)
@@ -140,7 +155,7 @@ func computeStatus(p *pipelinev1beta1.Pipeline, obs *observed) pipelinev1beta1.P
 	switch {
 	case !p.DeletionTimestamp.IsZero():
 		st.Phase = pipelinev1beta1.PipelinePhaseDeleting
-	case len(problems) > 0:
+	case failed:
 		st.Phase = pipelinev1beta1.PipelinePhaseFailed
 	case allAvailable:
 		st.Phase = pipelinev1beta1.PipelinePhaseRunning
@@ -239,7 +254,7 @@ func addRouterState(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipel
 	st.DetailPhase.RouterPhase = rs.status.DeploymentPhase
 	switch {
 	case rs.failure != "":
-		*problems = append(*problems, problem{pipelinev1beta1.ReasonRouterFailed, rs.failure})
+		*problems = append(*problems, problem{reason: pipelinev1beta1.ReasonRouterFailed, message: rs.failure})
 		return false
 	case rs.waiting != "":
 		*waiting = append(*waiting, rs.waiting)

@@ -90,7 +90,7 @@ func TestComputeStatusWithRouter(t *testing.T) {
 	t.Run("no router image", func(t *testing.T) {
 		p := routedSample(t)
 		obs := convergedWorld()
-		obs.problems = []problem{{pipelinev1beta1.ReasonRouterImageUnknown, "router: no image"}}
+		obs.problems = []problem{{reason: pipelinev1beta1.ReasonRouterImageUnknown, message: "router: no image"}}
 		st := computeStatus(p, obs)
 		c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
 		if st.Phase != pipelinev1beta1.PipelinePhaseFailed || c == nil || c.Status != metav1.ConditionTrue || c.Reason != pipelinev1beta1.ReasonRouterImageUnknown {

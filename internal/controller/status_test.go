@@ -105,11 +105,36 @@ func TestComputeStatus(t *testing.T) {
 	}, {
 		name: "missing node",
 		world: func(o *observed) {
-			o.problems = []problem{{pipelinev1beta1.ReasonNodeNotFound, "step 2 (step-2): node xx does not exist"}}
+			o.problems = []problem{{reason: pipelinev1beta1.ReasonNodeNotFound, message: "step 2 (step-2): node xx does not exist"}}
 			o.deployments[1].Status.AvailableReplicas = 0
 		},
 		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1beta1.ReasonNodeNotFound, message: "node xx does not exist",
+	}, {
+		name: "cordoned node: degraded, still running",
+		world: func(o *observed) {
+			o.problems = []problem{{reason: pipelinev1beta1.ReasonNodeNotReady, message: "step 2 (step-2): node xx is ready but cordoned", notice: true}}
+		},
+		phase: pipelinev1beta1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+	}, {
+		name: "cordoned node while rolling out: the rollout goes on",
+		world: func(o *observed) {
+			o.problems = []problem{{reason: pipelinev1beta1.ReasonNodeNotReady, message: "step 2 (step-2): node xx is ready but cordoned", notice: true}}
+			o.deployments[0].Status.UpdatedReplicas = 0
+		},
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+	}, {
+		name: "not ready node and a cordoned one: failed",
+		world: func(o *observed) {
+			o.problems = []problem{
+				{reason: pipelinev1beta1.ReasonNodeNotReady, message: "step 1 (step-1): node xx is ready but cordoned", notice: true},
+				{reason: pipelinev1beta1.ReasonNodeNotReady, message: "step 2 (step-2): node yy is not ready"},
+			}
+		},
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "node yy is not ready",
 	}, {
 		name: "deleting", world: func(*observed) {}, deleting: true,
 		phase: pipelinev1beta1.PipelinePhaseDeleting, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
@@ -145,6 +170,9 @@ func TestComputeStatus(t *testing.T) {
 			}
 			if prog.Status != tt.progressing {
 				t.Errorf("Progressing %s (%s), want %s", prog.Status, prog.Reason, tt.progressing)
+			}
+			if failed := tt.phase == pipelinev1beta1.PipelinePhaseFailed; failed != (prog.Reason == pipelinev1beta1.ReasonRolloutFailed) {
+				t.Errorf("Progressing reason %s with phase %s", prog.Reason, st.Phase)
 			}
 			if tt.degraded == "" && deg.Status != metav1.ConditionFalse {
 				t.Errorf("Degraded %s: %s", deg.Reason, deg.Message)

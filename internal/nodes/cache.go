@@ -43,8 +43,9 @@ func StripForPlacement(obj any) (any, error) {
 
 // PlacementChanged passes the node events that can change where a step runs or what its
 // status says: a node added or removed, its hostname label, its Ready condition's status,
-// reason or transition time, its cordon, or its NoSchedule and NoExecute taints. Heartbeats and
-// every other status update are ignored.
+// reason or transition time, its cordon, or its NoSchedule and NoExecute taints (with the time a
+// taint was added, the clock of a NoExecute taint). Heartbeats and every other status update are
+// ignored.
 func PlacementChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -65,7 +66,7 @@ func PlacementDiffers(a, b *corev1.Node) bool {
 		return true
 	}
 	if !slices.EqualFunc(placementTaints(a), placementTaints(b), func(x, y corev1.Taint) bool {
-		return x.Key == y.Key && x.Value == y.Value && x.Effect == y.Effect
+		return x.Key == y.Key && x.Value == y.Value && x.Effect == y.Effect && x.TimeAdded.Equal(y.TimeAdded)
 	}) {
 		return true
 	}

@@ -16,10 +16,11 @@ const (
 	// StateReady means the node reports Ready and accepts the step's pods.
 	StateReady State = "Ready"
 	// StateNotReady means the node's Ready condition is False, Unknown (its kubelet stopped
-	// reporting) or was never reported.
+	// reporting) or was never reported, or the node carries a NoExecute taint the step does not
+	// tolerate: its pods are evicted and the node selector keeps them from coming back.
 	StateNotReady State = "NotReady"
 	// StateUnschedulable means the node is Ready but takes no new pods of the step: it is
-	// cordoned or carries a NoSchedule or NoExecute taint the step does not tolerate.
+	// cordoned or carries a NoSchedule taint the step does not tolerate. Its running pods stay.
 	StateUnschedulable State = "Unschedulable"
 	// StateMissing means no node has the name.
 	StateMissing State = "Missing"
@@ -30,8 +31,9 @@ type Health struct {
 	// State classifies the node.
 	State State
 	// Since is when the node's Ready condition last changed status (the node's creation when it
-	// never reported one); zero for a missing node. It is the only clock of failover and
-	// failback, so that a restarted operator keeps the timers.
+	// never reported one; for a Ready node with a NoExecute taint against the step, when the
+	// taint was added); zero for a missing node. It is the only clock of failover and failback,
+	// so that a restarted operator keeps the timers.
 	Since time.Time
 	// Detail says what is wrong, for messages; empty when the node is Ready.
 	Detail string
@@ -65,13 +67,26 @@ func Classify(node *corev1.Node, tolerations []corev1.Toleration) Health {
 		return Health{State: StateNotReady, Since: ready.LastTransitionTime.Time, Detail: detail + ")"}
 	}
 	h := Health{State: StateReady, Since: ready.LastTransitionTime.Time}
+	if t := evictingTaint(node, tolerations); t != nil {
+		// The taint evicts the step's pods at once: the node is as good as down for the step.
+		// A taint without timeAdded (kubectl taint sets it on NoExecute taints; a node written
+		// by other means may lack it) counts from the node's Ready transition, the one time the
+		// node itself gives: usually long enough ago that the step moves at once.
+		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
+			h.Since = t.TimeAdded.Time
+		}
+		h.State = StateNotReady
+		h.Detail = fmt.Sprintf("is ready but tainted %s:%s since %s: the step's pods are evicted", t.Key, t.Effect,
+			h.Since.UTC().Format(time.RFC3339))
+		return h
+	}
 	var why []string
 	if node.Spec.Unschedulable {
 		why = append(why, "cordoned")
 	}
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
-		if blocks(t, tolerations) {
+		if t.Effect == corev1.TaintEffectNoSchedule && blocks(t, tolerations) {
 			why = append(why, fmt.Sprintf("tainted %s:%s", t.Key, t.Effect))
 		}
 	}
@@ -79,6 +94,33 @@ func Classify(node *corev1.Node, tolerations []corev1.Toleration) Health {
 		h.State, h.Detail = StateUnschedulable, "is ready but "+strings.Join(why, ", ")
 	}
 	return h
+}
+
+// evictingTaint is the NoExecute taint of node that the step does not tolerate and that was
+// added first (one without timeAdded counts as the oldest); nil when there is none.
+func evictingTaint(node *corev1.Node, tolerations []corev1.Toleration) *corev1.Taint {
+	var found *corev1.Taint
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != corev1.TaintEffectNoExecute || !blocks(t, tolerations) {
+			continue
+		}
+		if found == nil || addedBefore(t, found) {
+			found = t
+		}
+	}
+	return found
+}
+
+// addedBefore reports whether taint a was added before b; a taint without timeAdded comes first.
+func addedBefore(a, b *corev1.Taint) bool {
+	switch {
+	case a.TimeAdded == nil:
+		return b.TimeAdded != nil
+	case b.TimeAdded == nil:
+		return false
+	}
+	return a.TimeAdded.Before(b.TimeAdded)
 }
 
 // blocks reports whether taint keeps pods with tolerations off the node. The lifecycle

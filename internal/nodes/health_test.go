@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func node(mutate ...func(*corev1.Node)) *corev1.Node {
@@ -35,8 +36,16 @@ func taint(key string, effect corev1.TaintEffect) func(*corev1.Node) {
 	}
 }
 
+// taintAt adds a NoExecute taint added at added.
+func taintAt(key string, added time.Time) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(added))})
+	}
+}
+
 func TestClassify(t *testing.T) {
 	readySince := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	taintAdded := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 	tests := []struct {
 		name        string
 		node        *corev1.Node
@@ -55,8 +64,14 @@ func TestClassify(t *testing.T) {
 			time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "has not reported Ready yet"},
 		{"cordoned", node(func(n *corev1.Node) { n.Spec.Unschedulable = true }), nil, StateUnschedulable, readySince,
 			"is ready but cordoned"},
-		{"NoExecute taint", node(taint("maintenance", corev1.TaintEffectNoExecute)), nil, StateUnschedulable, readySince,
-			"is ready but tainted maintenance:NoExecute"},
+		{"a NoExecute taint evicts: not ready since it was added", node(taintAt("maintenance", taintAdded)), nil, StateNotReady, taintAdded,
+			"is ready but tainted maintenance:NoExecute since 2026-02-03T04:05:06Z: the step's pods are evicted"},
+		{"a NoExecute taint without timeAdded counts from the Ready transition", node(taint("maintenance", corev1.TaintEffectNoExecute)), nil,
+			StateNotReady, readySince, "is ready but tainted maintenance:NoExecute since 2026-02-01T00:00:00Z: the step's pods are evicted"},
+		{"the first NoExecute taint added is the clock", node(taintAt("late", taintAdded.Add(time.Hour)), taintAt("early", taintAdded)), nil,
+			StateNotReady, taintAdded, "is ready but tainted early:NoExecute since 2026-02-03T04:05:06Z: the step's pods are evicted"},
+		{"a tolerated NoExecute taint is no obstacle", node(taintAt("maintenance", taintAdded)),
+			[]corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}, StateReady, readySince, ""},
 		{"NoSchedule taint", node(taint("gpu", corev1.TaintEffectNoSchedule)), nil, StateUnschedulable, readySince,
 			"is ready but tainted gpu:NoSchedule"},
 		{"PreferNoSchedule taint is no obstacle", node(taint("gpu", corev1.TaintEffectPreferNoSchedule)), nil, StateReady, readySince, ""},
@@ -70,8 +85,10 @@ func TestClassify(t *testing.T) {
 		{"the lifecycle controller's taints are left to the Ready condition",
 			node(taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute), taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule)),
 			nil, StateReady, readySince, ""},
-		{"cordoned and tainted", node(func(n *corev1.Node) { n.Spec.Unschedulable = true }, taint("m", corev1.TaintEffectNoExecute)), nil,
-			StateUnschedulable, readySince, "is ready but cordoned, tainted m:NoExecute"},
+		{"cordoned and tainted", node(func(n *corev1.Node) { n.Spec.Unschedulable = true }, taint("m", corev1.TaintEffectNoSchedule)), nil,
+			StateUnschedulable, readySince, "is ready but cordoned, tainted m:NoSchedule"},
+		{"cordoned and tainted NoExecute is not ready", node(func(n *corev1.Node) { n.Spec.Unschedulable = true }, taintAt("m", taintAdded)), nil,
+			StateNotReady, taintAdded, "is ready but tainted m:NoExecute since 2026-02-03T04:05:06Z: the step's pods are evicted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,5 +162,16 @@ func TestPlacementDiffers(t *testing.T) {
 				t.Errorf("PlacementDiffers() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPlacementDiffersOnTheTimeATaintWasAdded(t *testing.T) {
+	first := node(taintAt("m", time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC)))
+	again := node(taintAt("m", time.Date(2026, 2, 3, 0, 5, 0, 0, time.UTC)))
+	if !PlacementDiffers(first, again) {
+		t.Error("a NoExecute taint added again, at another time, makes no difference")
+	}
+	if PlacementDiffers(first, first.DeepCopy()) {
+		t.Error("the same taint makes a difference")
 	}
 }

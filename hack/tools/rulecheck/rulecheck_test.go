@@ -146,11 +146,17 @@ pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="recogni
 pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="detect",reason="connection"} 0+30x25`,
 		firing: []string{"detect"},
 	}},
+	// The operator makes the series of a step with fallbackLocations exist at 0 from its first
+	// pass: the series begins when the step does, and its first failover is an increase.
 	{"a step failing over three times in an hour fires", alertCase{
 		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
-		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} 0x5 1x10 2x10 3x20
-pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="recognise"} 0x5 1x40`,
+		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} _x5 0 1x10 2x10 3x20
+pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="recognise"} _x5 0 1x40`,
 		firing: []string{"detect"},
+	}},
+	{"a series that began at its first failover would miss it", alertCase{
+		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
+		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} _x5 1x10 2x10 3x20`,
 	}},
 	{"failovers spread over more than an hour do not", alertCase{
 		alert: "PipelineStepFailingOverRepeatedly", after: 150 * time.Minute,

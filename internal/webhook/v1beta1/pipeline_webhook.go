@@ -20,8 +20,8 @@ import (
 )
 
 // SetupPipelineWebhookWithManager registers the defaulting and validating webhooks of Pipeline
-// with the manager's webhook server. nodes reads Node metadata for the location warnings; the
-// manager's cache already holds it.
+// with the manager's webhook server. nodes reads Nodes for the location warnings: the manager's
+// cache, which holds whole Nodes stripped to what placement reads (labels, cordon, taints, Ready).
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
@@ -77,8 +77,8 @@ func followListenPort(old, p *pipelinev1beta1.Pipeline) {
 // Validator refuses Pipelines the operator could only half build, with a message that names
 // the field and says what to change, and warns about things that may be fine later.
 type Validator struct {
-	// Nodes reads Node metadata for the warning about a location no node has yet; nil turns
-	// that warning off.
+	// Nodes reads Nodes (by their kubernetes.io/hostname label) for the warning about a location
+	// no node has yet; nil turns that warning off.
 	Nodes client.Reader
 }
 

@@ -217,18 +217,19 @@ func validateAccessModes(modes []corev1.PersistentVolumeAccessMode, ap *field.Pa
 // wants. nodeExists reports whether a node carries the given hostname; old is nil on create.
 func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
 	var out []string
-	locations := sets.New[string]()
+	locations, reachable := sets.New[string](), sets.New[string]()
 	for i := range p.Spec.Steps {
 		s := &p.Spec.Steps[i]
 		name := p.Spec.StepName(i)
 		if s.Location != "" {
 			if !locations.Has(s.Location) && nodeExists != nil {
 				if ok, err := nodeExists(s.Location); err == nil && !ok {
-					out = append(out, fmt.Sprintf("step %s: no node %q exists yet: the step stays pending until it joins the cluster", name, s.Location))
+					out = append(out, missingLocationWarning(name, s))
 				}
 			}
 			locations.Insert(s.Location)
 		}
+		reachable.Insert(s.Locations()...)
 		out = append(out, autoscalingWarnings(name, s)...)
 		for _, e := range s.Env {
 			if injectedEnv.Has(e.Name) {
@@ -239,10 +240,15 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 		}
 	}
 	m := &p.Spec.ModelStorage
-	if locations.Len() > 1 && m.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim {
+	if reachable.Len() > 1 && m.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim {
 		for _, am := range m.EffectiveAccessModes() {
-			if am == corev1.ReadWriteOnce || am == corev1.ReadWriteOncePod {
+			switch {
+			case am != corev1.ReadWriteOnce && am != corev1.ReadWriteOncePod:
+			case reachable.Len() == locations.Len():
 				out = append(out, fmt.Sprintf("modelStorage.accessModes %s: steps on %d different nodes cannot all mount the volume", am, locations.Len()))
+			default:
+				out = append(out, fmt.Sprintf("modelStorage.accessModes %s: steps may run on %d different nodes (their locations and fallbackLocations) "+
+					"and cannot all mount the volume: a step that fails over may not start", am, reachable.Len()))
 			}
 		}
 	}
@@ -254,6 +260,15 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 		}
 	}
 	return out
+}
+
+// missingLocationWarning is the warning about step s, named name, whose location no node has.
+func missingLocationWarning(name string, s *pipelinev1beta1.Step) string {
+	if len(s.FallbackLocations) == 0 {
+		return fmt.Sprintf("step %s: no node %q exists yet: the step stays pending until it joins the cluster", name, s.Location)
+	}
+	return fmt.Sprintf("step %s: no node %q exists yet: the step starts on the first ready node of its fallbackLocations "+
+		"and moves to %s once it joins the cluster as spec.failover.failback says", name, s.Location, s.Location)
 }
 
 // storageOf is what identifies the volume and claim: the storage spec with its defaults (so

@@ -137,5 +137,33 @@ func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("warnings %q, want one containing %q", warnings, want)
+func TestWarningsKnowFallbackLocations(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Steps[0].Location = "edge-a"
+	p.Spec.Steps[1].Location = "edge-a"
+	p.Spec.Steps[1].FallbackLocations = []string{"edge-b"}
+	p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	none := func(string) (bool, error) { return false, nil }
+	got := strings.Join(warnings(p, nil, none), "\n")
+	for _, want := range []string{
+		`step step-1: no node "edge-a" exists yet: the step stays pending until it joins the cluster`,
+		"modelStorage.accessModes ReadWriteOnce: steps may run on 2 different nodes (their locations and fallbackLocations) " +
+			"and cannot all mount the volume",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q do not say %q", got, want)
+		}
+	}
+
+	p.Spec.Steps[0].Location = "edge-c"
+	p.Spec.Steps[1].Location = "edge-a"
+	got = strings.Join(warnings(p, nil, none), "\n")
+	want := `step step-2: no node "edge-a" exists yet: the step starts on the first ready node of its fallbackLocations ` +
+		"and moves to edge-a once it joins the cluster as spec.failover.failback says"
+	if !strings.Contains(got, want) {
+		t.Errorf("warnings %q do not say %q", got, want)
 	}
 }

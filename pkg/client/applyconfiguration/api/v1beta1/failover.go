@@ -33,7 +33,8 @@ type FailoverApplyConfiguration struct {
 	AfterSeconds *int32 `json:"afterSeconds,omitempty"`
 	// failback is Automatic (a step returns to a more preferred node once that node has been
 	// ready for failbackAfterSeconds) or Manual (it stays until the Pipeline is annotated
-	// distri-infer.ndsl.cn/failback=true). Defaults to Automatic.
+	// distri-infer.ndsl.cn/failback=true; the operator removes the annotation once it acted on
+	// it). Defaults to Automatic.
 	Failback *apiv1beta1.FailbackPolicy `json:"failback,omitempty"`
 	// failbackAfterSeconds is how long a more preferred node must have been ready before a step
 	// returns to it (failback Automatic). Defaults to 300.
