@@ -137,6 +137,9 @@ func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("warnings %q, want one containing %q", warnings, want)
+	}
+}
+
 func TestWarningsKnowFallbackLocations(t *testing.T) {
 	p, err := samples.Pipeline("default")
 	if err != nil {
