@@ -148,13 +148,24 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
 	})
 
-	It("deploys nothing of the router and says why when it knows no router image", func() {
+	It("deploys nothing of the router and says why when it knows no router image, and removes one deployed before", func() {
 		r, _ := directReconciler(interceptor.Funcs{})
 		p := createSample(ctx, ns, forOwnManagers(ns), withRouter)
-		for range 3 { // finalizer, then two passes
-			_, err := reconcileOnce(ctx, r, p)
-			Expect(err).NotTo(HaveOccurred())
+		passes := func(n int) {
+			for range n {
+				_, err := reconcileOnce(ctx, r, p)
+				Expect(err).NotTo(HaveOccurred())
+			}
 		}
+		By("a router deployed while the operator knew an image")
+		r.RouterImage = testRouterImage
+		passes(3) // finalizer, then two passes
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &appsv1.Deployment{})).To(Succeed())
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP), "the router is the entry")
+
+		By("an operator without a router image")
+		r.RouterImage = ""
+		passes(2)
 		c := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
 		Expect(c).NotTo(BeNil())
 		Expect(c.Reason).To(Equal(pipelinev1beta1.ReasonRouterImageUnknown))
