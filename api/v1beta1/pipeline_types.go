@@ -232,7 +232,22 @@ type Router struct {
 	// +kubebuilder:validation:Maximum=1073741824
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Max Body Bytes",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
+
+	// propagateHeaders are request headers the router passes on to every step, besides
+	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on (for
+	// example X-User).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Propagated Headers",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
+	PropagateHeaders []HeaderName `json:"propagateHeaders,omitempty"`
 }
+
+// HeaderName is the name of an HTTP header.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:Pattern=`^[-!#$%&'*+.^_|~0-9A-Za-z]+$`
+type HeaderName string
 
 // ModelStorage is the shared storage the steps load their models from.
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || (has(self.csiParameter) && 'server' in self.csiParameter && 'share' in self.csiParameter)",message="modelStorage of type nfs needs csiParameter.server and csiParameter.share"

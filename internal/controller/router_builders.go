@@ -93,8 +93,13 @@ func desiredRouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
 		Pipeline: p.Namespace + "/" + p.Name,
 		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
 	}
-	if rt := p.Spec.Router; rt != nil && rt.MaxBodyBytes != nil {
-		cfg.MaxBodyBytes = *rt.MaxBodyBytes
+	if rt := p.Spec.Router; rt != nil {
+		if rt.MaxBodyBytes != nil {
+			cfg.MaxBodyBytes = *rt.MaxBodyBytes
+		}
+		for _, h := range rt.PropagateHeaders {
+			cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
+		}
 	}
 	for i, s := range p.Spec.Steps {
 		step := router.Step{

@@ -46,11 +46,13 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.Steps[1].Port = ptr.To[int32](8000)
 				p.Spec.Steps[1].Retries = ptr.To[int32](0)
 				p.Spec.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
+				p.Spec.Router.PropagateHeaders = []pipelinev1beta1.HeaderName{"X-User", "x-tenant"}
 			},
-			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20, Steps: []router.Step{
-				{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
-				{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc:8000/"},
-			}},
+			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
+				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
+					{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc:8000/"},
+				}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -53,7 +53,8 @@ func routerPhase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipeli
 }
 
 func withRouter(p *pipelinev1beta1.Pipeline) {
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: sampleNodes[0]}
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: sampleNodes[0],
+		PropagateHeaders: []pipelinev1beta1.HeaderName{"X-User"}}
 	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}
 	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
 	p.Spec.Steps[1].StopWhen = "status == 404"
@@ -91,6 +92,7 @@ var _ = Describe("The pipeline router", func() {
 		}
 		Expect(cfg.Steps[0].TimeoutSeconds).To(BeEquivalentTo(5))
 		Expect(cfg.Steps[1].StopWhen).To(Equal("status == 404"))
+		Expect(cfg.PropagateHeaders).To(Equal([]string{"X-User"}))
 
 		By("running the router from the operator's image on its node, restarting with its configuration")
 		d := routerDeploymentOf(ctx, p)

@@ -137,10 +137,8 @@ func (c Config) Validate() error {
 		seen[s.Name] = true
 	}
 	for i, h := range c.PropagateHeaders {
-		if !validHeaderName(h) {
-			errs = append(errs, fmt.Errorf("propagateHeaders[%d]: %q is not a header name", i, h))
-		} else if reservedHeader(h) {
-			errs = append(errs, fmt.Errorf("propagateHeaders[%d]: %q is set by the router itself", i, h))
+		if err := CheckPropagatedHeader(h); err != nil {
+			errs = append(errs, fmt.Errorf("propagateHeaders[%d]: %w", i, err))
 		}
 	}
 	if c.MaxBodyBytes < 0 {
@@ -193,6 +191,18 @@ func validateStepURL(raw string) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("%q: a host is required", raw)
+	}
+	return nil
+}
+
+// CheckPropagatedHeader reports why name cannot be in propagateHeaders: it is not an HTTP
+// header name, or the router sets that header itself.
+func CheckPropagatedHeader(name string) error {
+	switch {
+	case !validHeaderName(name):
+		return fmt.Errorf("%q is not a header name", name)
+	case reservedHeader(name):
+		return fmt.Errorf("%q is set by the router itself", name)
 	}
 	return nil
 }

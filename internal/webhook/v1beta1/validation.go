@@ -44,6 +44,11 @@ func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
 	if rt := p.Spec.Router; rt != nil {
 		errs = append(errs, validateResources(rt.Resources, specPath.Child("router", "resources"))...)
+		for i, h := range rt.PropagateHeaders {
+			if err := router.CheckPropagatedHeader(string(h)); err != nil {
+				errs = append(errs, field.Invalid(specPath.Child("router", "propagateHeaders").Index(i), h, err.Error()))
+			}
+		}
 	}
 	return errs
 }

@@ -102,6 +102,23 @@ func TestValidateRouterResources(t *testing.T) {
 	}
 }
 
+// A header the router sets itself cannot be passed on from the caller.
+func TestValidateRouterPropagateHeaders(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, PropagateHeaders: []pipelinev1beta1.HeaderName{"X-User", "X-Request-Id"}}
+	errs := ValidatePipeline(p)
+	if len(errs) != 1 || errs[0].Field != "spec.router.propagateHeaders[1]" || !strings.Contains(errs[0].Error(), "set by the router itself") {
+		t.Fatalf("errors %v, want one on spec.router.propagateHeaders[1]", errs)
+	}
+	p.Spec.Router.PropagateHeaders = p.Spec.Router.PropagateHeaders[:1]
+	if errs := ValidatePipeline(p); len(errs) != 0 {
+		t.Fatalf("a plain header refused: %v", errs)
+	}
+}
+
 // Removing autoscaling brings the step back to its replicas at once: the update says so.
 func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
 	stored, err := samples.Pipeline("default")

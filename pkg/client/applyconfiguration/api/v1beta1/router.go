@@ -19,6 +19,7 @@ limitations under the License.
 package v1beta1
 
 import (
+	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	v1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -42,6 +43,10 @@ type RouterApplyConfiguration struct {
 	// maxBodyBytes is the largest request body, and the largest step answer, the router
 	// accepts (64 MiB when unset).
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
+	// propagateHeaders are request headers the router passes on to every step, besides
+	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on (for
+	// example X-User).
+	PropagateHeaders []apiv1beta1.HeaderName `json:"propagateHeaders,omitempty"`
 }
 
 // RouterApplyConfiguration constructs a declarative configuration of the Router type for use with
@@ -87,5 +92,15 @@ func (b *RouterApplyConfiguration) WithResources(value *v1.ResourceRequirementsA
 // If called multiple times, the MaxBodyBytes field is set to the value of the last call.
 func (b *RouterApplyConfiguration) WithMaxBodyBytes(value int64) *RouterApplyConfiguration {
 	b.MaxBodyBytes = &value
+	return b
+}
+
+// WithPropagateHeaders adds the given value to the PropagateHeaders field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PropagateHeaders field.
+func (b *RouterApplyConfiguration) WithPropagateHeaders(values ...apiv1beta1.HeaderName) *RouterApplyConfiguration {
+	for i := range values {
+		b.PropagateHeaders = append(b.PropagateHeaders, values[i])
+	}
 	return b
 }
