@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -51,10 +53,25 @@ func CacheOptions() cache.Options {
 	return opts
 }
 
+// maxErrorBackoff bounds how long a Pipeline whose pass failed waits for the next pass. A pass
+// that fails queues no timer (failover, failback, rechecks); with the default limiter a child
+// that keeps failing would back off to 16 minutes, and a step's failover wait with it.
+const maxErrorBackoff = time.Minute
+
+// controllerOptions are the Pipeline controller's options: n passes in parallel (0 is
+// controller-runtime's default), failed passes retried with an exponential back-off from 5 ms
+// to maxErrorBackoff.
+func controllerOptions(n int) controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: n,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxErrorBackoff),
+	}
+}
+
 // WithMaxConcurrentReconciles sets how many Pipelines are reconciled in parallel.
 func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 	return func(b *builder.Builder) {
-		b.WithOptions(controller.Options{MaxConcurrentReconciles: n})
+		b.WithOptions(controllerOptions(n))
 	}
 }
 
@@ -62,7 +79,7 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 // (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
 // condition, cordon and taints) and the Pod Security level of namespaces.
 func (r *PipelineReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
-	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{}))
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{})).WithOptions(controllerOptions(0))
 	for _, o := range opts {
 		o(b)
 	}
