@@ -76,6 +76,8 @@ type scope struct {
 	mu          sync.Mutex
 	// requeueAfter is when the Pipeline must be looked at again without a watch event; 0 is never.
 	requeueAfter time.Duration
+	// stepsApplied is true once every step's children were applied in this pass.
+	stepsApplied bool
 	// created are the children this pass created, by "Kind name", for one event.
 	created map[string]runtime.Object
 }
@@ -200,8 +202,10 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	r.Metrics.initFailovers(p)
 	err := r.reconcileNormal(ctx, s)
-	if err == nil {
-		err = r.consumeFailback(ctx, p)
+	if s.stepsApplied {
+		// Every step was placed with the failback asked for; another child's failure does not
+		// keep the one-shot annotation on.
+		err = errors.Join(err, r.consumeFailback(ctx, p))
 	}
 	r.recordCreatedEvent(s)
 	s.obs.err = err
@@ -253,6 +257,7 @@ func (r *PipelineReconciler) reconcileNormal(ctx context.Context, s *scope) erro
 	wg.Go(func() { ingressErr = recoverPanic(ctx, "ingress", func() error { return r.reconcileIngress(ctx, s) }) })
 	wg.Go(func() { routerErr = recoverPanic(ctx, "router", func() error { return r.reconcileRouter(ctx, s) }) })
 	stepsErr := recoverPanic(ctx, "steps", func() error { return r.reconcileSteps(ctx, s) })
+	s.stepsApplied = stepsErr == nil
 	wg.Wait()
 	if storageErr != nil || stepsErr != nil || ingressErr != nil || routerErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
@@ -467,8 +472,12 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 			}
 		}
 	}
-	// The router's objects are reconcileRouter's to keep or delete (deleteDisabledRouter).
-	isRouter := func(o client.Object) bool { return o.GetLabels()[labelName] == routerLabelName }
+	// The router's objects are reconcileRouter's to keep or delete (deleteDisabledRouter); by
+	// name too, while enabled: a step's object the router took over in this pass may still
+	// carry the step's labels in the cache.
+	isRouter := func(o client.Object) bool {
+		return o.GetLabels()[labelName] == routerLabelName || (routerEnabled(p) && o.GetName() == routerObjectName(p))
+	}
 	isStep := func(o client.Object) bool { return wanted[o.GetName()] || isRouter(o) }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
 	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)

@@ -91,17 +91,28 @@ func (r *PipelineReconciler) observeRouter(ctx context.Context, s *scope) error 
 func (r *PipelineReconciler) deleteDisabledRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	key := client.ObjectKey{Namespace: p.Namespace, Name: routerObjectName(p)}
+	// A step named router takes the Deployment and Service of that name over in this pass.
+	stepWantsName := false
+	for i := range p.Spec.Steps {
+		stepWantsName = stepWantsName || stepObjectName(p, i) == key.Name
+	}
 	var errs []error
 	for _, c := range []struct {
-		obj  client.Object
-		kind string
-	}{{&corev1.ConfigMap{}, "ConfigMap"}, {&appsv1.Deployment{}, "Deployment"}, {&corev1.Service{}, "Service"}} {
+		obj      client.Object
+		kind     string
+		stepKind bool
+	}{{&corev1.ConfigMap{}, "ConfigMap", false}, {&appsv1.Deployment{}, "Deployment", true}, {&corev1.Service{}, "Service", true}} {
+		if c.stepKind && stepWantsName {
+			continue
+		}
 		if err := r.Client.Get(ctx, key, c.obj); err != nil {
 			errs = append(errs, client.IgnoreNotFound(err))
 			continue
 		}
 		if ownedBy(p, c.obj) && c.obj.GetLabels()[labelName] == routerLabelName {
-			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind))
+			// Only the version read: one changed since is looked at again (a conflict).
+			uid, rv := c.obj.GetUID(), c.obj.GetResourceVersion()
+			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
 		}
 	}
 	return errors.Join(errs...)

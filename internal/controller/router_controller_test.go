@@ -204,6 +204,35 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Equal(metav1.ConditionTrue))
 	})
 
+	It("gives the router's name to a step named router within the spec change that disables the router", func() {
+		p := createSample(ctx, ns, withRouter)
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &corev1.Service{})
+		}).Should(Succeed())
+		routerUID := routerDeploymentOf(ctx, p).UID
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router.Enabled = false
+			p.Spec.Steps[1].Name = "router"
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, d)).To(Succeed())
+			g.Expect(d.UID).NotTo(Equal(routerUID))
+			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(stepSelector(getPipeline(ctx, p), 1)))
+			svc := &corev1.Service{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, svc)).To(Succeed())
+			g.Expect(svc.Spec.Selector).To(Equal(stepSelector(getPipeline(ctx, p), 1)))
+		}).Should(Succeed())
+		Expect(gone(ctx, &corev1.ConfigMap{}, ns, routerObjectName(p))).To(BeTrue())
+		Eventually(func() metav1.ConditionStatus {
+			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+		}).Should(Equal(metav1.ConditionTrue))
+		Consistently(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: routerObjectName(p)}, &corev1.Service{})
+		}, "2s").Should(Succeed(), "the step's Service stays")
+	})
+
 	It("says when the router's node does not exist, and clears once a node of that name joins", func() {
 		node := "router-node-" + ns
 		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = node })

@@ -126,10 +126,12 @@ func relocate(candidates []string, current string, health map[string]Health) Dec
 func leave(candidates []string, idx int, from string, h Health, health map[string]Health, p Policy, now time.Time) Decision {
 	current := candidates[idx]
 	var failbackWait time.Duration
-	if p.Failback && idx > 0 {
+	if (p.Failback || p.FailbackNow) && idx > 0 {
 		// The node the step failed over to is down too: a more preferred node that has been
-		// ready long enough takes it back without the wait for After.
-		back, wait := failbackTarget(candidates[:idx], health, Policy{FailbackAfter: p.FailbackAfter}, now)
+		// ready long enough (any ready one when a failback was asked for) takes it back
+		// without the wait for After.
+		back, wait := failbackTarget(candidates[:idx], health,
+			Policy{FailbackAfter: p.FailbackAfter, FailbackNow: p.FailbackNow}, now)
 		if back != "" {
 			return Decision{Node: back, From: from, Move: MoveFailback}
 		}
