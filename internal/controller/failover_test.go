@@ -124,6 +124,24 @@ var _ = Describe("Node health and failover", func() {
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
 	})
 
+	It("moves a step off a ready node whose NoExecute taint evicts its pods, counted from the taint", func() {
+		location, fallback := edgeNodes(ns)
+		p := runningSample(ctx, ns, withFailover(location, fallback, 30, 3600, ""))
+
+		By("a taint added a moment ago: the step waits for afterSeconds")
+		taint(ctx, location, corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute,
+			TimeAdded: ptr.To(metav1.NewTime(time.Now()))})
+		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady), HaveField("Message", ContainSubstring(location))))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed), "the taint evicts the step's pods")
+		Consistently(nodeOf(ctx, p, 1), "2s").Should(Equal(location))
+
+		By("the same taint, added longer ago than afterSeconds")
+		taint(ctx, location, corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute,
+			TimeAdded: ptr.To(metav1.NewTime(time.Now().Add(-time.Minute)))})
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
+	})
+
 	It("fails over after afterSeconds and fails back after failbackAfterSeconds", func() {
 		location, fallback := edgeNodes(ns)
 		p := runningSample(ctx, ns, withFailover(location, fallback, 2, 3, ""))
@@ -318,6 +336,19 @@ func cordon(ctx context.Context, name string, unschedulable bool) {
 			return err
 		}
 		node.Spec.Unschedulable = unschedulable
+		return k8sClient.Update(ctx, node)
+	}).Should(Succeed())
+}
+
+// taint sets the taints of node to t alone.
+func taint(ctx context.Context, name string, t corev1.Taint) {
+	GinkgoHelper()
+	Eventually(func() error {
+		node := &corev1.Node{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		node.Spec.Taints = []corev1.Taint{t}
 		return k8sClient.Update(ctx, node)
 	}).Should(Succeed())
 }
