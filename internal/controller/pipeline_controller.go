@@ -194,14 +194,16 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, r.reconcilePaused(ctx, p)
 	}
 
-	s := newScope(r.deployable(p))
-	if s.pipeline != p {
-		s.addProblem(pipelinev1beta1.ReasonRouterImageUnknown,
-			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
-				"and the entry stays on the first step", EnvRouterImage)
+	view, why, err := r.deployable(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := newScope(view)
+	if why != nil {
+		s.add(*why)
 	}
 	r.Metrics.initFailovers(p)
-	err := r.reconcileNormal(ctx, s)
+	err = r.reconcileNormal(ctx, s)
 	if s.stepsApplied {
 		// Every step was placed with the failback asked for; another child's failure does not
 		// keep the one-shot annotation on.
@@ -227,17 +229,39 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
 }
 
-// deployable is p as this operator can deploy it. Without a router image, a Pipeline that
-// enables the router is reconciled as if it did not: the entry stays on the first step, a router
-// deployed earlier is removed (it would run a configuration that no longer follows the spec), and
-// Degraded says why.
-func (r *PipelineReconciler) deployable(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
-	if !routerEnabled(p) || r.RouterImage != "" {
-		return p
+// deployable is p as this operator can deploy it, and the problem that keeps it from deploying
+// p as it is. A Pipeline that enables the router is reconciled as if it did not, its entry
+// staying on the first step, when the operator has no router image (a router deployed earlier is
+// removed: it would run a configuration that no longer follows the spec), and when the router
+// would refuse the configuration while no router of the Pipeline runs yet (one that runs is left
+// as it is, see reconcileRouter).
+func (r *PipelineReconciler) deployable(ctx context.Context, p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, *problem, error) {
+	if !routerEnabled(p) {
+		return p, nil, nil
+	}
+	var why problem
+	switch cerr := desiredRouterConfig(p).Validate(); {
+	case r.RouterImage == "":
+		why = problem{reason: pipelinev1beta1.ReasonRouterImageUnknown, message: fmt.Sprintf(
+			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
+				"and the entry stays on the first step", EnvRouterImage)}
+	case cerr != nil:
+		d := &appsv1.Deployment{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: routerObjectName(p)}, d)
+		if client.IgnoreNotFound(err) != nil {
+			return nil, nil, fmt.Errorf("get router deployment: %w", err)
+		}
+		if err == nil && ownedBy(p, d) && d.Labels[labelName] == routerLabelName {
+			return p, nil, nil
+		}
+		why = problem{reason: pipelinev1beta1.ReasonRouterConfigInvalid, message: fmt.Sprintf(
+			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", cerr)}
+	default:
+		return p, nil, nil
 	}
 	view := p.DeepCopy()
 	view.Spec.Router.Enabled = false
-	return view
+	return view, &why, nil
 }
 
 func (r *PipelineReconciler) now() time.Time {

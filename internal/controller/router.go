@@ -14,8 +14,9 @@ import (
 )
 
 // reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
-// when spec.router is enabled; the stale pass deletes them once it is not. Without a router
-// image the pass never gets here (see deployable).
+// when spec.router is enabled, and deletes them once it is not. Without a router image, or with
+// a configuration the router would refuse and no router running yet, the pass sees the router
+// disabled (see deployable).
 func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if !routerEnabled(p) {
@@ -34,7 +35,7 @@ func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) erro
 	if err := desiredRouterConfig(p).Validate(); err != nil {
 		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
 		// stored without the webhook may still carry it. A router started with it would only
-		// crash: the router is left as it is.
+		// crash: the router that runs is left as it is.
 		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", err)
 		return r.observeRouter(ctx, s)
 	}

@@ -258,6 +258,9 @@ var _ = Describe("The pipeline router", func() {
 		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).To(ContainSubstring("stopWhen"))
 		Expect(gone(ctx, &corev1.ConfigMap{}, ns, routerObjectName(p))).To(BeTrue())
 		Expect(gone(ctx, &appsv1.Deployment{}, ns, routerObjectName(p))).To(BeTrue())
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
+			"no router runs: the entry stays on the first step")
+		Expect(routerPhase(ctx, p)()).To(BeEmpty())
 
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
 		Eventually(func() error {
@@ -265,5 +268,14 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Succeed())
 		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
 			ShouldNot(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeClusterIP))
+		_, good := routerConfigOf(ctx, p)
+
+		By("a running router is left as it is when the configuration turns bad")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Consistently(func() string { _, data := routerConfigOf(ctx, p); return data }, "2s").Should(Equal(good))
+		Expect(routerServiceOf(ctx, p).Spec.Type).To(Equal(corev1.ServiceTypeNodePort), "the router stays the entry")
 	})
 })
