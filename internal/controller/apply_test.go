@@ -47,7 +47,7 @@ func TestContains(t *testing.T) {
 // stay atomic.
 func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 	p := loadSample(t, "default")
-	a, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 
 	// An atomic list the operator sets must match as a whole: the apply would replace it.
 	p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}}
-	b, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	b, err := newAppliedObject(desiredStepDeployment(p, 0, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 
 func TestUpToDate(t *testing.T) {
 	p := loadSample(t, "default")
-	a, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestUpToDate(t *testing.T) {
 
 	// A spec that drops a field changes the hash even though the old object contains the new one.
 	p.Spec.Steps[0].Args = nil
-	b, err := newAppliedObject(desiredStepDeployment(p, 0, ""))
+	b, err := newAppliedObject(desiredStepDeployment(p, 0, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestUpToDate(t *testing.T) {
 
 func TestCachedDeploymentsStayComparable(t *testing.T) {
 	p := loadSample(t, "default")
-	a, err := newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted))
+	a, err := newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestCachedDeploymentsStayComparable(t *testing.T) {
 
 	// A step's own security context stays its own.
 	p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
-	own := typed[appsv1.Deployment](t, must(newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted))).content)
+	own := typed[appsv1.Deployment](t, must(newAppliedObject(desiredStepDeployment(p, 0, PodSecurityRestricted, ""))).content)
 	obj, err = stripDeploymentDefaults(own)
 	if err != nil {
 		t.Fatal(err)

@@ -138,5 +138,5 @@ func TestDesiredStepPDB(t *testing.T) {
 
 func typedDeployment(t *testing.T, p *pipelinev1beta1.Pipeline, i int) *appsv1.Deployment {
 	t.Helper()
-	return typed[appsv1.Deployment](t, desiredStepDeployment(p, i, ""))
+	return typed[appsv1.Deployment](t, desiredStepDeployment(p, i, "", ""))
 }

@@ -180,7 +180,7 @@ func benchFloor(t *testing.T, n int) time.Duration {
 		}
 		desired := []apiruntime.ApplyConfiguration{desiredPV(p), desiredPVC(p)}
 		for s := range p.Spec.Steps {
-			desired = append(desired, desiredStepDeployment(p, s, ""), desiredStepService(p, s))
+			desired = append(desired, desiredStepDeployment(p, s, "", ""), desiredStepService(p, s))
 		}
 		for _, d := range desired {
 			a, err := newAppliedObject(d)

@@ -23,7 +23,7 @@ func envMap(env []corev1.EnvVar) map[string]string {
 
 func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 	p := loadSample(t, "vision")
-	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, ""))
+	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, "", ""))
 
 	if d.Name != "facedetection-pipeline-step-1" || d.Namespace != "vision" {
 		t.Errorf("deployment is %s/%s", d.Namespace, d.Name)
@@ -90,7 +90,7 @@ func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 
 func TestLastStepHasNoNextStep(t *testing.T) {
 	p := loadSample(t, "default")
-	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 1, ""))
+	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 1, "", ""))
 	env := d.Spec.Template.Spec.Containers[0].Env
 	found := false
 	for _, e := range env {
@@ -121,7 +121,7 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 	s.Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}}
 	p.Spec.ModelStorage.MountPath = "/data"
 
-	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 1, ""))
+	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 1, "", ""))
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	if d.Name != "facedetection-pipeline-recognise" || *d.Spec.Replicas != 3 {
@@ -143,12 +143,17 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "edge" {
 		t.Errorf("tolerations %+v", pod.Tolerations)
 	}
+	// A step failed over to another node is pinned there, its other node labels kept.
+	moved := typed[appsv1.Deployment](t, desiredStepDeployment(p, 1, "", "edge-b")).Spec.Template.Spec.NodeSelector
+	if diff := cmp.Diff(map[string]string{"accelerator": "npu", "kubernetes.io/hostname": "edge-b"}, moved); diff != "" {
+		t.Errorf("node selector of a moved step (-want +got):\n%s", diff)
+	}
 	if c.VolumeMounts[0].MountPath != "/data" {
 		t.Errorf("mount path %q", c.VolumeMounts[0].MountPath)
 	}
 
 	// The previous step now forwards to the renamed step's Service on its port.
-	prev := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, ""))
+	prev := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, "", ""))
 	if got := envMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1beta1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
 		t.Errorf("step 1 forwards to %q", got)
 	}
@@ -164,7 +169,7 @@ func TestDesiredStepService(t *testing.T) {
 	if diff := cmp.Diff(want, svc.Spec.Ports); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
-	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, ""))
+	d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, "", ""))
 	if diff := cmp.Diff(d.Spec.Selector.MatchLabels, svc.Spec.Selector); diff != "" {
 		t.Errorf("service does not select the deployment's pods (-deployment +service):\n%s", diff)
 	}

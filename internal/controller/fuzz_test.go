@@ -223,7 +223,7 @@ func FuzzPipeline(f *testing.F) {
 			for _, msg := range validation.IsDNS1035Label(stepObjectName(p, i)) {
 				t.Fatalf("step %d: object name %q: %s", i, stepObjectName(p, i), msg)
 			}
-			children = append(children, desiredStepDeployment(p, i, PodSecurityRestricted), desiredStepService(p, i))
+			children = append(children, desiredStepDeployment(p, i, PodSecurityRestricted, ""), desiredStepService(p, i))
 		}
 		if ingressSpec(p) != nil {
 			children = append(children, desiredIngress(p))

@@ -417,7 +417,7 @@ func (r *PipelineReconciler) reconcileStep(ctx context.Context, s *scope, i int)
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, updated, err := r.applyExistingChild(ctx, s, d, pinToNode(desiredStepDeployment(p, i, s.podSecurity), pl.decision.Node))
+	ok, updated, err := r.applyExistingChild(ctx, s, d, desiredStepDeployment(p, i, s.podSecurity, pl.decision.Node))
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -139,22 +138,6 @@ func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidat
 		msg += ": the step has no fallbackLocations to move to"
 	}
 	return msg
-}
-
-// pinToNode pins the pods of a step's Deployment to node: its kubernetes.io/hostname node
-// selector names node instead of the step's location. Empty node leaves d as it is.
-func pinToNode(d *appsv1ac.DeploymentApplyConfiguration, node string) *appsv1ac.DeploymentApplyConfiguration {
-	if node == "" || d.Spec == nil || d.Spec.Template == nil || d.Spec.Template.Spec == nil {
-		return d
-	}
-	pod := d.Spec.Template.Spec
-	selector := make(map[string]string, len(pod.NodeSelector)+1)
-	for k, v := range pod.NodeSelector {
-		selector[k] = v
-	}
-	selector[corev1.LabelHostname] = node
-	pod.NodeSelector = selector
-	return d
 }
 
 // recordMove records the move of step i to another node, once its Deployment, which ran on

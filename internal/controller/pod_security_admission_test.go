@@ -40,7 +40,7 @@ func admitPod(ctx context.Context, ns string, template corev1.PodTemplateSpec) e
 // stepTemplate is the pod template the operator builds for step i of p at level.
 func stepTemplate(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel) corev1.PodTemplateSpec {
 	GinkgoHelper()
-	return typed[appsv1.Deployment](GinkgoT(), desiredStepDeployment(p, i, level)).Spec.Template
+	return typed[appsv1.Deployment](GinkgoT(), desiredStepDeployment(p, i, level, "")).Spec.Template
 }
 
 var _ = Describe("Pod Security of the step pods", func() {

@@ -74,7 +74,7 @@ func TestStepSecurityContext(t *testing.T) {
 			if tc.step != nil {
 				tc.step(&p.Spec.Steps[0])
 			}
-			d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, tc.level))
+			d := typed[appsv1.Deployment](t, desiredStepDeployment(p, 0, tc.level, ""))
 			pod := d.Spec.Template.Spec
 			wantPod := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 			if diff := cmp.Diff(wantPod, pod.SecurityContext); diff != "" {

@@ -63,10 +63,11 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 	return env
 }
 
-// desiredStepDeployment is the Deployment of step i: its pods run on the step's node, mount the
-// model claim read-only and receive the step's configuration as environment variables. level is
-// the Pod Security level the Pipeline's namespace enforces; the pods are admitted there.
-func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel) *appsv1ac.DeploymentApplyConfiguration {
+// desiredStepDeployment is the Deployment of step i: its pods run on node (the step's location,
+// or the fallback it failed over to; empty is the location), mount the model claim read-only and
+// receive the step's configuration as environment variables. level is the Pod Security level the
+// Pipeline's namespace enforces; the pods are admitted there.
+func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
 	s := p.Spec.Steps[i]
 	labels := stepLabels(p, i)
 	port := stepPort(p, i)
@@ -100,8 +101,8 @@ func desiredStepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurity
 	for k, v := range s.NodeSelector {
 		nodeSelector[k] = v
 	}
-	if s.Location != "" {
-		nodeSelector[corev1.LabelHostname] = s.Location
+	if node = orDefault(node, s.Location); node != "" {
+		nodeSelector[corev1.LabelHostname] = node
 	}
 	if len(nodeSelector) > 0 {
 		pod.WithNodeSelector(nodeSelector)
