@@ -3,6 +3,7 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -39,6 +40,11 @@ func shortHash(parts ...string) string {
 // stepName is the step's name, step-<1-based index> when the spec gives none.
 func stepName(p *pipelinev1beta1.Pipeline, i int) string {
 	return p.Spec.StepName(i)
+}
+
+// stepLabel names step i in messages: step <1-based index> (<name>).
+func stepLabel(p *pipelinev1beta1.Pipeline, i int) string {
+	return fmt.Sprintf("step %d (%s)", i+1, stepName(p, i))
 }
 
 // stepObjectName names both the Deployment and the Service of step i.

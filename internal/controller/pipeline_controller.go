@@ -400,7 +400,7 @@ func (r *PipelineReconciler) reconcileSteps(ctx context.Context, s *scope) error
 		wg.Go(func() {
 			err := recoverPanic(ctx, "step "+stepName(s.pipeline, i), func() error { return r.reconcileStep(ctx, s, i) })
 			if err != nil {
-				errs[i] = fmt.Errorf("step %d (%s): %w", i+1, stepName(s.pipeline, i), err)
+				errs[i] = fmt.Errorf("%s: %w", stepLabel(s.pipeline, i), err)
 			}
 		})
 	}

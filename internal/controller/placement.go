@@ -118,7 +118,7 @@ func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl placement, candidat
 	if h.Schedulable() {
 		return ""
 	}
-	label := fmt.Sprintf("step %d (%s)", i+1, stepName(p, i))
+	label := stepLabel(p, i)
 	if h.State == nodes.StateMissing {
 		msg := fmt.Sprintf("%s: node %s does not exist (no node has %s=%s)", label, d.Node, corev1.LabelHostname, d.Node)
 		if len(candidates) > 1 {
@@ -197,7 +197,7 @@ func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.P
 		if step.DeploymentPhase == pipelinev1beta1.DeploymentPhaseAvailable {
 			continue
 		}
-		label := fmt.Sprintf("step %d (%s)", i+1, step.Name)
+		label := stepLabel(p, i)
 		switch {
 		case pl.moved && pl.decision.Move == nodes.MoveFailback:
 			reason = orDefault(reason, pipelinev1beta1.ReasonFailingBack)

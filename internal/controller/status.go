@@ -266,57 +266,53 @@ func addRouterState(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipel
 // computeRouterState derives the state of the router from its Deployment and Service, the way
 // computeStepState does for a step.
 func computeRouterState(p *pipelinev1beta1.Pipeline, d *appsv1.Deployment, svc *corev1.Service) stepState {
-	name := routerObjectName(p)
 	s := stepState{status: pipelinev1beta1.StepStatus{DeploymentPhase: pipelinev1beta1.DeploymentPhasePending}}
-	if d == nil {
-		s.waiting = fmt.Sprintf("router: Deployment %s does not exist yet", name)
-		return s
-	}
-	phase, detail := deploymentPhase(d)
-	s.status.DeploymentPhase = phase
-	switch {
-	case phase == pipelinev1beta1.DeploymentPhaseFailed:
-		s.failure = fmt.Sprintf("router: Deployment %s %s", name, detail)
-	case phase != pipelinev1beta1.DeploymentPhaseAvailable:
-		s.waiting = fmt.Sprintf("router: Deployment %s %s", name, detail)
-	case svc == nil || svc.Spec.ClusterIP == "":
-		s.waiting = fmt.Sprintf("router: Service %s has no cluster IP yet", name)
-	}
+	s.classify("router", routerObjectName(p), d, svc != nil && svc.Spec.ClusterIP != "", deploymentPhase)
 	return s
 }
 
 // computeStepState derives the state of step i from its Deployment and Service.
 func computeStepState(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service) stepState {
-	name := stepName(p, i)
 	s := stepState{status: pipelinev1beta1.StepStatus{
-		Name:            name,
+		Name:            stepName(p, i),
 		DeploymentName:  stepObjectName(p, i),
 		URL:             stepURL(p, i),
 		Replicas:        stepReplicas(p, i),
 		DeploymentPhase: pipelinev1beta1.DeploymentPhasePending,
 		ServicePhase:    pipelinev1beta1.ServicePhasePending,
 	}}
-	label := fmt.Sprintf("step %d (%s)", i+1, name)
-
 	if svc != nil && svc.Spec.ClusterIP != "" {
 		s.status.ServicePhase = pipelinev1beta1.ServicePhaseReady
 	}
-	if d == nil {
-		s.waiting = fmt.Sprintf("%s: Deployment %s does not exist yet", label, s.status.DeploymentName)
-		return s
+	if d != nil {
+		s.status.ReadyReplicas = d.Status.ReadyReplicas
 	}
-	s.status.ReadyReplicas = d.Status.ReadyReplicas
-	phase, detail := stepDeploymentPhase(p, i, d)
-	s.status.DeploymentPhase = phase
-	switch {
-	case phase == pipelinev1beta1.DeploymentPhaseFailed:
-		s.failure = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
-	case phase != pipelinev1beta1.DeploymentPhaseAvailable:
-		s.waiting = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
-	case s.status.ServicePhase != pipelinev1beta1.ServicePhaseReady:
-		s.waiting = fmt.Sprintf("%s: Service %s has no cluster IP yet", label, s.status.DeploymentName)
-	}
+	s.classify(stepLabel(p, i), s.status.DeploymentName, d, s.status.ServicePhase == pipelinev1beta1.ServicePhaseReady,
+		func(d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
+			return stepDeploymentPhase(p, i, d)
+		})
 	return s
+}
+
+// classify sets the deployment phase of s, and its failure or what it waits for, from d, the
+// Deployment (nil when the one named name is missing), and whether the Service named name has a
+// cluster IP; phase classifies d. label begins the messages.
+func (s *stepState) classify(label, name string, d *appsv1.Deployment, serviceReady bool,
+	phase func(*appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string)) {
+	if d == nil {
+		s.waiting = fmt.Sprintf("%s: Deployment %s does not exist yet", label, name)
+		return
+	}
+	p, detail := phase(d)
+	s.status.DeploymentPhase = p
+	switch {
+	case p == pipelinev1beta1.DeploymentPhaseFailed:
+		s.failure = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+	case p != pipelinev1beta1.DeploymentPhaseAvailable:
+		s.waiting = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+	case !serviceReady:
+		s.waiting = fmt.Sprintf("%s: Service %s has no cluster IP yet", label, name)
+	}
 }
 
 // deploymentPhase classifies a Deployment and says why, for messages.

@@ -19,6 +19,8 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
 	rolling := availableDeployment(1)
 	rolling.Status.AvailableReplicas = 0
+	// The router's Deployment, as the apiserver holds it, has the router's name.
+	failed.Name, rolling.Name = "facedetection-pipeline-router", "facedetection-pipeline-router"
 
 	for _, tc := range []struct {
 		name        string
