@@ -71,13 +71,11 @@ func (r *PipelineReconciler) deleteUnneededScaling(ctx context.Context, s *scope
 		if c.needed {
 			continue
 		}
-		if err := r.Client.Get(ctx, key, c.obj); err != nil {
-			errs = append(errs, client.IgnoreNotFound(err))
-			continue
+		owned, err := r.cachedChild(ctx, p, key, c.obj)
+		if owned {
+			err = r.deleteChild(ctx, p, c.obj, c.kind)
 		}
-		if ownedBy(p, c.obj) {
-			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind))
-		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -139,6 +139,15 @@ func selectorChanged(current client.Object, u *unstructured.Unstructured) bool {
 	return len(d.Spec.Selector.MatchExpressions) > 0 || !maps.Equal(d.Spec.Selector.MatchLabels, want)
 }
 
+// cachedChild reads the object key names into obj from the cache and reports whether it is a
+// child of p; a missing object is not an error.
+func (r *PipelineReconciler) cachedChild(ctx context.Context, p *pipelinev1beta1.Pipeline, key client.ObjectKey, obj client.Object) (bool, error) {
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return ownedBy(p, obj), nil
+}
+
 // zero sets the object obj points to to its zero value.
 func zero(obj client.Object) {
 	v := reflect.ValueOf(obj).Elem()

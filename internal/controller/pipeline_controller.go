@@ -76,6 +76,9 @@ type scope struct {
 	mu          sync.Mutex
 	// requeueAfter is when the Pipeline must be looked at again without a watch event; 0 is never.
 	requeueAfter time.Duration
+	// routerConfigErr is why the router would refuse the configuration the spec gives; nil when
+	// it would not, or when the router is disabled (see planRouter).
+	routerConfigErr error
 	// stepsApplied is true once every step's children were applied in this pass.
 	stepsApplied bool
 	// created are the children this pass created, by "Kind name", for one event.
@@ -194,16 +197,12 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, r.reconcilePaused(ctx, p)
 	}
 
-	view, why, err := r.deployable(ctx, p)
-	if err != nil {
+	s := newScope(p)
+	if err := r.planRouter(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	s := newScope(view)
-	if why != nil {
-		s.add(*why)
-	}
 	r.Metrics.initFailovers(p)
-	err = r.reconcileNormal(ctx, s)
+	err := r.reconcileNormal(ctx, s)
 	if s.stepsApplied {
 		// Every step was placed with the failback asked for; another child's failure does not
 		// keep the one-shot annotation on.
@@ -229,39 +228,43 @@ func (r *PipelineReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
 }
 
-// deployable is p as this operator can deploy it, and the problem that keeps it from deploying
-// p as it is. A Pipeline that enables the router is reconciled as if it did not, its entry
+// planRouter decides, once per pass, what the pass does with the router of s.pipeline. It
+// validates the router's configuration (s.routerConfigErr). A Pipeline that enables the router is
+// reconciled as if it did not (s.pipeline becomes such a copy, and Degraded says why), its entry
 // staying on the first step, when the operator has no router image (a router deployed earlier is
 // removed: it would run a configuration that no longer follows the spec), and when the router
 // would refuse the configuration while no router of the Pipeline runs yet (one that runs is left
 // as it is, see reconcileRouter).
-func (r *PipelineReconciler) deployable(ctx context.Context, p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, *problem, error) {
+func (r *PipelineReconciler) planRouter(ctx context.Context, s *scope) error {
+	p := s.pipeline
 	if !routerEnabled(p) {
-		return p, nil, nil
+		return nil
 	}
 	var why problem
-	switch cerr := desiredRouterConfig(p).Validate(); {
-	case r.RouterImage == "":
+	if r.RouterImage == "" {
 		why = problem{reason: pipelinev1beta1.ReasonRouterImageUnknown, message: fmt.Sprintf(
 			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
 				"and the entry stays on the first step", EnvRouterImage)}
-	case cerr != nil:
-		d := &appsv1.Deployment{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: routerObjectName(p)}, d)
-		if client.IgnoreNotFound(err) != nil {
-			return nil, nil, fmt.Errorf("get router deployment: %w", err)
+	} else {
+		if s.routerConfigErr = desiredRouterConfig(p).Validate(); s.routerConfigErr == nil {
+			return nil
 		}
-		if err == nil && ownedBy(p, d) && d.Labels[labelName] == routerLabelName {
-			return p, nil, nil
+		d := &appsv1.Deployment{}
+		owned, err := r.cachedChild(ctx, p, types.NamespacedName{Namespace: p.Namespace, Name: routerObjectName(p)}, d)
+		if err != nil {
+			return fmt.Errorf("get router deployment: %w", err)
+		}
+		if owned && isRouterObject(d) {
+			return nil
 		}
 		why = problem{reason: pipelinev1beta1.ReasonRouterConfigInvalid, message: fmt.Sprintf(
-			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", cerr)}
-	default:
-		return p, nil, nil
+			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", s.routerConfigErr)}
 	}
 	view := p.DeepCopy()
 	view.Spec.Router.Enabled = false
-	return view, &why, nil
+	s.pipeline = view
+	s.add(why)
+	return nil
 }
 
 func (r *PipelineReconciler) now() time.Time {
@@ -500,7 +503,7 @@ func (r *PipelineReconciler) reconcileStale(ctx context.Context, s *scope) error
 	// name too, while enabled: a step's object the router took over in this pass may still
 	// carry the step's labels in the cache.
 	isRouter := func(o client.Object) bool {
-		return o.GetLabels()[labelName] == routerLabelName || (routerEnabled(p) && o.GetName() == routerObjectName(p))
+		return isRouterObject(o) || (routerEnabled(p) && o.GetName() == routerObjectName(p))
 	}
 	isStep := func(o client.Object) bool { return wanted[o.GetName()] || isRouter(o) }
 	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)

@@ -16,7 +16,7 @@ import (
 // reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
 // when spec.router is enabled, and deletes them once it is not. Without a router image, or with
 // a configuration the router would refuse and no router running yet, the pass sees the router
-// disabled (see deployable).
+// disabled (see planRouter).
 func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if !routerEnabled(p) {
@@ -32,11 +32,11 @@ func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) erro
 				location, corev1.LabelHostname, location)
 		}
 	}
-	if err := desiredRouterConfig(p).Validate(); err != nil {
+	if s.routerConfigErr != nil {
 		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
 		// stored without the webhook may still carry it. A router started with it would only
 		// crash: the router that runs is left as it is.
-		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", err)
+		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", s.routerConfigErr)
 		return r.observeRouter(ctx, s)
 	}
 	config, err := routerConfigJSON(p)
@@ -71,15 +71,15 @@ func (r *PipelineReconciler) reconcileRouter(ctx context.Context, s *scope) erro
 func (r *PipelineReconciler) observeRouter(ctx context.Context, s *scope) error {
 	key := client.ObjectKey{Namespace: s.pipeline.Namespace, Name: routerObjectName(s.pipeline)}
 	d, svc := &appsv1.Deployment{}, &corev1.Service{}
-	if err := r.Client.Get(ctx, key, d); err == nil && ownedBy(s.pipeline, d) {
-		s.obs.routerDeployment = d
-	} else if client.IgnoreNotFound(err) != nil {
+	if owned, err := r.cachedChild(ctx, s.pipeline, key, d); err != nil {
 		return fmt.Errorf("get router deployment: %w", err)
+	} else if owned {
+		s.obs.routerDeployment = d
 	}
-	if err := r.Client.Get(ctx, key, svc); err == nil && ownedBy(s.pipeline, svc) {
-		s.obs.routerService = svc
-	} else if client.IgnoreNotFound(err) != nil {
+	if owned, err := r.cachedChild(ctx, s.pipeline, key, svc); err != nil {
 		return fmt.Errorf("get router service: %w", err)
+	} else if owned {
+		s.obs.routerService = svc
 	}
 	return nil
 }
@@ -106,15 +106,13 @@ func (r *PipelineReconciler) deleteDisabledRouter(ctx context.Context, s *scope)
 		if c.stepKind && stepWantsName {
 			continue
 		}
-		if err := r.Client.Get(ctx, key, c.obj); err != nil {
-			errs = append(errs, client.IgnoreNotFound(err))
-			continue
-		}
-		if ownedBy(p, c.obj) && c.obj.GetLabels()[labelName] == routerLabelName {
+		owned, err := r.cachedChild(ctx, p, key, c.obj)
+		if owned && isRouterObject(c.obj) {
 			// Only the version read: one changed since is looked at again (a conflict).
 			uid, rv := c.obj.GetUID(), c.obj.GetResourceVersion()
-			errs = append(errs, r.deleteChild(ctx, p, c.obj, c.kind, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
+			err = r.deleteChild(ctx, p, c.obj, c.kind, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

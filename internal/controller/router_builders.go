@@ -12,6 +12,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
@@ -62,6 +63,12 @@ const annotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
 // routerEnabled reports whether p asks for the router.
 func routerEnabled(p *pipelinev1beta1.Pipeline) bool {
 	return p.Spec.RouterEnabled()
+}
+
+// isRouterObject reports whether obj is one of the router's objects (and not, say, the
+// Deployment of a step named router).
+func isRouterObject(obj client.Object) bool {
+	return obj.GetLabels()[labelName] == routerLabelName
 }
 
 // routerObjectName names the router's ConfigMap, Deployment and Service: <pipeline>-router.

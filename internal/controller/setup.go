@@ -36,21 +36,20 @@ import (
 // only the fields it sets, and never writes a cached object back.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: ManagedBy})
-	opts := cache.Options{
+	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: managed, Transform: stripDeploymentDefaults},
-			&corev1.Service{}:               {Label: managed, Transform: keepCreatedMarker},
-			&corev1.PersistentVolumeClaim{}: {Label: managed, Transform: keepCreatedMarker},
-			&corev1.PersistentVolume{}:      {Label: managed, Transform: keepCreatedMarker},
-			&networkingv1.Ingress{}:         {Label: managed, Transform: keepCreatedMarker},
-			&corev1.ConfigMap{}:             {Label: managed, Transform: keepCreatedMarker},
-			&corev1.Node{}:                  {Transform: nodes.StripForPlacement},
+			&appsv1.Deployment{}:                     {Label: managed, Transform: stripDeploymentDefaults},
+			&corev1.Service{}:                        {Label: managed, Transform: keepCreatedMarker},
+			&corev1.PersistentVolumeClaim{}:          {Label: managed, Transform: keepCreatedMarker},
+			&corev1.PersistentVolume{}:               {Label: managed, Transform: keepCreatedMarker},
+			&networkingv1.Ingress{}:                  {Label: managed, Transform: keepCreatedMarker},
+			&corev1.ConfigMap{}:                      {Label: managed, Transform: keepCreatedMarker},
+			&autoscalingv2.HorizontalPodAutoscaler{}: {Label: managed, Transform: keepCreatedMarker},
+			&policyv1.PodDisruptionBudget{}:          {Label: managed, Transform: keepCreatedMarker},
+			&corev1.Node{}:                           {Transform: nodes.StripForPlacement},
 		},
 	}
-	opts.ByObject[&autoscalingv2.HorizontalPodAutoscaler{}] = cache.ByObject{Label: managed, Transform: keepCreatedMarker}
-	opts.ByObject[&policyv1.PodDisruptionBudget{}] = cache.ByObject{Label: managed, Transform: keepCreatedMarker}
-	return opts
 }
 
 // maxErrorBackoff bounds how long a Pipeline whose pass failed waits for the next pass. A pass
