@@ -258,7 +258,7 @@ func (w *webhookFlags) selfSigned() (*webhookcerts.SelfSigned, error) {
 	if webhookcerts.HasCertificate(w.certDir) {
 		return nil, nil
 	}
-	namespace := os.Getenv("POD_NAMESPACE")
+	namespace := os.Getenv(controller.EnvPodNamespace)
 	if namespace == "" {
 		return nil, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
 			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -33,12 +34,7 @@ func reservedHeader(name string) bool {
 func propagatedHeaderNames(extra []string) []string {
 	names := append([]string(nil), traceHeaders...)
 	for _, h := range extra {
-		c := http.CanonicalHeaderKey(h)
-		dup := false
-		for _, n := range names {
-			dup = dup || n == c
-		}
-		if !dup {
+		if c := http.CanonicalHeaderKey(h); !slices.Contains(names, c) {
 			names = append(names, c)
 		}
 	}

@@ -25,8 +25,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the router's metrics (a new registry when nil: see Router.Gatherer).
 	Registerer prometheus.Registerer
-	// Transport makes the step calls (a transport tuned for many keep-alive connections when nil).
-	Transport http.RoundTripper
 	// Backoff is the wait before retry n, counted from 0 (jittered exponential when nil).
 	Backoff func(n int) time.Duration
 }
@@ -75,12 +73,8 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, fmt.Errorf("register router metrics: %w", err)
 	}
 	r.metrics = m
-	transport := opts.Transport
-	if transport == nil {
-		transport = newTransport()
-	}
 	r.client = &http.Client{
-		Transport: transport,
+		Transport: newTransport(),
 		// A redirect is an answer like any other: the router does not follow it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -132,7 +126,6 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 		return writeError(w, http.StatusRequestEntityTooLarge, "",
 			fmt.Errorf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit))
 	case errors.Is(err, errBudgetExceeded):
-		w.Header().Set("Retry-After", "1")
 		return writeError(w, http.StatusServiceUnavailable, "", err)
 	case err != nil:
 		if req.Context().Err() != nil {

@@ -22,8 +22,6 @@ const DefaultShutdownTimeout = 25 * time.Second
 type Server struct {
 	// Router is the pipeline's handler.
 	Router *Router
-	// Gatherer is what /metrics exposes (Router.Gatherer() when nil).
-	Gatherer prometheus.Gatherer
 	// ShutdownDelay is how long the server keeps accepting requests after it is told to stop
 	// while /readyz already fails, so that load balancers stop sending first.
 	ShutdownDelay time.Duration
@@ -40,14 +38,10 @@ const bodyReadTimeout = 2 * time.Minute
 // Serve serves until ctx ends, then stops accepting, waits for the requests in flight (at most
 // ShutdownTimeout) and returns. It closes both listeners.
 func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
-	gatherer := s.Gatherer
-	if gatherer == nil {
-		gatherer = s.Router.Gatherer()
-	}
 	// The read timeout bounds how long a caller may take to send its body, which holds its share
 	// of the body budget from the first byte.
 	main := &http.Server{Handler: s.Router, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
-	admin := &http.Server{Handler: s.adminHandler(gatherer), ReadHeaderTimeout: 10 * time.Second}
+	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- serve(main, ln, "pipeline") }()

@@ -86,7 +86,6 @@ func (p *process) run(ctx context.Context, first bool) error {
 	p.mu.Unlock()
 	peaks.watch(p.name, cmd.Process.Pid)
 	err = cmd.Wait()
-	peaks.sample(p.name, cmd.Process.Pid)
 	p.mu.Lock()
 	p.pid = 0
 	p.mu.Unlock()
@@ -123,26 +122,16 @@ func environ(extra ...string) []string {
 
 // peakMemory records the peak resident memory of the test's processes, per name.
 type peakMemory struct {
-	mu    sync.Mutex
-	kib   map[string]int
-	alive map[int]string
+	mu  sync.Mutex
+	kib map[string]int
 }
 
-var peaks = &peakMemory{kib: map[string]int{}, alive: map[int]string{}}
+var peaks = &peakMemory{kib: map[string]int{}}
 
 // watch samples pid's peak resident memory every second while it lives.
 func (m *peakMemory) watch(name string, pid int) {
-	m.mu.Lock()
-	m.alive[pid] = name
-	m.mu.Unlock()
 	go func() {
-		for {
-			if !m.sample(name, pid) {
-				m.mu.Lock()
-				delete(m.alive, pid)
-				m.mu.Unlock()
-				return
-			}
+		for m.sample(name, pid) {
 			time.Sleep(time.Second)
 		}
 	}()
