@@ -26,12 +26,7 @@ func StripForPlacement(obj any) (any, error) {
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Generation: n.Generation,
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp, Labels: n.Labels,
 		},
-		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			out.Spec.Taints = append(out.Spec.Taints, t)
-		}
+		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: placementTaints(n)},
 	}
 	if c := ReadyCondition(n); c != nil {
 		ready := *c
@@ -78,6 +73,8 @@ func PlacementDiffers(a, b *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(ra.LastTransitionTime, rb.LastTransitionTime))
 }
 
+// placementTaints are the taints of n that can keep a step's pods off it: NoSchedule and
+// NoExecute; nil when there are none.
 func placementTaints(n *corev1.Node) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range n.Spec.Taints {

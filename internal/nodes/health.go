@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -133,7 +134,8 @@ func blocks(taint *corev1.Taint, tolerations []corev1.Toleration) bool {
 		return false
 	}
 	for i := range tolerations {
-		if tolerates(&tolerations[i], taint) {
+		// As the scheduler matches them, without the alpha comparison operators (Lt, Gt).
+		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
 			return false
 		}
 	}
@@ -148,22 +150,4 @@ func ReadyCondition(node *corev1.Node) *corev1.NodeCondition {
 		}
 	}
 	return nil
-}
-
-// tolerates reports whether toleration t matches taint, as the scheduler matches them (the
-// Equal and Exists operators).
-func tolerates(t *corev1.Toleration, taint *corev1.Taint) bool {
-	if t.Effect != "" && t.Effect != taint.Effect {
-		return false
-	}
-	if t.Key != "" && t.Key != taint.Key {
-		return false
-	}
-	switch t.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case corev1.TolerationOpEqual, "":
-		return t.Key != "" && t.Value == taint.Value
-	}
-	return false
 }
