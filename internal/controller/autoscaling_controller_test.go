@@ -191,6 +191,12 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](1) })
 		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeTrue())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted PodDisruptionBudget " + name))
+
+		By("two pods again, then pinned to a node: the budget comes back, then goes")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
+		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeFalse())
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = sampleNodes[1] })
+		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeTrue())
 	})
 
 	DescribeTable("refuses invalid autoscaling at admission with a specific message",

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -141,6 +142,36 @@ var _ = Describe("Node health and failover", func() {
 			TimeAdded: ptr.To(metav1.NewTime(time.Now().Add(-time.Minute)))})
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
 	})
+
+	DescribeTable("refuses invalid failover settings at admission with a specific message",
+		func(edit func(p *pipelinev1beta1.Pipeline), message string) {
+			p := loadSample(GinkgoT(), ns)
+			p.UID = ""
+			edit(p)
+			err := k8sClient.Create(ctx, p)
+			Expect(err).To(HaveOccurred())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("fallbackLocations without location", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Location, p.Spec.Steps[1].FallbackLocations = "", []string{"edge-b"}
+		}, "fallbackLocations needs location"),
+		Entry("fallbackLocations repeating location", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].FallbackLocations = []string{p.Spec.Steps[1].Location}
+		}, "fallbackLocations must not repeat location"),
+		Entry("a fallback named twice", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].FallbackLocations = []string{"edge-b", "edge-b"}
+		}, "fallbackLocations must not name a node twice"),
+		Entry("more than 8 fallbacks", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].FallbackLocations = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
+		}, "must have at most 8 items"),
+		Entry("afterSeconds of 0", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Failover = &pipelinev1beta1.Failover{AfterSeconds: ptr.To[int32](0)}
+		}, "afterSeconds in body should be greater than or equal to 1"),
+		Entry("an unknown failback policy", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Failover = &pipelinev1beta1.Failover{Failback: "Sometimes"}
+		}, "Unsupported value: \"Sometimes\""),
+	)
 
 	It("fails over after afterSeconds and fails back after failbackAfterSeconds", func() {
 		location, fallback := edgeNodes(ns)
