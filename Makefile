@@ -161,14 +161,14 @@ FUZZTIME ?= 5000x
 
 .PHONY: test-fuzz
 test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook) and the child builders (-fuzztime $(FUZZTIME)).
-	go test ./internal/controller/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/controller/pipeline/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 BENCH_SIZES ?= 100,300,1000
 
 .PHONY: bench
 bench: manifests envtest ## Measure convergence, writes and memory against the raw-write floor; writes docs/performance.md.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_OUTPUT=$(CURDIR)/docs/performance.md BENCH_SIZES=$(BENCH_SIZES) \
-		go test ./internal/controller/ -run TestBench -count=1 -timeout 60m -v
+		go test ./internal/controller/pipeline/ -run TestBench -count=1 -timeout 60m -v
 
 BENCH_ROUTER_ARGS ?=
 

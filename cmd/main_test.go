@@ -45,8 +45,8 @@ func TestEnableWebhooks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if w.enabled != tc.want {
-				t.Errorf("webhooks enabled = %v, want %v", w.enabled, tc.want)
+			if w.Enabled != tc.want {
+				t.Errorf("webhooks enabled = %v, want %v", w.Enabled, tc.want)
 			}
 		})
 	}

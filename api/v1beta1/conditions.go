@@ -52,6 +52,11 @@ const (
 	// (a stopWhen that does not compile, stored without the validating webhook): the router is
 	// left as it is.
 	ReasonRouterConfigInvalid = "RouterConfigInvalid"
+	// ReasonApplyRefused means the apiserver refuses to create or update a child for what it
+	// is (an admission policy or webhook, a quota, RBAC, an invalid field), not for the moment
+	// it was sent: the pass is retried with back-off, but a person must change the spec or the
+	// cluster. It is also the Reconciled reason of such a pass.
+	ReasonApplyRefused = "ApplyRefused"
 )
 
 // Reasons of the Reconciled condition.

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // deployManifests is what `make deploy` applies: config/default (or the overlay dir under
@@ -96,7 +96,7 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 	It("run the manager's pod in its namespace, which enforces the restricted Pod Security level", func() {
 		namespace := &corev1.Namespace{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, namespace)).To(Succeed())
-		Expect(namespace.Labels).To(HaveKeyWithValue(controller.LabelPodSecurityEnforce, string(controller.PodSecurityRestricted)))
+		Expect(namespace.Labels).To(HaveKeyWithValue(resources.LabelPodSecurityEnforce, string(resources.PodSecurityRestricted)))
 
 		pod := func(template corev1.PodTemplateSpec) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "manager-", Namespace: ns, Labels: template.Labels}, Spec: template.Spec}
@@ -114,11 +114,11 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		c := manager.Spec.Template.Spec.Containers[0]
 		var routerImage string
 		for _, e := range c.Env {
-			if e.Name == controller.EnvRouterImage {
+			if e.Name == resources.EnvRouterImage {
 				routerImage = e.Value
 			}
 		}
-		Expect(routerImage).To(Equal(c.Image), "%s follows the manager's image", controller.EnvRouterImage)
+		Expect(routerImage).To(Equal(c.Image), "%s follows the manager's image", resources.EnvRouterImage)
 	})
 
 	It("give the manager a read-only root filesystem and bounded resources", func() {

@@ -1,4 +1,5 @@
-// Package manager holds how the operator's manager serves its endpoints.
+// Package manager holds the options of the operator's controller manager: what its cache
+// holds, its leader election and its metrics endpoint.
 package manager
 
 import (

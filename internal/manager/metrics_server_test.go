@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 )
 
 // clusterRoleOf reads a ClusterRole of config/rbac.
@@ -107,10 +107,10 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 			Scheme:  testScheme,
 			Metrics: MetricsServerOptions(addr, true, nil),
-			Cache:   controller.CacheOptions(),
+			Cache:   CacheOptions(),
 		})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = controller.NewMetrics(ctrlmetrics.Registry, mgr.GetCache())
+		_, err = metrics.New(ctrlmetrics.Registry, mgr.GetCache())
 		Expect(err).NotTo(HaveOccurred())
 		mgrCtx, cancel := context.WithCancel(ctx)
 		DeferCleanup(cancel)
@@ -138,14 +138,14 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		status, body, err := scrape("not-a-token")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).NotTo(Equal(http.StatusOK))
-		Expect(body).NotTo(ContainSubstring(controller.MetricPipelines))
+		Expect(body).NotTo(ContainSubstring(metrics.MetricPipelines))
 	})
 
 	It("answers 403 to a ServiceAccount that may not get /metrics", func() {
 		status, body, err := scrape(serviceAccountToken(ctx, ns, "no-metrics"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusForbidden))
-		Expect(body).NotTo(ContainSubstring(controller.MetricPipelines))
+		Expect(body).NotTo(ContainSubstring(metrics.MetricPipelines))
 	})
 
 	It("serves the operator's metrics to a ServiceAccount bound to the metrics-reader role", func() {
@@ -156,9 +156,9 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 			status, body, err := scrape(token)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK))
-			g.Expect(body).To(ContainSubstring(controller.MetricPipelines + `{phase="unknown"} 1`))
+			g.Expect(body).To(ContainSubstring(metrics.MetricPipelines + `{phase="unknown"} 1`))
 			g.Expect(body).To(ContainSubstring(fmt.Sprintf(`%s{namespace=%q,phase="unknown",pipeline="facedetection-pipeline"} 1`,
-				controller.MetricPipelinePhase, ns)))
+				metrics.MetricPipelinePhase, ns)))
 		}).Should(Succeed())
 	})
 })

@@ -39,7 +39,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
@@ -158,7 +160,7 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   controller.CacheOptions(),
+		Cache:   manager.CacheOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
 		}),
@@ -166,7 +168,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
 	routerImage = deployedRouterImage(context.Background())
-	Expect((&controller.PipelineReconciler{
+	Expect((&pipeline.Reconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("pipeline-operator"),
@@ -252,11 +254,11 @@ func deployedRouterImage(ctx context.Context) string {
 	d := &appsv1.Deployment{}
 	Expect(admin.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "pipeline-operator-controller-manager"}, d)).To(Succeed())
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == controller.EnvRouterImage {
+		if e.Name == resources.EnvRouterImage {
 			Expect(e.Value).NotTo(BeEmpty())
 			return e.Value
 		}
 	}
-	Fail("the deployed manager has no " + controller.EnvRouterImage)
+	Fail("the deployed manager has no " + resources.EnvRouterImage)
 	return ""
 }

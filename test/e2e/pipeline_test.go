@@ -20,7 +20,7 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
@@ -59,7 +59,7 @@ func stepPods(ctx context.Context, p *pipelinev1beta1.Pipeline, step int) []core
 	GinkgoHelper()
 	pods := &corev1.PodList{}
 	Expect(admin.List(ctx, pods, client.InNamespace(p.Namespace),
-		client.MatchingLabels{controller.LabelPipeline: p.Name, controller.LabelStep: strconv.Itoa(step)})).To(Succeed())
+		client.MatchingLabels{resources.LabelPipeline: p.Name, resources.LabelStep: strconv.Itoa(step)})).To(Succeed())
 	return pods.Items
 }
 
@@ -216,7 +216,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 
 		Expect(admin.Delete(ctx, p)).To(Succeed())
 		Eventually(func() bool { return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(p), p)) }).Should(BeTrue())
-		selector := client.MatchingLabels{controller.LabelPipeline: p.Name}
+		selector := client.MatchingLabels{resources.LabelPipeline: p.Name}
 		Eventually(func(g Gomega) {
 			deployments := &appsv1.DeploymentList{}
 			g.Expect(admin.List(ctx, deployments, client.InNamespace(ns), selector)).To(Succeed())
@@ -268,7 +268,7 @@ var _ = Describe("The pipeline router on a local control plane", func() {
 		By("scheduling the router's pod on the node of router.location, from the manager's image")
 		pods := &corev1.PodList{}
 		Expect(admin.List(ctx, pods, client.InNamespace(ns),
-			client.MatchingLabels{controller.LabelPipeline: p.Name, "app.kubernetes.io/component": "router"})).To(Succeed())
+			client.MatchingLabels{resources.LabelPipeline: p.Name, "app.kubernetes.io/component": "router"})).To(Succeed())
 		Expect(pods.Items).To(HaveLen(1))
 		pod := pods.Items[0]
 		Expect(pod.Spec.NodeName).To(Equal("xx-test-node239"))

@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // convergeDeadline is how long a case waits for convergence before it fails: generous, the
@@ -127,7 +128,7 @@ func pipelineProblems(p *pipelinev1beta1.Pipeline) []string {
 	if !p.DeletionTimestamp.IsZero() {
 		add("being deleted")
 	}
-	if !slices.Contains(p.Finalizers, controller.Finalizer) {
+	if !slices.Contains(p.Finalizers, pipeline.Finalizer) {
 		add("no finalizer")
 	}
 	if st.ObservedGeneration != p.Generation {
@@ -164,7 +165,7 @@ func (w *snapshot) childrenByPipeline(ns string, problems *[]string) map[string]
 			}
 		}
 		if kind == "PersistentVolume" {
-			owner = obj.GetLabels()[controller.LabelPipeline]
+			owner = obj.GetLabels()[resources.LabelPipeline]
 		}
 		if owner == "" {
 			*problems = append(*problems, fmt.Sprintf("%s %s belongs to no Pipeline", kind, obj.GetName()))
@@ -185,7 +186,7 @@ func (w *snapshot) childrenByPipeline(ns string, problems *[]string) map[string]
 		file("PersistentVolumeClaim", &w.claims[i])
 	}
 	for i := range w.volumes {
-		if w.volumes[i].Labels[controller.LabelPipelineNamespace] == ns {
+		if w.volumes[i].Labels[resources.LabelPipelineNamespace] == ns {
 			file("PersistentVolume", &w.volumes[i])
 		}
 	}
@@ -219,7 +220,7 @@ func childProblems(p *pipelinev1beta1.Pipeline, have children) []string {
 			continue
 		}
 		l := obj.GetLabels()
-		if l[controller.LabelPipeline] != p.Name || l[controller.LabelStep] != strconv.Itoa(i+1) || l[labelManagedBy] != controller.ManagedBy {
+		if l[resources.LabelPipeline] != p.Name || l[resources.LabelStep] != strconv.Itoa(i+1) || l[labelManagedBy] != resources.ManagedBy {
 			add("%T %s has labels %v", obj, obj.GetName(), l)
 		}
 		if d, ok := obj.(*appsv1.Deployment); ok {
@@ -227,7 +228,7 @@ func childProblems(p *pipelinev1beta1.Pipeline, have children) []string {
 		}
 	}
 	for _, obj := range append(have["PersistentVolumeClaim"], have["PersistentVolume"]...) {
-		if l := obj.GetLabels(); l[controller.LabelPipeline] != p.Name || l[labelManagedBy] != controller.ManagedBy {
+		if l := obj.GetLabels(); l[resources.LabelPipeline] != p.Name || l[labelManagedBy] != resources.ManagedBy {
 			add("%T %s has labels %v", obj, obj.GetName(), l)
 		}
 	}
@@ -379,7 +380,7 @@ func versions(r *run, c client.Client, ns string) map[string]string {
 		out["PersistentVolumeClaim "+w.claims[i].Name] = w.claims[i].ResourceVersion
 	}
 	for i := range w.volumes {
-		if w.volumes[i].Labels[controller.LabelPipelineNamespace] == ns {
+		if w.volumes[i].Labels[resources.LabelPipelineNamespace] == ns {
 			out["PersistentVolume "+w.volumes[i].Name] = w.volumes[i].ResourceVersion
 		}
 	}

@@ -20,7 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 const (
@@ -204,7 +205,7 @@ func createThenDelete(ctx context.Context, c client.Client, p *pipelinev1beta1.P
 // creationStage names how far the creation of p had gone.
 func creationStage(p *pipelinev1beta1.Pipeline) string {
 	switch {
-	case !slices.Contains(p.Finalizers, controller.Finalizer):
+	case !slices.Contains(p.Finalizers, pipeline.Finalizer):
 		return "no finalizer yet"
 	case p.Status.ObservedGeneration == 0:
 		return "finalizer, children being made"
@@ -251,13 +252,13 @@ func leftovers(r *run, c client.Client, ns string) remains {
 	r.Helper()
 	out := remains{volumesLeftOf: map[string]string{}}
 	volumes := &corev1.PersistentVolumeList{}
-	if err := c.List(r.Context(), volumes, client.MatchingLabels{controller.LabelPipelineNamespace: ns}); err != nil {
+	if err := c.List(r.Context(), volumes, client.MatchingLabels{resources.LabelPipelineNamespace: ns}); err != nil {
 		r.Fatalf("list PersistentVolumes: %v", err)
 	}
 	for _, pv := range volumes.Items {
 		if pv.DeletionTimestamp.IsZero() {
-			out.volumesLeft = append(out.volumesLeft, fmt.Sprintf("%s (Pipeline %s)", pv.Name, pv.Labels[controller.LabelPipeline]))
-			out.volumesLeftOf[pv.Name] = pv.Labels[controller.LabelPipeline]
+			out.volumesLeft = append(out.volumesLeft, fmt.Sprintf("%s (Pipeline %s)", pv.Name, pv.Labels[resources.LabelPipeline]))
+			out.volumesLeftOf[pv.Name] = pv.Labels[resources.LabelPipeline]
 		} else {
 			out.volumesDeleted++
 			for _, f := range pv.Finalizers {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 const (
@@ -98,25 +98,25 @@ var tampers = []tamper{
 			return envValue(container(now), pipelinev1beta1.EnvModelName) == p.Spec.Steps[1].Model
 		}},
 	{what: "Service relabelled (pipeline label)", obj: stepObject(&corev1.Service{}, 2),
-		change: update(func(o client.Object) { o.GetLabels()[controller.LabelPipeline] = someoneElse }),
+		change: update(func(o client.Object) { o.GetLabels()[resources.LabelPipeline] = someoneElse }),
 		repaired: func(p *pipelinev1beta1.Pipeline, before, now client.Object) bool {
-			return hasLabel(controller.LabelPipeline, p.Name)(p, before, now)
+			return hasLabel(resources.LabelPipeline, p.Name)(p, before, now)
 		}},
 	{what: "Deployment relabelled (managed-by label removed)", obj: stepObject(&appsv1.Deployment{}, 0),
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
-		repaired: hasLabel(labelManagedBy, controller.ManagedBy)},
+		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolumeClaim relabelled (managed-by label removed)",
 		obj: func(p *pipelinev1beta1.Pipeline) client.Object {
 			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Status.PVCName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
-		repaired: hasLabel(labelManagedBy, controller.ManagedBy)},
+		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolume relabelled (managed-by label removed)",
 		obj: func(p *pipelinev1beta1.Pipeline) client.Object {
 			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: p.Status.PVName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
-		repaired: hasLabel(labelManagedBy, controller.ManagedBy)},
+		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 }
 
 // change is one tamper applied to one Pipeline.

@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 )
 
 // operatorUser is the user an operator of a case writes as.
@@ -43,24 +45,24 @@ func startInProcess(r *run, cfg *rest.Config, wrap func(http.RoundTripper) http.
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  manager.CacheOptions(),
 		// Several cases each run a manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		r.Fatalf("create manager: %v", err)
 	}
-	metrics, err := controller.NewMetrics(prometheus.NewRegistry(), mgr.GetCache())
+	metrics, err := metrics.New(prometheus.NewRegistry(), mgr.GetCache())
 	if err != nil {
 		r.Fatalf("create metrics: %v", err)
 	}
-	rec := &controller.PipelineReconciler{
+	rec := &pipeline.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
 		Metrics:   metrics,
 	}
-	if err := rec.SetupWithManager(mgr, controller.WithMaxConcurrentReconciles(maxConcurrentReconciles)); err != nil {
+	if err := rec.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(maxConcurrentReconciles)); err != nil {
 		r.Fatalf("set up the reconciler: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

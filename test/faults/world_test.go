@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // labelManagedBy is the label the operator puts on everything it creates.
@@ -50,7 +50,7 @@ func (w *simulatedControllers) restart(r *run) {
 
 func (w *simulatedControllers) start(r *run) {
 	r.Helper()
-	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: controller.ManagedBy})
+	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: resources.ManagedBy})
 	c, err := cache.New(w.cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            {Label: managed},
 		&corev1.PersistentVolumeClaim{}: {Label: managed},

@@ -22,7 +22,7 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
-	"github.com/ndsl-cn/pipeline-operator/internal/controller"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 const (
@@ -87,7 +87,7 @@ func upgradeable(ctx context.Context, name string) func(Gomega) *metav1.Conditio
 func children(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]string {
 	GinkgoHelper()
 	out := map[string]string{}
-	selector := client.MatchingLabels{controller.LabelPipeline: p.Name}
+	selector := client.MatchingLabels{resources.LabelPipeline: p.Name}
 	deployments := &appsv1.DeploymentList{}
 	Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), selector)).To(Succeed())
 	for _, d := range deployments.Items {
@@ -317,7 +317,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			for _, p := range []*pipelinev1beta1.Pipeline{steady, rolling} {
 				g.Expect(phaseOf(ctx, p)(g)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
 				deployments := &appsv1.DeploymentList{}
-				g.Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), client.MatchingLabels{controller.LabelPipeline: p.Name})).To(Succeed())
+				g.Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name})).To(Succeed())
 				g.Expect(deployments.Items).To(HaveLen(2))
 				for _, d := range deployments.Items {
 					g.Expect(d.Status.AvailableReplicas).To(Equal(*d.Spec.Replicas))

@@ -1,0 +1,162 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// planRouter decides, once per pass, what the pass does with the router of s.pipeline. It
+// validates the router's configuration (s.routerConfigErr). A Pipeline that enables the router is
+// reconciled as if it did not (s.pipeline becomes such a copy, and Degraded says why), its entry
+// staying on the first step, when the operator has no router image (a router deployed earlier is
+// removed: it would run a configuration that no longer follows the spec), and when the router
+// would refuse the configuration while no router of the Pipeline runs yet (one that runs is left
+// as it is, see reconcileRouter).
+func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	if !resources.RouterEnabled(p) {
+		return nil
+	}
+	var why problem.Problem
+	if r.RouterImage == "" {
+		why = problem.Problem{Reason: pipelinev1beta1.ReasonRouterImageUnknown, Message: fmt.Sprintf(
+			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
+				"and the entry stays on the first step", resources.EnvRouterImage)}
+	} else {
+		if s.routerConfigErr = resources.RouterConfig(p).Validate(); s.routerConfigErr == nil {
+			return nil
+		}
+		d := &appsv1.Deployment{}
+		owned, err := r.applier().Child(ctx, p, types.NamespacedName{Namespace: p.Namespace, Name: resources.RouterObjectName(p)}, d)
+		if err != nil {
+			return fmt.Errorf("get router deployment: %w", err)
+		}
+		if owned && resources.IsRouterObject(d) {
+			return nil
+		}
+		why = problem.Problem{Reason: pipelinev1beta1.ReasonRouterConfigInvalid, Message: fmt.Sprintf(
+			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", s.routerConfigErr)}
+	}
+	view := p.DeepCopy()
+	view.Spec.Router.Enabled = false
+	s.pipeline = view
+	s.add(why)
+	return nil
+}
+
+// reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
+// when spec.router is enabled, and deletes them once it is not. Without a router image, or with
+// a configuration the router would refuse and no router running yet, the pass sees the router
+// disabled (see planRouter).
+func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	if !resources.RouterEnabled(p) {
+		return r.deleteDisabledRouter(ctx, s)
+	}
+	if location := p.Spec.Router.Location; location != "" {
+		exists, err := nodes.WithHostname(ctx, r.Client, location)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "router: node %s does not exist (no node has %s=%s)",
+				location, corev1.LabelHostname, location)
+		}
+	}
+	if s.routerConfigErr != nil {
+		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
+		// stored without the webhook may still carry it. A router started with it would only
+		// crash: the router that runs is left as it is.
+		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", s.routerConfigErr)
+		return r.observeRouter(ctx, s)
+	}
+	config, err := resources.RouterConfigJSON(p)
+	if err != nil {
+		return err
+	}
+	// The configuration goes first: a router pod that starts before it exists would fail.
+	cm := &corev1.ConfigMap{}
+	ok, err := r.applyChild(ctx, s, cm, resources.RouterConfigMap(p, config))
+	if err != nil || !ok {
+		return err
+	}
+	d := &appsv1.Deployment{}
+	ok, err = r.applyChild(ctx, s, d, resources.RouterDeployment(p, r.RouterImage, config))
+	if ok {
+		s.obs.RouterDeployment = d
+	}
+	if err != nil {
+		return err
+	}
+	svc := &corev1.Service{}
+	ok, err = r.applyChild(ctx, s, svc, resources.RouterService(p))
+	if ok {
+		s.obs.RouterService = svc
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// observeRouter reads the router's Deployment and Service, as they are, into the pass's
+// observations.
+func (r *Reconciler) observeRouter(ctx context.Context, s *scope) error {
+	key := client.ObjectKey{Namespace: s.pipeline.Namespace, Name: resources.RouterObjectName(s.pipeline)}
+	d, svc := &appsv1.Deployment{}, &corev1.Service{}
+	if owned, err := r.applier().Child(ctx, s.pipeline, key, d); err != nil {
+		return fmt.Errorf("get router deployment: %w", err)
+	} else if owned {
+		s.obs.RouterDeployment = d
+	}
+	if owned, err := r.applier().Child(ctx, s.pipeline, key, svc); err != nil {
+		return fmt.Errorf("get router service: %w", err)
+	} else if owned {
+		s.obs.RouterService = svc
+	}
+	return nil
+}
+
+// deleteDisabledRouter deletes the router's objects of a Pipeline whose router is disabled. The
+// stale pass finds them too, but only when the status says the spec changed since the last
+// successful pass; a router created by a pass whose successor listed a cache that did not hold
+// it yet would otherwise keep running a configuration nobody follows. Cached reads by name cost
+// no request; objects of a step named router are left alone.
+func (r *Reconciler) deleteDisabledRouter(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	key := client.ObjectKey{Namespace: p.Namespace, Name: resources.RouterObjectName(p)}
+	// A step named router takes the Deployment and Service of that name over in this pass.
+	stepWantsName := false
+	for i := range p.Spec.Steps {
+		stepWantsName = stepWantsName || resources.StepObjectName(p, i) == key.Name
+	}
+	var errs []error
+	for _, c := range []struct {
+		obj      client.Object
+		kind     string
+		stepKind bool
+	}{{&corev1.ConfigMap{}, "ConfigMap", false}, {&appsv1.Deployment{}, "Deployment", true}, {&corev1.Service{}, "Service", true}} {
+		if c.stepKind && stepWantsName {
+			continue
+		}
+		owned, err := r.applier().Child(ctx, p, key, c.obj)
+		if owned && resources.IsRouterObject(c.obj) {
+			// Only the version read: one changed since is looked at again (a conflict).
+			uid, rv := c.obj.GetUID(), c.obj.GetResourceVersion()
+			err = r.applier().Delete(ctx, p, c.obj, c.kind, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,286 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+func routerDeploymentOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *appsv1.Deployment {
+	GinkgoHelper()
+	return child(ctx, &appsv1.Deployment{}, p.Namespace, resources.RouterObjectName(p))
+}
+
+func routerServiceOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *corev1.Service {
+	GinkgoHelper()
+	return child(ctx, &corev1.Service{}, p.Namespace, resources.RouterObjectName(p))
+}
+
+// routerConfigOf is the router configuration the ConfigMap of p holds, as the router parses it.
+func routerConfigOf(ctx context.Context, p *pipelinev1beta1.Pipeline) (router.Config, string) {
+	GinkgoHelper()
+	cm := child(ctx, &corev1.ConfigMap{}, p.Namespace, resources.RouterObjectName(p))
+	data := cm.Data[resources.RouterConfigKey]
+	cfg, err := router.ParseConfig([]byte(data))
+	Expect(err).NotTo(HaveOccurred(), "the router refuses the operator's configuration:\n%s", data)
+	return cfg, data
+}
+
+// rollOutRouter plays the deployment controller for the router's current Deployment.
+func rollOutRouter(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+	GinkgoHelper()
+	Eventually(func() error {
+		d := routerDeploymentOf(ctx, p)
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
+			ReadyReplicas: r, AvailableReplicas: r}
+		return k8sClient.Status().Update(ctx, d)
+	}).Should(Succeed())
+}
+
+func routerPhase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.DeploymentPhase {
+	return func() pipelinev1beta1.DeploymentPhase { return getPipeline(ctx, p).Status.DetailPhase.RouterPhase }
+}
+
+func withRouter(p *pipelinev1beta1.Pipeline) {
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: sampleNodes[0],
+		PropagateHeaders: []pipelinev1beta1.HeaderName{"X-User"}}
+	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}
+	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
+	p.Spec.Steps[1].StopWhen = "status == 404"
+}
+
+var _ = Describe("The pipeline router", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("runs the router in front of the steps, follows the spec, repairs drift and goes when disabled", func() {
+		p := createSample(ctx, ns, withRouter)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+
+		By("waiting for the router like for a step")
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionAvailable)()).Message }).
+			Should(ContainSubstring("router: Deployment facedetection-pipeline-router"))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(1)), "defaulted at admission")
+
+		By("writing a configuration the router accepts, naming the step Services")
+		cfg, data := routerConfigOf(ctx, p)
+		Expect(cfg.Pipeline).To(Equal(ns + "/facedetection-pipeline"))
+		Expect(cfg.Steps).To(HaveLen(2))
+		for i, s := range cfg.Steps {
+			Expect(s.Name).To(Equal(resources.StepName(p, i)))
+			Expect(s.URL).To(Equal(resources.StepURL(p, i) + "/"))
+		}
+		Expect(cfg.Steps[0].TimeoutSeconds).To(BeEquivalentTo(5))
+		Expect(cfg.Steps[1].StopWhen).To(Equal("status == 404"))
+		Expect(cfg.PropagateHeaders).To(Equal([]string{"X-User"}))
+
+		By("running the router from the operator's image on its node, restarting with its configuration")
+		d := routerDeploymentOf(ctx, p)
+		Expect(metav1.IsControlledBy(d, p)).To(BeTrue())
+		Expect(d.Labels).To(HaveKeyWithValue(resources.LabelManagedBy, resources.ManagedBy))
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testenv.RouterImage))
+		Expect(d.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{corev1.LabelHostname: sampleNodes[0]}))
+		hash := d.Spec.Template.Annotations[resources.AnnotationRouterConfigHash]
+		Expect(hash).To(Equal(resources.RouterConfigHash(data)))
+
+		By("moving the entry to the router: its Service takes the type expose asks for, the first step's returns to ClusterIP")
+		svc := routerServiceOf(ctx, p)
+		Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+		rollOutRouter(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(routerPhase(ctx, p)()).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
+		Expect(getPipeline(ctx, p).Status.NodePort).To(Equal(svc.Spec.Ports[0].NodePort))
+
+		By("making no write when a converged Pipeline with a router is reconciled again")
+		p = getPipeline(ctx, p)
+		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
+		expectNoWritesOnReconcile(ctx, p)
+
+		By("changing the configuration and the pod template when a step's timeout changes")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](7) })
+		Eventually(func() float64 { c, _ := routerConfigOf(ctx, p); return c.Steps[0].TimeoutSeconds }).Should(BeEquivalentTo(7))
+		Eventually(func() string {
+			return routerDeploymentOf(ctx, p).Spec.Template.Annotations[resources.AnnotationRouterConfigHash]
+		}).
+			ShouldNot(Equal(hash))
+		_, data = routerConfigOf(ctx, p)
+		Expect(routerDeploymentOf(ctx, p).Spec.Template.Annotations[resources.AnnotationRouterConfigHash]).To(Equal(resources.RouterConfigHash(data)))
+
+		By("repairing drift of the router's Deployment")
+		Eventually(func() error {
+			d := routerDeploymentOf(ctx, p)
+			d.Spec.Replicas = ptr.To[int32](3)
+			d.Spec.Template.Spec.Containers[0].Image = "example.com/other:1"
+			return k8sClient.Update(ctx, d)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			d := routerDeploymentOf(ctx, p)
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testenv.RouterImage))
+		}).Should(Succeed())
+
+		By("deleting the router's objects when it is disabled, and giving the entry back to the first step")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Enabled = false })
+		Eventually(func() bool {
+			return gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p)) &&
+				gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p)) &&
+				gone(ctx, &corev1.Service{}, ns, resources.RouterObjectName(p))
+		}).Should(BeTrue())
+		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeNodePort))
+		Eventually(routerPhase(ctx, p)).Should(BeEmpty())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("deploys nothing of the router and says why when it knows no router image, and removes one deployed before", func() {
+		r, _ := directReconciler(interceptor.Funcs{})
+		p := createSample(ctx, ns, forOwnManagers(ns), withRouter)
+		passes := func(n int) {
+			for range n {
+				_, err := reconcileOnce(ctx, r, p)
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		By("a router deployed while the operator knew an image")
+		r.RouterImage = testenv.RouterImage
+		passes(3) // finalizer, then two passes
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})).To(Succeed())
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP), "the router is the entry")
+
+		By("an operator without a router image")
+		r.RouterImage = ""
+		passes(2)
+		c := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(c).NotTo(BeNil())
+		Expect(c.Reason).To(Equal(pipelinev1beta1.ReasonRouterImageUnknown))
+		Expect(c.Message).To(ContainSubstring(resources.EnvRouterImage))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.ConfigMap{})).NotTo(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})).NotTo(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.StepObjectName(p, 0)}, &appsv1.Deployment{})).To(Succeed(),
+			"the steps are deployed all the same")
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
+			"the entry stays on the first step while there is no router to take it")
+		Expect(routerPhase(ctx, p)()).To(BeEmpty())
+	})
+
+	It("replaces the Deployment of a step whose name the router takes within one spec change", func() {
+		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "router" })
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})
+		}).Should(Succeed(), "the step named router has the Deployment <pipeline>-router")
+		stepUID := routerDeploymentOf(ctx, p).UID
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[1].Name = "recognize"
+			withRouter(p)
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, d)).To(Succeed())
+			g.Expect(d.UID).NotTo(Equal(stepUID))
+			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(resources.RouterSelector(p)))
+		}).Should(Succeed())
+		Eventually(func() metav1.ConditionStatus {
+			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+		}).Should(Equal(metav1.ConditionTrue))
+	})
+
+	It("gives the router's name to a step named router within the spec change that disables the router", func() {
+		p := createSample(ctx, ns, withRouter)
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.Service{})
+		}).Should(Succeed())
+		routerUID := routerDeploymentOf(ctx, p).UID
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router.Enabled = false
+			p.Spec.Steps[1].Name = "router"
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, d)).To(Succeed())
+			g.Expect(d.UID).NotTo(Equal(routerUID))
+			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(resources.StepSelector(getPipeline(ctx, p), 1)))
+			svc := &corev1.Service{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, svc)).To(Succeed())
+			g.Expect(svc.Spec.Selector).To(Equal(resources.StepSelector(getPipeline(ctx, p), 1)))
+		}).Should(Succeed())
+		Expect(gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p))).To(BeTrue())
+		Eventually(func() metav1.ConditionStatus {
+			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+		}).Should(Equal(metav1.ConditionTrue))
+		Consistently(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.Service{})
+		}, "2s").Should(Succeed(), "the step's Service stays")
+	})
+
+	It("says when the router's node does not exist, and clears once a node of that name joins", func() {
+		node := "router-node-" + ns
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = node })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).
+			To(ContainSubstring("router: node " + node + " does not exist"))
+		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelHostname, node))
+
+		createNode(node)
+		DeferCleanup(func(ctx context.Context) {
+			_ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+		})
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1beta1.ReasonNodeNotFound))
+	})
+
+	It("leaves the router alone and says why when the spec gives a configuration the router refuses", func() {
+		// Stored without the validating webhook, which would refuse it.
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).To(ContainSubstring("stopWhen"))
+		Expect(gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p))).To(BeTrue())
+		Expect(gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p))).To(BeTrue())
+		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
+			"no router runs: the entry stays on the first step")
+		Expect(routerPhase(ctx, p)()).To(BeEmpty())
+
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})
+		}).Should(Succeed())
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeClusterIP))
+		_, good := routerConfigOf(ctx, p)
+
+		By("a running router is left as it is when the configuration turns bad")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Consistently(func() string { _, data := routerConfigOf(ctx, p); return data }, "2s").Should(Equal(good))
+		Expect(routerServiceOf(ctx, p).Spec.Type).To(Equal(corev1.ServiceTypeNodePort), "the router stays the entry")
+	})
+})

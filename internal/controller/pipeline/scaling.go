@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// reconcileScaling makes the HorizontalPodAutoscaler and the PodDisruptionBudget of step i exist
+// when the spec asks for them; the stale pass deletes them once it no longer does.
+func (r *Reconciler) reconcileScaling(ctx context.Context, s *scope, i int) error {
+	p := s.pipeline
+	if resources.Autoscaling(p, i) != nil {
+		hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+		ok, err := r.applyChild(ctx, s, hpa, resources.StepHPA(p, i))
+		if ok {
+			s.obs.Autoscalers[i] = hpa
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if resources.NeedsDisruptionBudget(p, i) {
+		if _, err := r.applyChild(ctx, s, &policyv1.PodDisruptionBudget{}, resources.StepPDB(p, i)); err != nil {
+			return err
+		}
+	}
+	return r.deleteUnneededScaling(ctx, s, i)
+}
+
+// deleteUnneededScaling deletes the autoscaler and the disruption budget of step i when the spec
+// no longer asks for them. The stale pass finds them too, but only when the status says the spec
+// changed since the last successful pass; one created by a pass whose successor listed a cache
+// that did not hold it yet would otherwise stay, and an autoscaler left behind fights the
+// operator over the step's replicas. A cached read by name costs no request.
+func (r *Reconciler) deleteUnneededScaling(ctx context.Context, s *scope, i int) error {
+	p := s.pipeline
+	key := client.ObjectKey{Namespace: p.Namespace, Name: resources.StepObjectName(p, i)}
+	var errs []error
+	for _, c := range []struct {
+		obj    client.Object
+		kind   string
+		needed bool
+	}{
+		{&autoscalingv2.HorizontalPodAutoscaler{}, "HorizontalPodAutoscaler", resources.Autoscaling(p, i) != nil},
+		{&policyv1.PodDisruptionBudget{}, "PodDisruptionBudget", resources.NeedsDisruptionBudget(p, i)},
+	} {
+		if c.needed {
+			continue
+		}
+		owned, err := r.applier().Child(ctx, p, key, c.obj)
+		if owned {
+			err = r.applier().Delete(ctx, p, c.obj, c.kind)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// wantedScalingChildren are the names of the HorizontalPodAutoscalers and PodDisruptionBudgets
+// the steps of p need; the stale pass deletes the others.
+func wantedScalingChildren(p *pipelinev1beta1.Pipeline) (autoscalers, budgets map[string]bool) {
+	autoscalers, budgets = map[string]bool{}, map[string]bool{}
+	for i := range p.Spec.Steps {
+		autoscalers[resources.StepObjectName(p, i)] = resources.Autoscaling(p, i) != nil
+		budgets[resources.StepObjectName(p, i)] = resources.NeedsDisruptionBudget(p, i)
+	}
+	return autoscalers, budgets
+}
+
+// autoscalerChanged passes the updates of a HorizontalPodAutoscaler that matter to its Pipeline:
+// its spec or metadata (drift), and the counts and ScalingActive condition its status reports.
+// The metric readings the autoscaler refreshes every few seconds are ignored.
+func autoscalerChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok := e.ObjectOld.(*autoscalingv2.HorizontalPodAutoscaler)
+		n, ok2 := e.ObjectNew.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !ok || !ok2 {
+			return true
+		}
+		// The spec itself, not its generation: the apiserver keeps an autoscaler's generation
+		// only from Kubernetes 1.37 on.
+		return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !n.DeletionTimestamp.IsZero() ||
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
+			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+			o.Status.CurrentReplicas != n.Status.CurrentReplicas || o.Status.DesiredReplicas != n.Status.DesiredReplicas ||
+			scalingActive(o) != scalingActive(n)
+	}}
+}
+
+// scalingActive is the status and message of the ScalingActive condition of hpa.
+func scalingActive(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
+	for _, c := range hpa.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingActive {
+			return string(c.Status) + ": " + c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}

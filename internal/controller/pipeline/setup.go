@@ -1,0 +1,144 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// maxErrorBackoff bounds how long a Pipeline whose pass failed waits for the next pass. A pass
+// that fails queues no timer (failover, failback, rechecks); with the default limiter a child
+// that keeps failing would back off to 16 minutes, and a step's failover wait with it.
+const maxErrorBackoff = time.Minute
+
+// controllerOptions are the Pipeline controller's options: n passes in parallel (0 is
+// controller-runtime's default), failed passes retried with an exponential back-off from 5 ms
+// to maxErrorBackoff.
+func controllerOptions(n int) controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: n,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxErrorBackoff),
+	}
+}
+
+// WithMaxConcurrentReconciles sets how many Pipelines are reconciled in parallel.
+func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
+	return func(b *builder.Builder) {
+		b.WithOptions(controllerOptions(n))
+	}
+}
+
+// SetupWithManager registers the reconciler: it watches Pipelines, their children, the nodes
+// (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
+// condition, cordon and taints) and the Pod Security level of namespaces.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{})).WithOptions(controllerOptions(0))
+	for _, o := range opts {
+		o(b)
+	}
+	return b.Complete(r)
+}
+
+// watches adds what the Pipeline controller watches besides Pipelines: their children, the
+// nodes' changes that matter for placement (appearance, Ready condition, cordon, taints; nodes
+// are watched as whole objects and the cache keeps only those fields), and namespaces whose Pod
+// Security level changes (the step pods' security context depends on it). Namespaces alone are
+// watched as metadata only.
+func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
+	return b.
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&networkingv1.Ingress{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(autoscalerChanged())).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
+			builder.WithPredicates(nodes.PlacementChanged())).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
+			builder.WithPredicates(podSecurityLevelChanged())).
+		Named("pipeline")
+}
+
+// pipelineOfVolume maps a PersistentVolume to the Pipeline its labels name.
+func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request {
+	l := obj.GetLabels()
+	if l[resources.LabelPipeline] == "" || l[resources.LabelPipelineNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[resources.LabelPipelineNamespace], Name: l[resources.LabelPipeline]}}}
+}
+
+// pipelinesOnNode maps a node to the Pipelines with a step that may run on it (its location or
+// one of its fallbackLocations), or with the router located on it.
+func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	hostname := obj.GetLabels()[corev1.LabelHostname]
+	if hostname == "" {
+		hostname = obj.GetName()
+	}
+	list := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, p := range list.Items {
+		if rt := p.Spec.Router; rt != nil && rt.Enabled && (rt.Location == hostname || rt.Location == obj.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			continue
+		}
+		for _, s := range p.Spec.Steps {
+			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// pipelinesInNamespace maps a namespace to its Pipelines.
+func (r *Reconciler) pipelinesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// podSecurityLevelChanged passes namespace updates that change the enforced Pod Security
+// level. A new namespace holds no Pipeline yet, and the Pipelines of a deleted one go with it.
+func podSecurityLevelChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return resources.NamespacePodSecurity(e.ObjectOld.GetLabels()) != resources.NamespacePodSecurity(e.ObjectNew.GetLabels())
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

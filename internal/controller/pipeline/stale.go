@@ -1,0 +1,107 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// mayHaveStaleChildren reports whether children of an earlier spec may still exist: the last
+// successful pass was for another generation, or made children with other names. A converged
+// Pipeline skips the search for stale children, which lists every child kind in the namespace;
+// so does a new one, whose spec never changed and so never named other children.
+func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
+	st := p.Status
+	if p.Generation == 1 && st.ObservedGeneration == 0 {
+		return false
+	}
+	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
+		st.PVCName != resources.ClaimName(p) || (resources.OwnsVolume(p) && st.PVName != resources.PVName(p)) || (!resources.OwnsVolume(p) && st.PVName != "") ||
+		(resources.IngressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") ||
+		resources.RouterEnabled(p) != (st.DetailPhase.RouterPhase != "") {
+		return true
+	}
+	for i, step := range st.DetailPhase.StepsPhase {
+		if step.DeploymentName != resources.StepObjectName(p, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileStale deletes the children the spec no longer describes: steps that were removed
+// or renamed, autoscalers and disruption budgets the steps no longer need, storage that was
+// replaced, an Ingress the spec dropped and a router it disabled.
+func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	wanted := map[string]bool{}
+	for i := range p.Spec.Steps {
+		wanted[resources.StepObjectName(p, i)] = true
+	}
+	autoscalers, budgets := wantedScalingChildren(p)
+	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name}}
+
+	var errs []error
+	deleteUnwanted := func(list client.ObjectList, kind string, keep func(client.Object) bool, opts ...client.ListOption) {
+		if err := r.Client.List(ctx, list, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("list %s: %w", kind, err))
+			return
+		}
+		for _, obj := range objects(list) {
+			if resources.OwnedBy(p, obj) && !keep(obj) {
+				if err := r.applier().Delete(ctx, p, obj, kind); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	// The router's objects are reconcileRouter's to keep or delete (deleteDisabledRouter); by
+	// name too, while enabled: a step's object the router took over in this pass may still
+	// carry the step's labels in the cache.
+	isRouter := func(o client.Object) bool {
+		return resources.IsRouterObject(o) || (resources.RouterEnabled(p) && o.GetName() == resources.RouterObjectName(p))
+	}
+	isStep := func(o client.Object) bool { return wanted[o.GetName()] || isRouter(o) }
+	deleteUnwanted(&appsv1.DeploymentList{}, "Deployment", isStep, inNamespace...)
+	deleteUnwanted(&corev1.ServiceList{}, "Service", isStep, inNamespace...)
+	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler",
+		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
+	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",
+		func(o client.Object) bool { return budgets[o.GetName()] }, inNamespace...)
+	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
+		return resources.OwnsStorage(p) && o.GetName() == resources.ClaimName(p)
+	}, inNamespace...)
+	deleteUnwanted(&networkingv1.IngressList{}, "Ingress", func(o client.Object) bool {
+		return resources.IngressSpec(p) != nil && o.GetName() == resources.IngressName(p)
+	}, inNamespace...)
+	deleteUnwanted(&corev1.PersistentVolumeList{}, "PersistentVolume", func(o client.Object) bool {
+		return resources.OwnsVolume(p) && o.GetName() == resources.PVName(p)
+	}, volumeSelector(p))
+	return errors.Join(errs...)
+}
+
+// objects are the items of a list.
+func objects(list client.ObjectList) []client.Object {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		if obj, ok := item.(client.Object); ok {
+			out = append(out, obj)
+		}
+	}
+	return out
+}

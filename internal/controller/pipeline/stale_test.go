@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+)
+
+func TestMayHaveStaleIngress(t *testing.T) {
+	p := testenv.Sample(t, "default")
+	p.Generation = 3
+	p.Status = status.Compute(p, convergedWorld())
+	if mayHaveStaleChildren(p) {
+		t.Fatalf("a converged Pipeline without an Ingress looks for stale children")
+	}
+	p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{}}
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a status without an Ingress phase does not match a spec with an Ingress")
+	}
+	o := convergedWorld()
+	o.Ingress = &networkingv1.Ingress{}
+	p.Status = status.Compute(p, o)
+	if mayHaveStaleChildren(p) {
+		t.Errorf("a converged Pipeline with an Ingress looks for stale children")
+	}
+	p.Spec.Expose = nil
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("an Ingress phase in the status of a spec without an Ingress does not start the stale search")
+	}
+}
+
+func TestMayHaveStaleChildren(t *testing.T) {
+	p := testenv.Sample(t, "default")
+	p.Generation = 1
+	if mayHaveStaleChildren(p) {
+		t.Errorf("a new Pipeline, never changed and never reconciled, looks for stale children")
+	}
+	p.Generation = 2
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a Pipeline changed before its first successful pass does not look for stale children")
+	}
+	p.Status = status.Compute(p, convergedWorld())
+	if mayHaveStaleChildren(p) {
+		t.Fatalf("a converged Pipeline looks for stale children")
+	}
+	p.Generation = 3
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a changed spec does not start the stale search")
+	}
+	p.Generation, p.Status.ObservedGeneration = 1, 1
+	p.Spec.Steps[0].Name = "renamed"
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a status naming other children (an earlier naming) does not start the stale search")
+	}
+}
+
+func TestMayHaveStaleRouter(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	p.Generation = 2
+	p.Status.ObservedGeneration = 2
+	p.Status.PVCName = resources.ClaimName(p)
+	p.Status.PVName = resources.PVName(p)
+	for i := range p.Spec.Steps {
+		p.Status.DetailPhase.StepsPhase = append(p.Status.DetailPhase.StepsPhase, pipelinev1beta1.StepStatus{DeploymentName: resources.StepObjectName(p, i)})
+	}
+	p.Status.DetailPhase.RouterPhase = pipelinev1beta1.DeploymentPhaseAvailable
+	if mayHaveStaleChildren(p) {
+		t.Error("a converged Pipeline with its router looks for stale children")
+	}
+	off := p.DeepCopy()
+	off.Spec.Router.Enabled = false
+	if !mayHaveStaleChildren(off) {
+		t.Error("a Pipeline whose status still shows a router it no longer asks for does not look for stale children")
+	}
+	off.Status.DetailPhase.RouterPhase = ""
+	if mayHaveStaleChildren(off) {
+		t.Error("a converged Pipeline without a router looks for stale children")
+	}
+}
+
+// convergedWorld is what a pass observes of a healthy two-step nfs Pipeline.
+func convergedWorld() *status.Observed {
+	return &status.Observed{
+		PV:          statustest.BoundPV(),
+		PVC:         statustest.BoundPVC(),
+		Deployments: []*appsv1.Deployment{statustest.AvailableDeployment(1), statustest.AvailableDeployment(1)},
+		Services:    []*corev1.Service{statustest.ReadyService(), statustest.ReadyService()},
+	}
+}

@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// reconcileSteps makes the Deployment and Service of every step exist as the spec says.
+func (r *Reconciler) reconcileSteps(ctx context.Context, s *scope) error {
+	level, err := r.podSecurityLevel(ctx, s.pipeline.Namespace)
+	if err != nil {
+		return err
+	}
+	s.podSecurity = level
+	// Steps are independent of each other: their writes go out together, so a pass takes
+	// the time of one step, not of all of them.
+	errs := make([]error, len(s.pipeline.Spec.Steps))
+	var wg sync.WaitGroup
+	for i := range s.pipeline.Spec.Steps {
+		wg.Go(func() {
+			err := recoverPanic(ctx, "step "+resources.StepName(s.pipeline, i), func() error { return r.reconcileStep(ctx, s, i) })
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", resources.StepLabel(s.pipeline, i), err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// reconcileStep makes the Deployment and Service of step i, and its autoscaler and disruption
+// budget when it needs them, exist as the spec says.
+func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
+	p := s.pipeline
+	pl, err := r.placeStep(ctx, s, i)
+	if err != nil {
+		return err
+	}
+	d := &appsv1.Deployment{}
+	res, err := r.applyExistingChild(ctx, s, d, resources.StepDeployment(p, i, s.podSecurity, pl.Decision.Node))
+	if res.Owned {
+		// Also when the update was refused: the Deployment exists, and the status describes it.
+		s.obs.Deployments[i] = d
+		// A move is a Deployment that ran on another node and was written to this one: not a
+		// new Deployment, nor one the apiserver already had there.
+		if res.Updated && pl.Decision.Moved() {
+			pl.Moved = true
+			r.recordMove(s, i, d, pl)
+		}
+	}
+	s.obs.Placements[i] = pl
+	if err != nil {
+		return err
+	}
+	svc := &corev1.Service{}
+	ok, err := r.applyChild(ctx, s, svc, resources.StepService(p, i))
+	if ok {
+		s.obs.Services[i] = svc
+	}
+	if err != nil {
+		return err
+	}
+	return r.reconcileScaling(ctx, s, i)
+}
+
+// reconcileIngress makes the Ingress of spec.expose.ingress exist as the spec says; the stale
+// pass deletes it once the spec no longer asks for it.
+func (r *Reconciler) reconcileIngress(ctx context.Context, s *scope) error {
+	if resources.IngressSpec(s.pipeline) == nil {
+		return nil
+	}
+	ing := &networkingv1.Ingress{}
+	ok, err := r.applyChild(ctx, s, ing, resources.Ingress(s.pipeline))
+	if ok {
+		s.obs.Ingress = ing
+	}
+	return err
+}
+
+// podSecurityLevel is the Pod Security level namespace ns enforces, read from the cached
+// namespace metadata (the apiserver when the cache does not hold the namespace yet).
+func (r *Reconciler) podSecurityLevel(ctx context.Context, ns string) (resources.PodSecurityLevel, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, m)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, m)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get namespace %s: %w", ns, err)
+	}
+	return resources.NamespacePodSecurity(m.GetLabels()), nil
+}

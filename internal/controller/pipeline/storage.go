@@ -1,0 +1,95 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// claimRecheckInterval is how often a Pipeline that mounts a claim the operator does not own
+// (and so does not watch) looks at it again until it is bound.
+const claimRecheckInterval = 15 * time.Second
+
+// reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
+func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	if resources.OwnsStorage(p) {
+		// The volume and the claim name each other; they are written together.
+		var pvErr error
+		var wg sync.WaitGroup
+		// Waits also when the claim's write panics: no goroutine of a pass outlives it.
+		defer wg.Wait()
+		if resources.OwnsVolume(p) {
+			wg.Go(func() {
+				pvErr = recoverPanic(ctx, "persistent volume", func() error { return r.reconcileVolume(ctx, s) })
+			})
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		ok, err := r.applyChild(ctx, s, pvc, resources.PVC(p))
+		if ok {
+			s.obs.PVC = pvc
+		}
+		wg.Wait()
+		return errors.Join(pvErr, err)
+	}
+
+	pvc := &corev1.PersistentVolumeClaim{}
+	// existingClaim: the claim is the user's; the cache does not hold it.
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.ClaimName(p)}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.addProblem(pipelinev1beta1.ReasonClaimNotFound,
+			"PersistentVolumeClaim %s named by modelStorage.claimName does not exist in namespace %s", resources.ClaimName(p), p.Namespace)
+		s.requeueWithin(claimRecheckInterval)
+	case err != nil:
+		return fmt.Errorf("get claim %s: %w", resources.ClaimName(p), err)
+	default:
+		s.obs.PVC = pvc
+		if pvc.Status.Phase != corev1.ClaimBound {
+			s.requeueWithin(claimRecheckInterval)
+		}
+	}
+	return nil
+}
+
+// reconcileVolume makes the model PersistentVolume exist as the spec says. A Released volume
+// was bound to a claim that is gone (deleted by someone, or left by an earlier Pipeline of the
+// same name whose finalizer was removed by hand): it can never bind to the current claim, and
+// is not taken over. It is deleted (its reclaim policy is Retain: the model data stays where
+// it is), and its deletion event starts the pass that makes a new one.
+func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope) error {
+	pv := &corev1.PersistentVolume{}
+	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline))
+	switch {
+	case !ok:
+		return err
+	case err != nil:
+		// The apiserver refused the update: the volume is described as it is.
+		s.obs.PV = pv
+		return err
+	case !pv.DeletionTimestamp.IsZero():
+		return nil
+	case pv.Status.Phase == corev1.VolumeReleased:
+		r.Recorder.Eventf(s.pipeline, pv, corev1.EventTypeNormal, "VolumeReleased", "Delete",
+			"PersistentVolume %s is Released: the claim it was bound to (uid %s) is gone, so it cannot bind again; "+
+				"it is deleted and made anew (reclaim policy Retain: the model data is not touched)",
+			pv.Name, ptr.Deref(pv.Spec.ClaimRef, corev1.ObjectReference{}).UID)
+		// Only the version seen Released: one changed since (re-bound by an administrator) is
+		// refused with a conflict, and the pass runs again from the newer version.
+		return r.applier().Delete(ctx, s.pipeline, pv, "PersistentVolume",
+			client.Preconditions{UID: &pv.UID, ResourceVersion: &pv.ResourceVersion})
+	}
+	s.obs.PV = pv
+	return nil
+}

@@ -1,0 +1,165 @@
+package metrics
+
+import (
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+func TestStatusGauges(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := pipelinev1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	running := testenv.Sample(t, "vision")
+	running.Status = status.Compute(running, convergedWorld())
+	fresh := testenv.Sample(t, "edge")
+	fresh.Name = "fresh"
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(running, fresh).Build()
+
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := New(reg, reader); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP pipeline_operator_pipelines Pipelines by phase (unknown: not reported on yet).
+# TYPE pipeline_operator_pipelines gauge
+pipeline_operator_pipelines{phase="creating"} 0
+pipeline_operator_pipelines{phase="deleting"} 0
+pipeline_operator_pipelines{phase="failed"} 0
+pipeline_operator_pipelines{phase="running"} 1
+pipeline_operator_pipelines{phase="unknown"} 1
+# HELP pipeline_operator_pipeline_phase 1 for the current phase of each Pipeline.
+# TYPE pipeline_operator_pipeline_phase gauge
+pipeline_operator_pipeline_phase{namespace="edge",phase="unknown",pipeline="fresh"} 1
+pipeline_operator_pipeline_phase{namespace="vision",phase="running",pipeline="facedetection-pipeline"} 1
+# HELP pipeline_operator_step_ready_replicas Pods of each step that are ready.
+# TYPE pipeline_operator_step_ready_replicas gauge
+pipeline_operator_step_ready_replicas{namespace="vision",pipeline="facedetection-pipeline",step="step-1"} 1
+pipeline_operator_step_ready_replicas{namespace="vision",pipeline="facedetection-pipeline",step="step-2"} 1
+# HELP pipeline_operator_step_replicas Pods each step should have.
+# TYPE pipeline_operator_step_replicas gauge
+pipeline_operator_step_replicas{namespace="vision",pipeline="facedetection-pipeline",step="step-1"} 1
+pipeline_operator_step_replicas{namespace="vision",pipeline="facedetection-pipeline",step="step-2"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricPipelines, MetricPipelinePhase,
+		MetricStepReplicas, MetricStepReadyReplicas); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRolloutAndErrorMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, fake.NewClientBuilder().Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	creating := pipelinev1beta1.PipelineStatus{Phase: pipelinev1beta1.PipelinePhaseCreating, Conditions: []metav1.Condition{{
+		Type: pipelinev1beta1.ConditionProgressing, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(start)}}}
+	running := pipelinev1beta1.PipelineStatus{Phase: pipelinev1beta1.PipelinePhaseRunning}
+
+	p := testenv.Sample(t, "default")
+	p.Generation = 1
+	m.ObserveStatus(p, creating, running, start.Add(7*time.Second))
+	m.ObserveStatus(p, running, running, start.Add(9*time.Second)) // no rollout completed
+	p.Generation = 2
+	m.ObserveStatus(p, creating, running, start.Add(40*time.Second))
+
+	if got := testutil.CollectAndCount(m.rolloutDuration); got != 2 {
+		t.Errorf("%d rollout series, want create and update", got)
+	}
+	h := m.rolloutDuration.WithLabelValues("create").(prometheus.Histogram)
+	if err := testutil.CollectAndCompare(h, strings.NewReader(`
+# HELP pipeline_operator_rollout_duration_seconds Time from the start of a rollout (the Progressing condition turning True) to the Pipeline running. trigger is create for a new Pipeline's first generation, update otherwise.
+# TYPE pipeline_operator_rollout_duration_seconds histogram
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="1"} 0
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="2"} 0
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="5"} 0
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="10"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="20"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="30"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="60"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="120"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="300"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="600"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="1200"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="1800"} 1
+pipeline_operator_rollout_duration_seconds_bucket{trigger="create",le="+Inf"} 1
+pipeline_operator_rollout_duration_seconds_sum{trigger="create"} 7
+pipeline_operator_rollout_duration_seconds_count{trigger="create"} 1
+`)); err != nil {
+		t.Error(err)
+	}
+
+	m.ObserveError(nil)
+	m.ObserveError(problem.WithReason(pipelinev1beta1.ReasonApplyFailed, errors.New("boom")))
+	m.ObserveError(errors.Join(errors.New("x"), problem.WithReason(pipelinev1beta1.ReasonDeleteFailed, errors.New("y"))))
+	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1beta1.ReasonApplyFailed)); v != 1 {
+		t.Errorf("ApplyFailed errors = %v", v)
+	}
+	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1beta1.ReasonDeleteFailed)); v != 1 {
+		t.Errorf("DeleteFailed errors = %v", v)
+	}
+
+	var nilMetrics *Metrics
+	nilMetrics.ObserveError(errors.New("ignored"))
+	nilMetrics.ObserveStatus(p, creating, running, start)
+}
+
+// TestAlertsAndDashboardUseExportedMetrics keeps config/prometheus and config/grafana in step
+// with the metrics the operator exports.
+func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
+	exported := map[string]bool{}
+	for _, n := range []string{MetricPipelines, MetricPipelinePhase, MetricStepReplicas, MetricStepReadyReplicas,
+		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers} {
+		exported[n] = true
+	}
+	name := regexp.MustCompile(`pipeline_operator_[a-z_]+`)
+	for _, f := range []string{"../../config/prometheus/rules.yaml", "../../config/grafana/pipeline-operator.json"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := name.FindAllString(string(data), -1)
+		if len(used) == 0 {
+			t.Errorf("%s uses none of the operator's metrics", f)
+		}
+		for _, n := range used {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count"), "_sum")
+			if !exported[n] && !exported[base] {
+				t.Errorf("%s uses %s, which the operator does not export", f, n)
+			}
+		}
+	}
+}
+
+// convergedWorld is what a pass observes of a healthy two-step nfs Pipeline.
+func convergedWorld() *status.Observed {
+	return &status.Observed{
+		PV:          statustest.BoundPV(),
+		PVC:         statustest.BoundPVC(),
+		Deployments: []*appsv1.Deployment{statustest.AvailableDeployment(1), statustest.AvailableDeployment(1)},
+		Services:    []*corev1.Service{statustest.ReadyService(), statustest.ReadyService()},
+	}
+}

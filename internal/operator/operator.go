@@ -1,0 +1,227 @@
+// Package operator assembles the operator: a controller manager with the options of
+// internal/manager, the Pipeline and OperatorCondition controllers, and the admission webhooks
+// with their certificate.
+package operator
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+)
+
+// Options are what the manager's command line decides.
+type Options struct {
+	// MetricsAddr is the address of the metrics endpoint; "0" disables it.
+	MetricsAddr string
+	// SecureMetrics serves metrics over HTTPS with authentication and authorization.
+	SecureMetrics bool
+	// EnableHTTP2 allows HTTP/2 on the metrics and webhook servers.
+	EnableHTTP2 bool
+	// ProbeAddr is the address of the health and readiness probes.
+	ProbeAddr string
+	// LeaderElect turns on leader election through a Lease.
+	LeaderElect bool
+	// LeaderElectionNamespace is the namespace of the Lease; empty is the manager's own.
+	LeaderElectionNamespace string
+	// Lease are the timings of leader election.
+	Lease manager.LeaseTimings
+	// MaxConcurrentReconciles is how many Pipelines are reconciled in parallel.
+	MaxConcurrentReconciles int
+	// Webhooks configure the admission webhook server.
+	Webhooks WebhookOptions
+	// RouterImage is the image routers run from (resources.EnvRouterImage); empty deploys none.
+	RouterImage string
+}
+
+// WebhookOptions configure the admission webhook server and where its certificate comes from.
+type WebhookOptions struct {
+	// Enabled serves the Pipeline webhooks.
+	Enabled bool
+	// Port is the webhook server's port.
+	Port int
+	// CertDir holds a mounted serving certificate; without one the manager makes its own.
+	CertDir string
+	// ServiceName is the Service through which the apiserver calls the webhooks.
+	ServiceName string
+	// SecretName is the Secret, in the manager's namespace, holding the self-signed certificate.
+	SecretName string
+	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration receive the self-signed CA.
+	MutatingWebhookConfiguration   string
+	ValidatingWebhookConfiguration string
+}
+
+// Scheme is what the manager reads and writes: the built-in kinds, Pipelines and OLM's
+// OperatorConditions.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(pipelinev1beta1.AddToScheme(s))
+	utilruntime.Must(apiv2.AddToScheme(s))
+	return s
+}
+
+// New builds the manager with every controller and webhook registered, ready to start.
+func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	log := ctrl.Log.WithName("setup")
+	var tlsOpts []func(*tls.Config)
+	if !o.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	webhookServer, selfSigned, err := o.Webhooks.server(tlsOpts)
+	if err != nil {
+		return nil, fmt.Errorf("provide the webhook serving certificate: %w", err)
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, tlsOpts),
+		WebhookServer:          webhookServer,
+		HealthProbeBindAddress: o.ProbeAddr,
+		Cache:                  manager.CacheOptions(),
+	}
+	if o.LeaderElect {
+		manager.EnableLeaderElection(&mgrOpts, manager.LeaderElectionID, o.LeaderElectionNamespace, o.Lease)
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("create the manager: %w", err)
+	}
+
+	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetCache())
+	if err != nil {
+		return nil, fmt.Errorf("register the metrics: %w", err)
+	}
+	r := &pipeline.Reconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("pipeline-operator"),
+		Metrics:     m,
+		RouterImage: o.RouterImage,
+	}
+	if r.RouterImage == "" {
+		log.Info("No router image: Pipelines with spec.router enabled get no router until it is set", "env", resources.EnvRouterImage)
+	}
+	if err := r.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles)); err != nil {
+		return nil, fmt.Errorf("set up the Pipeline controller: %w", err)
+	}
+	if o.Webhooks.Enabled {
+		if err := setupWebhooks(mgr, selfSigned); err != nil {
+			return nil, fmt.Errorf("set up the Pipeline webhooks: %w", err)
+		}
+	}
+	if err := setupOperatorCondition(mgr); err != nil {
+		return nil, fmt.Errorf("set up the OperatorCondition controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add the ready check: %w", err)
+	}
+	return mgr, nil
+}
+
+// server is the webhook server, nil when the webhooks are off, and the self-signed certificate
+// it serves when no certificate is mounted.
+func (w WebhookOptions) server(tlsOpts []func(*tls.Config)) (webhook.Server, *webhookcerts.SelfSigned, error) {
+	if !w.Enabled {
+		return nil, nil, nil
+	}
+	selfSigned, err := w.selfSigned()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := webhook.Options{Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
+	if selfSigned != nil {
+		// Served from the Secret as it changes, instead of from files.
+		opts.TLSOpts = append(slices.Clip(tlsOpts), func(c *tls.Config) { c.GetCertificate = selfSigned.GetCertificate })
+	}
+	return webhook.NewServer(opts), selfSigned, nil
+}
+
+// selfSigned is the self-signed certificate provisioning when no certificate is mounted in the
+// certificate directory, nil when one is.
+func (w WebhookOptions) selfSigned() (*webhookcerts.SelfSigned, error) {
+	if webhookcerts.HasCertificate(w.CertDir) {
+		return nil, nil
+	}
+	namespace := os.Getenv(operatorcondition.EnvPodNamespace)
+	if namespace == "" {
+		return nil, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
+			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+
+			"(--enable-webhooks=false or ENABLE_WEBHOOKS=false)", w.CertDir)
+	}
+	return &webhookcerts.SelfSigned{
+		Namespace:                      namespace,
+		SecretName:                     w.SecretName,
+		ServiceName:                    w.ServiceName,
+		CertDir:                        filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
+		MutatingWebhookConfiguration:   w.MutatingWebhookConfiguration,
+		ValidatingWebhookConfiguration: w.ValidatingWebhookConfiguration,
+	}, nil
+}
+
+// setupWebhooks registers the Pipeline webhooks, the rotation of the self-signed certificate
+// (when selfSigned is not nil) and their readiness checks.
+func setupWebhooks(mgr ctrl.Manager, selfSigned *webhookcerts.SelfSigned) error {
+	if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+		return err
+	}
+	// Ready only once the webhook server serves: the webhook Service routes to ready pods.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("add the webhook ready check: %w", err)
+	}
+	if selfSigned == nil {
+		return nil
+	}
+	if err := selfSigned.SetupWithManager(context.Background(), mgr); err != nil {
+		return err
+	}
+	// And only once the self-signed certificate is served and its CA injected.
+	if err := mgr.AddReadyzCheck("webhook-certificate", selfSigned.Ready); err != nil {
+		return fmt.Errorf("add the webhook certificate ready check: %w", err)
+	}
+	return nil
+}
+
+// setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition
+// when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off. The
+// condition is found from POD_NAMESPACE when it is set, so a manager run outside a Pod keeps it too.
+func setupOperatorCondition(mgr ctrl.Manager) error {
+	log := ctrl.Log.WithName("setup")
+	// The OperatorCondition is read and written directly: caching it would watch every
+	// OperatorCondition of the cluster for one object.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create a client for the OperatorCondition: %w", err)
+	}
+	cond, err := operatorcondition.New(direct, apiv2.ConditionType(apiv2.Upgradeable), os.Getenv)
+	if err != nil {
+		log.Info("OLM OperatorCondition off: the operator does not run under OLM", "reason", err.Error())
+		return nil
+	}
+	log.Info("OLM OperatorCondition on: Upgradeable is False while a Pipeline rolls out")
+	return (&operatorcondition.UpgradeableReconciler{Client: mgr.GetClient(), Condition: cond}).SetupWithManager(mgr)
+}

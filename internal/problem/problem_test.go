@@ -1,0 +1,35 @@
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+func TestOnlyConflicts(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "pipelines"}, "p", errors.New("changed"))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "s", errors.New("no"))
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a conflict", conflict, true},
+		{"a wrapped conflict", fmt.Errorf("update status: %w", conflict), true},
+		{"conflicts joined", errors.Join(fmt.Errorf("add: %w", conflict), WithReason(pipelinev1beta1.ReasonApplyFailed, conflict)), true},
+		{"a conflict joined with another error", errors.Join(conflict, fmt.Errorf("step 1: %w", forbidden)), false},
+		{"a wrapped join with another error", fmt.Errorf("step 1: %w", errors.Join(conflict, forbidden)), false},
+		{"another error", forbidden, false},
+		{"already exists", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "services"}, "s"), false},
+	}
+	for _, tt := range tests {
+		if got := OnlyConflicts(tt.err); got != tt.want {
+			t.Errorf("%s: onlyConflicts = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

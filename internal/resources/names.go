@@ -1,0 +1,98 @@
+// Package resources builds the children of a Pipeline as pure functions of its spec: their
+// names and labels, the model PersistentVolume and claim, the Deployment, Service, autoscaler
+// and disruption budget of each step, the Ingress, and the router's configuration, Deployment
+// and Service. Nothing here reads or writes the cluster.
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// maxNameLength is the longest name the operator gives a child: a DNS label.
+const maxNameLength = 63
+
+// hashLength is the number of hex digits of a hash suffix.
+const hashLength = 8
+
+// childName joins parts with '-'. A name longer than a DNS label keeps its readable start and
+// ends in a hash of the whole, so that distinct long names stay distinct.
+func childName(parts ...string) string {
+	name := strings.Join(parts, "-")
+	if len(name) <= maxNameLength {
+		return name
+	}
+	prefix := strings.TrimRight(name[:maxNameLength-hashLength-1], "-.")
+	return prefix + "-" + shortHash(name)
+}
+
+// shortHash is the first hashLength hex digits of the SHA-256 of the parts.
+func shortHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:hashLength]
+}
+
+// StepName is the step's name, step-<1-based index> when the spec gives none.
+func StepName(p *pipelinev1beta1.Pipeline, i int) string {
+	return p.Spec.StepName(i)
+}
+
+// StepLabel names step i in messages: step <1-based index> (<name>).
+func StepLabel(p *pipelinev1beta1.Pipeline, i int) string {
+	return fmt.Sprintf("step %d (%s)", i+1, StepName(p, i))
+}
+
+// StepObjectName names both the Deployment and the Service of step i.
+func StepObjectName(p *pipelinev1beta1.Pipeline, i int) string {
+	return childName(p.Name, StepName(p, i))
+}
+
+// IngressName names the Ingress of a Pipeline: the Pipeline's own name, so that it stays the
+// same when the steps are renamed or reordered.
+func IngressName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Name)
+}
+
+// storageKey identifies the storage spec of a Pipeline. A PersistentVolume's source and most of
+// a claim's spec cannot change in place, so a different storage spec means new objects with
+// new names, and the old ones are removed once the steps have moved over.
+func storageKey(p *pipelinev1beta1.Pipeline) string {
+	s := p.Spec.ModelStorage
+	size := capacity(p)
+	parts := []string{p.Namespace, p.Name, string(StorageType(p)), s.StorageClassName, size.String()}
+	for _, m := range accessModes(p) {
+		parts = append(parts, string(m))
+	}
+	keys := make([]string, 0, len(s.CSIParameter))
+	for k := range s.CSIParameter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+s.CSIParameter[k])
+	}
+	return shortHash(parts...)
+}
+
+// PVName names the model PersistentVolume: cluster-wide unique, since the key covers the
+// namespace and name of the Pipeline.
+func PVName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Namespace, p.Name, storageKey(p))
+}
+
+// ClaimName is the claim every step mounts: the user's for existingClaim, else the operator's.
+func ClaimName(p *pipelinev1beta1.Pipeline) string {
+	if StorageType(p) == pipelinev1beta1.StorageTypeExistingClaim {
+		return p.Spec.ModelStorage.ClaimName
+	}
+	return childName(p.Name, "models", storageKey(p))
+}

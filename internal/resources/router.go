@@ -1,0 +1,240 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+// EnvRouterImage is the manager's environment variable naming the image the router runs from.
+// config/manager sets it to the manager's own image (the router binary ships in it), and OLM
+// lists it among the bundle's related images.
+const EnvRouterImage = "RELATED_IMAGE_ROUTER"
+
+// The router's pod: the binary of the manager image, its configuration from the ConfigMap, and
+// the ports of cmd/router.
+const (
+	routerContainerName  = "router"
+	routerBinary         = "/router"
+	RouterConfigKey      = "config.json"
+	routerConfigVolume   = "config"
+	routerConfigDir      = "/etc/pipeline-router"
+	routerPort           = int32(8080)
+	routerMetricsPort    = int32(9090)
+	routerMetricsName    = "metrics"
+	RouterServicePort    = int32(80)
+	componentRouter      = "router"
+	routerLabelName      = "pipeline-router"
+	routerStepPath       = "/"
+	routerProbePeriod    = int32(10)
+	routerLivenessDelay  = int32(5)
+	routerReadinessDelay = int32(1)
+)
+
+// A router pod that is replaced keeps serving for routerShutdownDelay after SIGTERM while its
+// readiness fails (endpoints and proxies stop sending it requests), then gives the requests in
+// flight up to routerShutdownTimeout: together within the pod's default 30 s grace period.
+const (
+	routerShutdownDelay   = 5 * time.Second
+	routerShutdownTimeout = 20 * time.Second
+)
+
+// routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
+// given to the Go runtime as GOMEMLIMIT.
+const routerMemoryLimitTenths = 9
+
+// AnnotationRouterConfigHash, on the router's pod template, is the hash of the router's
+// configuration: a changed configuration changes the template, so the router's pods restart
+// with it (the router reads its configuration once, at start).
+const AnnotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
+
+// RouterEnabled reports whether p asks for the router.
+func RouterEnabled(p *pipelinev1beta1.Pipeline) bool {
+	return p.Spec.RouterEnabled()
+}
+
+// IsRouterObject reports whether obj is one of the router's objects (and not, say, the
+// Deployment of a step named router).
+func IsRouterObject(obj client.Object) bool {
+	return obj.GetLabels()[LabelName] == routerLabelName
+}
+
+// RouterObjectName names the router's ConfigMap, Deployment and Service: <pipeline>-router.
+func RouterObjectName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Name, componentRouter)
+}
+
+// routerLabels are the labels of the router's ConfigMap, Deployment, Service and pods.
+func routerLabels(p *pipelinev1beta1.Pipeline) map[string]string {
+	l := commonLabels(p, componentRouter)
+	l[LabelName] = routerLabelName
+	return l
+}
+
+// RouterSelector selects the router's pods. Steps select theirs by step name, and no step may
+// be named router while the router is enabled.
+func RouterSelector(p *pipelinev1beta1.Pipeline) map[string]string {
+	return map[string]string{
+		LabelPipeline:  p.Name,
+		LabelComponent: componentRouter,
+		LabelName:      routerLabelName,
+	}
+}
+
+// desiredRouterConfig is the router's configuration: every step in order, called at
+// routerStepPath of its Service with its timeout, retries and stopWhen.
+func RouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
+	cfg := router.Config{
+		Pipeline: p.Namespace + "/" + p.Name,
+		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
+	}
+	if rt := p.Spec.Router; rt != nil {
+		if rt.MaxBodyBytes != nil {
+			cfg.MaxBodyBytes = *rt.MaxBodyBytes
+		}
+		for _, h := range rt.PropagateHeaders {
+			cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
+		}
+	}
+	for i, s := range p.Spec.Steps {
+		step := router.Step{
+			Name:     StepName(p, i),
+			URL:      StepURL(p, i) + routerStepPath,
+			StopWhen: s.StopWhen,
+		}
+		if s.TimeoutSeconds != nil {
+			step.TimeoutSeconds = float64(*s.TimeoutSeconds)
+		}
+		if s.Retries != nil {
+			step.Retries = int(*s.Retries)
+		}
+		cfg.Steps = append(cfg.Steps, step)
+	}
+	return cfg
+}
+
+// RouterConfigJSON is the content of the router's ConfigMap key config.json.
+func RouterConfigJSON(p *pipelinev1beta1.Pipeline) (string, error) {
+	data, err := json.MarshalIndent(RouterConfig(p), "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("marshal router config: %w", err)
+	}
+	return string(data), nil
+}
+
+// desiredRouterConfigMap is the ConfigMap holding the router's configuration, config.
+func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(RouterObjectName(p), p.Namespace).
+		WithLabels(routerLabels(p)).
+		WithOwnerReferences(ownerReference(p)).
+		WithData(map[string]string{RouterConfigKey: config})
+}
+
+// desiredRouterDeployment is the router's Deployment: image runs cmd/router with config (the
+// content of the ConfigMap, whose hash is on the pod template), pinned to router.location.
+// The router image runs as a non-root user and writes no file, so its pods meet the restricted
+// Pod Security level in every namespace.
+func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) *appsv1ac.DeploymentApplyConfiguration {
+	rt := p.Spec.Router
+	labels := routerLabels(p)
+	probe := func(path string, delay int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(routerMetricsName))).
+			WithInitialDelaySeconds(delay).
+			WithPeriodSeconds(routerProbePeriod)
+	}
+	container := corev1ac.Container().
+		WithName(routerContainerName).
+		WithImage(image).
+		WithCommand(routerBinary).
+		WithArgs(
+			"--config="+path.Join(routerConfigDir, RouterConfigKey),
+			"--listen=:"+strconv.Itoa(int(routerPort)),
+			"--metrics-listen=:"+strconv.Itoa(int(routerMetricsPort)),
+			"--shutdown-delay="+routerShutdownDelay.String(),
+			"--shutdown-timeout="+routerShutdownTimeout.String(),
+		).
+		WithPorts(
+			corev1ac.ContainerPort().WithName(portName).WithContainerPort(routerPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName(routerMetricsName).WithContainerPort(routerMetricsPort).WithProtocol(corev1.ProtocolTCP),
+		).
+		WithVolumeMounts(corev1ac.VolumeMount().
+			WithName(routerConfigVolume).
+			WithMountPath(routerConfigDir).
+			WithReadOnly(true)).
+		WithLivenessProbe(probe("/healthz", routerLivenessDelay)).
+		WithReadinessProbe(probe("/readyz", routerReadinessDelay)).
+		WithSecurityContext(routerSecurityContext())
+	if rt.Resources != nil {
+		container.WithResources(Convert[corev1ac.ResourceRequirementsApplyConfiguration](*rt.Resources))
+		if limit, ok := rt.Resources.Limits[corev1.ResourceMemory]; ok && limit.Value() > 0 {
+			// The Go runtime collects harder near the limit instead of being killed at it.
+			container.WithEnv(corev1ac.EnvVar().WithName("GOMEMLIMIT").
+				WithValue(strconv.FormatInt(limit.Value()/10*routerMemoryLimitTenths, 10)))
+		}
+	}
+
+	pod := corev1ac.PodSpec().
+		WithSecurityContext(StepPodSecurityContext()).
+		WithContainers(container).
+		WithVolumes(corev1ac.Volume().
+			WithName(routerConfigVolume).
+			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(RouterObjectName(p))))
+	if rt.Location != "" {
+		pod.WithNodeSelector(map[string]string{corev1.LabelHostname: rt.Location})
+	}
+
+	return appsv1ac.Deployment(RouterObjectName(p), p.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(rt.EffectiveReplicas()).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(RouterSelector(p))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(labels).
+				WithAnnotations(map[string]string{AnnotationRouterConfigHash: RouterConfigHash(config)}).
+				WithSpec(pod)))
+}
+
+// routerSecurityContext is the security context of the router's container: the restricted
+// level's (non-root, no privilege escalation, every capability dropped) and a read-only root
+// filesystem.
+func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return StepSecurityContext(pipelinev1beta1.Step{}, PodSecurityRestricted).
+		WithReadOnlyRootFilesystem(true)
+}
+
+// desiredRouterService is the Service in front of the router's pods: http (port 80) to the
+// router's listen port. It is the Pipeline's entry, so its type is spec.expose.serviceType.
+// The metrics port stays off it: a NodePort or LoadBalancer Service would publish it outside
+// the cluster, and Prometheus scrapes the pods (config/prometheus/router-monitor.yaml).
+func RouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(RouterObjectName(p), p.Namespace).
+		WithLabels(routerLabels(p)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(EntryServiceType(p)).
+			WithSelector(RouterSelector(p)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(RouterServicePort).
+				WithTargetPort(intstr.FromString(portName))))
+}
+
+// RouterConfigHash is the hash of the router's configuration config, on its pod template.
+func RouterConfigHash(config string) string {
+	return shortHash(config)
+}

@@ -1,0 +1,278 @@
+package resources
+
+import (
+	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
+)
+
+func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(*pipelinev1beta1.Pipeline)
+		want   router.Config
+	}{
+		"the sample with router fields on the first step": {
+			mutate: func(*pipelinev1beta1.Pipeline) {},
+			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
+				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc:80/"},
+			}},
+		},
+		"named steps, a port and a body limit": {
+			mutate: func(p *pipelinev1beta1.Pipeline) {
+				p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "recognize"
+				p.Spec.Steps[1].Port = ptr.To[int32](8000)
+				p.Spec.Steps[1].Retries = ptr.To[int32](0)
+				p.Spec.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
+				p.Spec.Router.PropagateHeaders = []pipelinev1beta1.HeaderName{"X-User", "x-tenant"}
+			},
+			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
+				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
+					{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc:8000/"},
+				}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := testenv.RoutedSample(t)
+			tc.mutate(p)
+			data, err := RouterConfigJSON(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := router.ParseConfig([]byte(data))
+			if err != nil {
+				t.Fatalf("the router refuses the configuration: %v\n%s", err, data)
+			}
+			if diff := cmp.Diff(tc.want, cfg); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+			for i, s := range cfg.Steps {
+				if want := StepURL(p, i) + routerStepPath; s.URL != want {
+					t.Errorf("step %d url %q, want its Service %q", i, s.URL, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDesiredRouterConfigMap(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	data, err := RouterConfigJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := testenv.Typed[corev1.ConfigMap](t, RouterConfigMap(p, data))
+	if cm.Name != "facedetection-pipeline-router" || cm.Namespace != "vision" {
+		t.Errorf("config map is %s/%s", cm.Namespace, cm.Name)
+	}
+	if diff := cmp.Diff(map[string]string{"config.json": data}, cm.Data); diff != "" {
+		t.Errorf("data (-want +got):\n%s", diff)
+	}
+	if cm.Labels[LabelManagedBy] != ManagedBy || cm.Labels[LabelPipeline] != p.Name || cm.Labels[LabelComponent] != "router" {
+		t.Errorf("labels %v", cm.Labels)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != p.UID || !ptr.Deref(cm.OwnerReferences[0].Controller, false) {
+		t.Errorf("owner references %+v", cm.OwnerReferences)
+	}
+}
+
+func TestDesiredRouterDeployment(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	p.Spec.Router.Replicas = ptr.To[int32](2)
+	p.Spec.Router.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	data, err := RouterConfigJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+
+	if d.Name != "facedetection-pipeline-router" || d.Namespace != "vision" {
+		t.Errorf("deployment is %s/%s", d.Namespace, d.Name)
+	}
+	if ptr.Deref(d.Spec.Replicas, 0) != 2 {
+		t.Errorf("replicas %v", d.Spec.Replicas)
+	}
+	wantSelector := map[string]string{"pipeline": "facedetection-pipeline", "app.kubernetes.io/component": "router", "app.kubernetes.io/name": "pipeline-router"}
+	if diff := cmp.Diff(wantSelector, d.Spec.Selector.MatchLabels); diff != "" {
+		t.Errorf("selector (-want +got):\n%s", diff)
+	}
+	for k, v := range wantSelector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("pod label %s=%q, the selector wants %q", k, d.Spec.Template.Labels[k], v)
+		}
+	}
+	if d.Spec.Template.Labels[LabelStep] != "" {
+		t.Errorf("router pods carry the step label %q: step selectors would pick them", d.Spec.Template.Labels[LabelStep])
+	}
+	if got := d.Spec.Template.Annotations[AnnotationRouterConfigHash]; got != shortHash(data) {
+		t.Errorf("config hash annotation %q, want %q", got, shortHash(data))
+	}
+
+	pod := d.Spec.Template.Spec
+	if diff := cmp.Diff(map[string]string{"kubernetes.io/hostname": "xx-test-node236"}, pod.NodeSelector); diff != "" {
+		t.Errorf("node selector (-want +got):\n%s", diff)
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v, want the RuntimeDefault seccomp profile", pod.SecurityContext)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != testenv.RouterImage {
+		t.Errorf("image %q", c.Image)
+	}
+	if diff := cmp.Diff([]string{"/router"}, c.Command); diff != "" {
+		t.Errorf("command (-want +got):\n%s", diff)
+	}
+	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090",
+		"--shutdown-delay=5s", "--shutdown-timeout=20s"}
+	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/pipeline-router" || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("volume mounts %+v", c.VolumeMounts)
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].ConfigMap == nil || pod.Volumes[0].ConfigMap.Name != "facedetection-pipeline-router" {
+		t.Errorf("volumes %+v, want the router's ConfigMap", pod.Volumes)
+	}
+	for name, pr := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != name || pr.HTTPGet.Port != intstr.FromString("metrics") {
+			t.Errorf("probe %s is %+v, want GET %s on the metrics port", name, pr, name)
+		}
+	}
+	ports := map[string]int32{}
+	for _, cp := range c.Ports {
+		ports[cp.Name] = cp.ContainerPort
+	}
+	if diff := cmp.Diff(map[string]int32{"http": 8080, "metrics": 9090}, ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	sc := c.SecurityContext
+	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		!ptr.Deref(sc.ReadOnlyRootFilesystem, false) || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("security context %+v, want the restricted level's and a read-only root", sc)
+	}
+	if got := c.Resources.Limits[corev1.ResourceMemory]; got.String() != "128Mi" {
+		t.Errorf("memory limit %s", got.String())
+	}
+	// 9 tenths of 128 MiB (134217728 / 10 * 9).
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "120795948"}}, c.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+
+	t.Run("without a location the scheduler chooses, and one replica is the default", func(t *testing.T) {
+		p := testenv.RoutedSample(t)
+		p.Spec.Router.Location = ""
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		if d.Spec.Template.Spec.NodeSelector != nil {
+			t.Errorf("node selector %v", d.Spec.Template.Spec.NodeSelector)
+		}
+		if ptr.Deref(d.Spec.Replicas, 0) != 1 {
+			t.Errorf("replicas %v", d.Spec.Replicas)
+		}
+	})
+
+	t.Run("without a memory limit the Go runtime gets no limit", func(t *testing.T) {
+		p := testenv.RoutedSample(t)
+		p.Spec.Router.Resources = nil
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 0 {
+			t.Errorf("env %v", env)
+		}
+	})
+}
+
+// A change of any step's router field changes the configuration, and with it the pod template.
+func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
+	base := testenv.RoutedSample(t)
+	hash := func(p *pipelinev1beta1.Pipeline) string {
+		data, err := RouterConfigJSON(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		return d.Spec.Template.Annotations[AnnotationRouterConfigHash]
+	}
+	before := hash(base)
+	if again := hash(base.DeepCopy()); again != before {
+		t.Fatalf("the same spec gives hashes %s and %s", before, again)
+	}
+	for name, mutate := range map[string]func(*pipelinev1beta1.Pipeline){
+		"timeout":  func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](6) },
+		"retries":  func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Retries = ptr.To[int32](1) },
+		"stopWhen": func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" },
+		"port":     func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](81) },
+		"a step":   func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:1] },
+	} {
+		p := base.DeepCopy()
+		mutate(p)
+		if hash(p) == before {
+			t.Errorf("%s: the pod template's config hash did not change", name)
+		}
+	}
+}
+
+func TestDesiredRouterServiceAndEntry(t *testing.T) {
+	for name, tc := range map[string]struct {
+		expose    *pipelinev1beta1.Expose
+		wantType  corev1.ServiceType
+		routerOff bool
+	}{
+		"no expose":    {wantType: corev1.ServiceTypeClusterIP},
+		"NodePort":     {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort},
+		"LoadBalancer": {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer}, wantType: corev1.ServiceTypeLoadBalancer},
+		"router off":   {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort, routerOff: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := testenv.RoutedSample(t)
+			p.Spec.Expose = tc.expose
+			p.Spec.Router.Enabled = !tc.routerOff
+			entry := testenv.Typed[corev1.Service](t, StepService(p, 0))
+			if tc.routerOff {
+				if entry.Spec.Type != tc.wantType {
+					t.Errorf("without the router the entry step's Service is %s, want %s", entry.Spec.Type, tc.wantType)
+				}
+				return
+			}
+			if entry.Spec.Type != corev1.ServiceTypeClusterIP {
+				t.Errorf("with the router the first step's Service is %s, want ClusterIP", entry.Spec.Type)
+			}
+			svc := testenv.Typed[corev1.Service](t, RouterService(p))
+			if svc.Name != "facedetection-pipeline-router" || svc.Spec.Type != tc.wantType {
+				t.Errorf("router service %s of type %s, want type %s", svc.Name, svc.Spec.Type, tc.wantType)
+			}
+			wantPorts := []corev1.ServicePort{
+				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")},
+			}
+			if diff := cmp.Diff(wantPorts, svc.Spec.Ports); diff != "" {
+				t.Errorf("ports (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(RouterSelector(p), svc.Spec.Selector); diff != "" {
+				t.Errorf("selector (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("the Ingress routes to the router", func(t *testing.T) {
+		p := testenv.RoutedSample(t)
+		p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com"}}
+		ing := testenv.Typed[networkingv1.Ingress](t, Ingress(p))
+		b := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
+		if b.Name != "facedetection-pipeline-router" || b.Port.Number != 80 {
+			t.Errorf("backend %+v, want the router's Service on port 80", b)
+		}
+	})
+}

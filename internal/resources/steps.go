@@ -1,0 +1,159 @@
+package resources
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// Names inside a step's pod.
+const (
+	containerName   = "step"
+	portName        = "http"
+	modelVolumeName = "models"
+)
+
+// StepURL is the in-cluster URL of the Service of step i.
+func StepURL(p *pipelinev1beta1.Pipeline, i int) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", StepObjectName(p, i), p.Namespace, StepPort(p, i))
+}
+
+// nextStepURL is the URL step i forwards to: the next step's Service, empty for the last step.
+func nextStepURL(p *pipelinev1beta1.Pipeline, i int) string {
+	if i+1 >= len(p.Spec.Steps) {
+		return ""
+	}
+	return StepURL(p, i+1)
+}
+
+// stepEnv is the environment of step i: its args (sorted by name), the variables the
+// operator injects, then the step's own env entries.
+func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
+	s := p.Spec.Steps[i]
+	keys := make([]string, 0, len(s.Args))
+	for k := range s.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	env := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(keys)+6+len(s.Env))
+	for _, k := range keys {
+		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(string(s.Args[k])))
+	}
+	env = append(env,
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelName).WithValue(s.Model),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelPath).WithValue(modelPath(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvPipelineName).WithValue(p.Name),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepName).WithValue(StepName(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepIndex).WithValue(strconv.Itoa(i+1)),
+		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
+	)
+	for _, e := range s.Env {
+		env = append(env, Convert[corev1ac.EnvVarApplyConfiguration](e))
+	}
+	return env
+}
+
+// desiredStepDeployment is the Deployment of step i: its pods run on node (the step's location,
+// or the fallback it failed over to; empty is the location), mount the model claim read-only and
+// receive the step's configuration as environment variables. level is the Pod Security level the
+// Pipeline's namespace enforces; the pods are admitted there.
+func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
+	s := p.Spec.Steps[i]
+	labels := StepLabels(p, i)
+	port := StepPort(p, i)
+
+	container := corev1ac.Container().
+		WithName(containerName).
+		WithImage(s.Image).
+		WithPorts(corev1ac.ContainerPort().
+			WithName(portName).
+			WithContainerPort(port).
+			WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(stepEnv(p, i)...).
+		WithVolumeMounts(corev1ac.VolumeMount().
+			WithName(modelVolumeName).
+			WithMountPath(mountPath(p)).
+			WithReadOnly(true)).
+		WithSecurityContext(StepSecurityContext(s, level))
+	if s.Resources != nil {
+		container.WithResources(Convert[corev1ac.ResourceRequirementsApplyConfiguration](*s.Resources))
+	}
+
+	pod := corev1ac.PodSpec().
+		WithSecurityContext(StepPodSecurityContext()).
+		WithContainers(container).
+		WithVolumes(corev1ac.Volume().
+			WithName(modelVolumeName).
+			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().
+				WithClaimName(ClaimName(p)).
+				WithReadOnly(true)))
+	nodeSelector := map[string]string{}
+	for k, v := range s.NodeSelector {
+		nodeSelector[k] = v
+	}
+	if node = cmp.Or(node, s.Location); node != "" {
+		nodeSelector[corev1.LabelHostname] = node
+	}
+	if len(nodeSelector) > 0 {
+		pod.WithNodeSelector(nodeSelector)
+	}
+	for _, t := range s.Tolerations {
+		pod.WithTolerations(Convert[corev1ac.TolerationApplyConfiguration](t))
+	}
+
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(StepSelector(p, i))).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(labels).
+			WithSpec(pod))
+	// The HorizontalPodAutoscaler of an autoscaled step owns its replicas (see handOverReplicas).
+	if Autoscaling(p, i) == nil {
+		spec.WithReplicas(StepReplicas(p, i))
+	}
+	return appsv1ac.Deployment(StepObjectName(p, i), p.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(spec)
+}
+
+// desiredStepService is the Service in front of step i's pods: ClusterIP, or for the entry
+// step the type spec.expose asks for. Node ports are left to the apiserver, which allocates
+// them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP.
+func StepService(p *pipelinev1beta1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
+	port := StepPort(p, i)
+	return corev1ac.Service(StepObjectName(p, i), p.Namespace).
+		WithLabels(StepLabels(p, i)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(stepServiceType(p, i)).
+			WithSelector(StepSelector(p, i)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName).
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(port).
+				WithTargetPort(intstr.FromInt32(port))))
+}
+
+// Convert turns an API value into the apply configuration of the same shape.
+func Convert[T any](v any) *T {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err))
+	}
+	out := new(T)
+	if err := json.Unmarshal(data, out); err != nil {
+		panic(fmt.Sprintf("unmarshal %T into %T: %v", v, out, err))
+	}
+	return out
+}

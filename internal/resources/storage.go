@@ -1,0 +1,68 @@
+package resources
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// desiredPV is the model PersistentVolume of p (nfs and csi storage), pre-bound to the claim
+// of desiredPVC so that no other claim can take it.
+func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguration {
+	s := p.Spec.ModelStorage
+	spec := corev1ac.PersistentVolumeSpec().
+		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}).
+		WithAccessModes(accessModes(p)...).
+		WithPersistentVolumeReclaimPolicy(corev1.PersistentVolumeReclaimRetain).
+		WithStorageClassName("").
+		WithClaimRef(corev1ac.ObjectReference().
+			WithKind("PersistentVolumeClaim").
+			WithAPIVersion("v1").
+			WithNamespace(p.Namespace).
+			WithName(ClaimName(p)))
+
+	switch StorageType(p) {
+	case pipelinev1beta1.StorageTypeCSI:
+		driver := s.CSIParameter[pipelinev1beta1.CSIDriverParameter]
+		if driver == "" {
+			driver = pipelinev1beta1.DefaultCSIDriver
+		}
+		attrs := maps.Clone(s.CSIParameter)
+		delete(attrs, pipelinev1beta1.CSIDriverParameter)
+		spec.WithCSI(corev1ac.CSIPersistentVolumeSource().
+			WithDriver(driver).
+			WithVolumeHandle(PVName(p)).
+			WithReadOnly(true).
+			WithVolumeAttributes(attrs))
+	default:
+		spec.WithNFS(corev1ac.NFSVolumeSource().
+			WithServer(s.CSIParameter["server"]).
+			WithPath(s.CSIParameter["share"]).
+			WithReadOnly(true))
+	}
+
+	return corev1ac.PersistentVolume(PVName(p)).
+		WithLabels(storageLabels(p)).
+		WithSpec(spec)
+}
+
+// desiredPVC is the claim every step of p mounts: bound to desiredPV for nfs and csi storage,
+// provisioned by storageClassName for storageClass storage.
+func PVC(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(accessModes(p)...).
+		WithResources(corev1ac.VolumeResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}))
+	if StorageType(p) == pipelinev1beta1.StorageTypeStorageClass {
+		spec.WithStorageClassName(p.Spec.ModelStorage.StorageClassName)
+	} else {
+		spec.WithStorageClassName("").WithVolumeName(PVName(p))
+	}
+	return corev1ac.PersistentVolumeClaim(ClaimName(p), p.Namespace).
+		WithLabels(storageLabels(p)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(spec)
+}

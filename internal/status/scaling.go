@@ -1,0 +1,65 @@
+package status
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// scalingStatus completes the status of step i with its autoscaler: replicas becomes the count
+// the autoscaler asks for (the Deployment's until it has reported), and autoscaling shows the
+// autoscaler's bounds and counts. An autoscaler that cannot compute a count (ScalingActive
+// False: no metrics API, no resource requests) is reported here only: the step keeps its pods,
+// and the Pipeline is not failed for it.
+func scalingStatus(p *pipelinev1beta1.Pipeline, i int, st *pipelinev1beta1.StepStatus, d *appsv1.Deployment, hpa *autoscalingv2.HorizontalPodAutoscaler) {
+	a := resources.Autoscaling(p, i)
+	if a == nil {
+		return
+	}
+	as := &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: a.EffectiveMinReplicas(), MaxReplicas: a.MaxReplicas}
+	if d != nil && d.Spec.Replicas != nil {
+		st.Replicas = *d.Spec.Replicas
+	} else {
+		st.Replicas = as.MinReplicas
+	}
+	if hpa != nil {
+		as.CurrentReplicas, as.DesiredReplicas = hpa.Status.CurrentReplicas, hpa.Status.DesiredReplicas
+		if as.DesiredReplicas > 0 {
+			st.Replicas = as.DesiredReplicas
+		}
+		for _, c := range hpa.Status.Conditions {
+			if c.Type != autoscalingv2.ScalingActive {
+				continue
+			}
+			as.ScalingActive = ptr.To(c.Status == corev1.ConditionTrue)
+			if c.Status == corev1.ConditionFalse {
+				as.Message = problem.Truncate(fmt.Sprintf("%s: %s", c.Reason, c.Message), 1024)
+			}
+		}
+	}
+	st.Autoscaling = as
+}
+
+// stepDeploymentPhase classifies the Deployment of step i. An autoscaled step is available
+// once minReplicas of its pods (at least one) run the current template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
+// to creating (nor hold an upgrade of the operator) while the new pods start.
+func stepDeploymentPhase(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
+	a := resources.Autoscaling(p, i)
+	if a == nil || d.Spec.Replicas == nil {
+		return deploymentPhase(d)
+	}
+	// At least one pod: a step scaled to zero by hand (the autoscaler then stands still) serves
+	// nothing. A Deployment that has fewer than minReplicas because the autoscaler has not
+	// raised it yet (a new step starts at one pod) waits for minReplicas.
+	floor := max(1, a.EffectiveMinReplicas())
+	scaled := *d
+	scaled.Spec.Replicas = &floor
+	return deploymentPhase(&scaled)
+}

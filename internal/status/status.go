@@ -1,0 +1,197 @@
+// Package status computes a Pipeline's status, as a pure function, from what one pass observed
+// of its children (Observed): phases, per-step state, placement and the conditions.
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// Observed is what one pass saw of a Pipeline's children, the input of its status.
+type Observed struct {
+	// PV is the model PersistentVolume; nil when missing or when the storage type has none.
+	PV *corev1.PersistentVolume
+	// PVC is the claim the steps mount; nil when missing.
+	PVC *corev1.PersistentVolumeClaim
+	// Deployments and services are indexed like spec.steps; nil entries are missing.
+	Deployments []*appsv1.Deployment
+	Services    []*corev1.Service
+	// Autoscalers are the HorizontalPodAutoscalers of autoscaled steps, indexed like spec.steps.
+	Autoscalers []*autoscalingv2.HorizontalPodAutoscaler
+	// Ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
+	Ingress *networkingv1.Ingress
+	// RouterDeployment and routerService are the router's; nil when missing or not enabled.
+	RouterDeployment *appsv1.Deployment
+	RouterService    *corev1.Service
+	// Placements are indexed like spec.steps: the node each step is pinned to.
+	Placements []Placement
+	// Problems found while reconciling (name conflicts, missing nodes or claims).
+	Problems []problem.Problem
+	// Err is the error that stopped the pass, if any.
+	Err error
+}
+
+// autoscaler is the HorizontalPodAutoscaler of step i, nil when missing or not asked for.
+func (o *Observed) autoscaler(i int) *autoscalingv2.HorizontalPodAutoscaler {
+	if i < len(o.Autoscalers) {
+		return o.Autoscalers[i]
+	}
+	return nil
+}
+
+// computeStatus rebuilds the status of p from what the pass observed. Conditions keep their
+// last transition time while their status does not change.
+func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.PipelineStatus {
+	st := pipelinev1beta1.PipelineStatus{
+		ObservedGeneration: p.Status.ObservedGeneration,
+		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
+	}
+	if obs.Err == nil {
+		st.ObservedGeneration = p.Generation
+	}
+
+	// Problems arrive in the order concurrent steps found them; sorted, the same world always
+	// gives the same status.
+	problems := append([]problem.Problem(nil), obs.Problems...)
+	// A child write the apiserver refuses for what it is needs a person as much as a missing node.
+	for _, err := range problem.Find(obs.Err, pipelinev1beta1.ReasonApplyRefused) {
+		problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonApplyRefused, Message: err.Error()})
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Message < problems[j].Message })
+	var waiting []string
+
+	// Storage.
+	if resources.OwnsVolume(p) {
+		st.PVName = resources.PVName(p)
+		if obs.PV == nil {
+			waiting = append(waiting, fmt.Sprintf("PersistentVolume %s does not exist yet", st.PVName))
+		} else {
+			st.DetailPhase.PVPhase = obs.PV.Status.Phase
+			if obs.PV.Status.Phase == corev1.VolumeFailed {
+				problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStorageFailed,
+					Message: fmt.Sprintf("PersistentVolume %s failed: %s", obs.PV.Name, cmp.Or(obs.PV.Status.Message, "no message"))})
+			}
+		}
+	}
+	st.PVCName = resources.ClaimName(p)
+	switch {
+	case obs.PVC == nil:
+		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.PVCName))
+	case obs.PVC.Status.Phase == corev1.ClaimLost:
+		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+		problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStorageFailed,
+			Message: fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.PVC.Name, obs.PVC.Spec.VolumeName)})
+	case obs.PVC.Status.Phase != corev1.ClaimBound:
+		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s is %s", obs.PVC.Name, cmp.Or(string(obs.PVC.Status.Phase), "not bound")))
+	default:
+		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+	}
+	storageReady := obs.PVC != nil && obs.PVC.Status.Phase == corev1.ClaimBound && (obs.PV != nil || !resources.OwnsVolume(p))
+
+	// Steps.
+	available := 0
+	models := make([]string, 0, len(p.Spec.Steps))
+	for i := range p.Spec.Steps {
+		models = append(models, p.Spec.Steps[i].Model)
+		s := computeStepState(p, i, obs.Deployments[i], obs.Services[i])
+		scalingStatus(p, i, &s.status, obs.Deployments[i], obs.autoscaler(i))
+		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
+		switch {
+		case s.failure != "":
+			problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStepFailed, Message: s.failure})
+		case s.waiting != "":
+			waiting = append(waiting, s.waiting)
+		default:
+			available++
+		}
+	}
+	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	routerReady := addRouterState(&st, p, obs, &problems, &waiting)
+	setEntry(&st, p, obs)
+	st.Models = strings.Join(models, ",")
+	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady
+
+	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
+	failed := problem.Failing(problems)
+	setProgressing(&st, p.Generation, allAvailable, failed, waiting)
+	setPlacementStatus(&st, p, obs.Placements)
+	setDegraded(&st, p.Generation, problems)
+	SetReconciled(&st, p.Generation, obs.Err)
+
+	switch {
+	case !p.DeletionTimestamp.IsZero():
+		st.Phase = pipelinev1beta1.PipelinePhaseDeleting
+	case failed:
+		st.Phase = pipelinev1beta1.PipelinePhaseFailed
+	case allAvailable:
+		st.Phase = pipelinev1beta1.PipelinePhaseRunning
+	default:
+		st.Phase = pipelinev1beta1.PipelinePhaseCreating
+	}
+	return st
+}
+
+func setAvailable(st *pipelinev1beta1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionAvailable, ObservedGeneration: gen}
+	switch {
+	case available:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonAllStepsAvailable, "The model storage is bound and every step is available"
+	case !storageReady:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStorageNotBound, problem.JoinMessages(waiting)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStepsUnavailable, st.ReadySteps+" steps available; "+problem.JoinMessages(waiting)
+	}
+	if !available && len(waiting) == 0 {
+		c.Message = st.ReadySteps + " steps available"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func setProgressing(st *pipelinev1beta1.PipelineStatus, gen int64, available, degraded bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionProgressing, ObservedGeneration: gen}
+	switch {
+	case degraded:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutFailed, "The rollout cannot complete: see the Degraded condition"
+	case available:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutComplete, "Every step runs the current spec"
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonRollingOut, problem.JoinMessages(waiting)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func setDegraded(st *pipelinev1beta1.PipelineStatus, gen int64, problems []problem.Problem) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionDegraded, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: pipelinev1beta1.ReasonAsExpected, Message: "No problems found"}
+	if len(problems) > 0 {
+		msgs := make([]string, 0, len(problems))
+		for _, pr := range problems {
+			msgs = append(msgs, pr.Message)
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, problems[0].Reason, problem.JoinMessages(msgs)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func SetReconciled(st *pipelinev1beta1.PipelineStatus, gen int64, err error) {
+	c := metav1.Condition{Type: pipelinev1beta1.ConditionReconciled, ObservedGeneration: gen,
+		Status: metav1.ConditionTrue, Reason: pipelinev1beta1.ReasonReconcileSucceeded, Message: "The children match the spec"}
+	if err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, problem.ReasonOf(err), problem.Truncate(err.Error(), 1024)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}

@@ -1,0 +1,245 @@
+package status
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// convergedWorld is what a healthy two-step nfs Pipeline looks like.
+func convergedWorld() *Observed {
+	return &Observed{
+		PV:          statustest.BoundPV(),
+		PVC:         statustest.BoundPVC(),
+		Deployments: []*appsv1.Deployment{statustest.AvailableDeployment(1), statustest.AvailableDeployment(1)},
+		Services:    []*corev1.Service{statustest.ReadyService(), statustest.ReadyService()},
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	tests := []struct {
+		name        string
+		world       func(o *Observed)
+		deleting    bool
+		phase       pipelinev1beta1.PipelinePhase
+		ready       string
+		available   metav1.ConditionStatus
+		degraded    string // reason when Degraded is True, "" when False
+		progressing metav1.ConditionStatus
+		message     string // part of the Available or Degraded message
+	}{{
+		name: "everything missing", world: func(o *Observed) {
+			*o = Observed{Deployments: make([]*appsv1.Deployment, 2), Services: make([]*corev1.Service, 2)}
+		},
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "0/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		message: "PersistentVolume",
+	}, {
+		name: "converged", world: func(*Observed) {},
+		phase: pipelinev1beta1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+	}, {
+		name: "claim pending", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimPending },
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		message: "is Pending",
+	}, {
+		name: "step rolling out", world: func(o *Observed) { o.Deployments[1].Status.UpdatedReplicas = 0 },
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		message: "step 2 (step-2): Deployment d is rolling out: 0 of 1 pods updated",
+	}, {
+		name: "rollout not yet observed", world: func(o *Observed) { o.Deployments[0].Generation = 3 },
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		message: "has a rollout that has not started yet",
+	}, {
+		name: "old pods still terminating", world: func(o *Observed) { o.Deployments[0].Status.Replicas = 2 },
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+	}, {
+		name: "service without cluster IP", world: func(o *Observed) { o.Services[0].Spec.ClusterIP = "" },
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		message: "has no cluster IP",
+	}, {
+		name: "progress deadline exceeded",
+		world: func(o *Observed) {
+			o.Deployments[1].Status.AvailableReplicas = 0
+			o.Deployments[1].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing,
+				Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "d-1" has timed out progressing.`}}
+		},
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonStepFailed, message: "step 2 (step-2): Deployment d exceeded its progress deadline",
+	}, {
+		name: "replica failure",
+		world: func(o *Observed) {
+			o.Deployments[0].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure,
+				Status: corev1.ConditionTrue, Message: "exceeded quota"}}
+		},
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonStepFailed, message: "cannot create pods: exceeded quota",
+	}, {
+		name: "volume failed", world: func(o *Observed) { o.PV.Status.Phase = corev1.VolumeFailed; o.PV.Status.Message = "recycler failed" },
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonStorageFailed, message: "recycler failed",
+	}, {
+		name: "claim lost", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimLost },
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonStorageFailed, message: "lost its volume",
+	}, {
+		name: "missing node",
+		world: func(o *Observed) {
+			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotFound, Message: "step 2 (step-2): node xx does not exist"}}
+			o.Deployments[1].Status.AvailableReplicas = 0
+		},
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonNodeNotFound, message: "node xx does not exist",
+	}, {
+		name: "cordoned node: degraded, still running",
+		world: func(o *Observed) {
+			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
+		},
+		phase: pipelinev1beta1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+	}, {
+		name: "cordoned node while rolling out: the rollout goes on",
+		world: func(o *Observed) {
+			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
+			o.Deployments[0].Status.UpdatedReplicas = 0
+		},
+		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+	}, {
+		name: "not ready node and a cordoned one: failed",
+		world: func(o *Observed) {
+			o.Problems = []problem.Problem{
+				{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 1 (step-1): node xx is ready but cordoned", Notice: true},
+				{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node yy is not ready"},
+			}
+		},
+		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "node yy is not ready",
+	}, {
+		name: "deleting", world: func(*Observed) {}, deleting: true,
+		phase: pipelinev1beta1.PipelinePhaseDeleting, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testenv.Sample(t, "default")
+			p.Generation = 4
+			if tt.deleting {
+				p.DeletionTimestamp = ptr.To(metav1.Now())
+			}
+			o := convergedWorld()
+			tt.world(o)
+			st := Compute(p, o)
+
+			if st.Phase != tt.phase {
+				t.Errorf("phase %q, want %q", st.Phase, tt.phase)
+			}
+			if st.ReadySteps != tt.ready {
+				t.Errorf("readySteps %q, want %q", st.ReadySteps, tt.ready)
+			}
+			if st.ObservedGeneration != 4 {
+				t.Errorf("observedGeneration %d", st.ObservedGeneration)
+			}
+			if len(st.DetailPhase.StepsPhase) != 2 {
+				t.Fatalf("stepsPhase %+v", st.DetailPhase.StepsPhase)
+			}
+			avail := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionAvailable)
+			prog := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionProgressing)
+			deg := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
+			if avail.Status != tt.available {
+				t.Errorf("Available %s (%s: %s), want %s", avail.Status, avail.Reason, avail.Message, tt.available)
+			}
+			if prog.Status != tt.progressing {
+				t.Errorf("Progressing %s (%s), want %s", prog.Status, prog.Reason, tt.progressing)
+			}
+			if failed := tt.phase == pipelinev1beta1.PipelinePhaseFailed; failed != (prog.Reason == pipelinev1beta1.ReasonRolloutFailed) {
+				t.Errorf("Progressing reason %s with phase %s", prog.Reason, st.Phase)
+			}
+			if tt.degraded == "" && deg.Status != metav1.ConditionFalse {
+				t.Errorf("Degraded %s: %s", deg.Reason, deg.Message)
+			}
+			if tt.degraded != "" && (deg.Status != metav1.ConditionTrue || deg.Reason != tt.degraded) {
+				t.Errorf("Degraded %s %s, want True %s", deg.Status, deg.Reason, tt.degraded)
+			}
+			if tt.message != "" && !strings.Contains(avail.Message+deg.Message, tt.message) {
+				t.Errorf("no condition says %q: Available %q, Degraded %q", tt.message, avail.Message, deg.Message)
+			}
+			for _, c := range st.Conditions {
+				if c.ObservedGeneration != 4 || c.Reason == "" || c.Message == "" {
+					t.Errorf("condition %+v is incomplete", c)
+				}
+			}
+		})
+	}
+}
+
+func TestComputeStatusStepsPhase(t *testing.T) {
+	p := testenv.Sample(t, "edge")
+	o := convergedWorld()
+	o.Deployments[1] = nil
+	o.Services[1] = nil
+	st := Compute(p, o)
+	want := []pipelinev1beta1.StepStatus{{
+		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc:9080",
+		Replicas: 1, ReadyReplicas: 1, DeploymentPhase: pipelinev1beta1.DeploymentPhaseAvailable, ServicePhase: pipelinev1beta1.ServicePhaseReady,
+	}, {
+		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc:80",
+		Replicas: 1, DeploymentPhase: pipelinev1beta1.DeploymentPhasePending, ServicePhase: pipelinev1beta1.ServicePhasePending,
+	}}
+	for i := range want {
+		if st.DetailPhase.StepsPhase[i] != want[i] {
+			t.Errorf("step %d: %+v, want %+v", i+1, st.DetailPhase.StepsPhase[i], want[i])
+		}
+	}
+	if st.DetailPhase.PVPhase != corev1.VolumeBound || st.DetailPhase.PVCPhase != corev1.ClaimBound {
+		t.Errorf("storage phases %q %q", st.DetailPhase.PVPhase, st.DetailPhase.PVCPhase)
+	}
+	if st.Models != "facedetection-1,facedetection-2" {
+		t.Errorf("models %q", st.Models)
+	}
+	if st.PVName != resources.PVName(p) || st.PVCName != resources.ClaimName(p) {
+		t.Errorf("storage names %q %q", st.PVName, st.PVCName)
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
+	p := testenv.Sample(t, "default")
+	p.Generation = 1
+	first := Compute(p, convergedWorld())
+	past := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	for i := range first.Conditions {
+		first.Conditions[i].LastTransitionTime = past
+	}
+	p.Status = first
+	p.Generation = 2
+
+	o := convergedWorld()
+	o.Err = problem.WithReason(pipelinev1beta1.ReasonApplyFailed, errors.New("apply Deployment x: conflict"))
+	st := Compute(p, o)
+	if st.ObservedGeneration != 1 {
+		t.Errorf("a failed pass moved observedGeneration to %d", st.ObservedGeneration)
+	}
+	rec := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
+	if rec.Status != metav1.ConditionFalse || rec.Reason != pipelinev1beta1.ReasonApplyFailed || !strings.Contains(rec.Message, "conflict") {
+		t.Errorf("Reconciled %+v", rec)
+	}
+	avail := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionAvailable)
+	if !avail.LastTransitionTime.Equal(&past) {
+		t.Errorf("Available moved its transition time without a transition")
+	}
+	if !rec.LastTransitionTime.After(past.Time) {
+		t.Errorf("Reconciled kept its transition time across a transition")
+	}
+}
