@@ -3,6 +3,12 @@ package apply
 import (
 	"maps"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -11,6 +17,22 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
+
+// Transforms are the cache transforms of every kind of child, which the manager's cache applies
+// to what it holds: the up-to-date check compares the desired children against what they leave.
+// A child kind the operator writes must be here.
+func Transforms() map[client.Object]toolscache.TransformFunc {
+	return map[client.Object]toolscache.TransformFunc{
+		&appsv1.Deployment{}:                     StripDeployment,
+		&corev1.Service{}:                        KeepCreatedMarker,
+		&corev1.PersistentVolumeClaim{}:          KeepCreatedMarker,
+		&corev1.PersistentVolume{}:               KeepCreatedMarker,
+		&networkingv1.Ingress{}:                  KeepCreatedMarker,
+		&corev1.ConfigMap{}:                      KeepCreatedMarker,
+		&autoscalingv2.HorizontalPodAutoscaler{}: KeepCreatedMarker,
+		&policyv1.PodDisruptionBudget{}:          KeepCreatedMarker,
+	}
+}
 
 // KeepCreatedMarker is the cache transform of children: it drops their managedFields, keeping
 // only createdMarker on a child whose create still owns fields.

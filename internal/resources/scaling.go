@@ -26,7 +26,8 @@ func stepMinReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 	return StepReplicas(p, i)
 }
 
-// NeedsDisruptionBudget reports whether step i gets a PodDisruptionBudget: a step that always
+// NeedsDisruptionBudget reports whether the spec lets step i have a PodDisruptionBudget (the
+// reconciler also asks that two nodes can hold its pods): a step that always
 // runs more than one pod, and whose pods may run on other nodes, keeps serving while a node is
 // drained, one pod at a time. A budget for a single pod would either block every drain or
 // protect nothing; nor does one help a step pinned to its node by location: the pod a drain

@@ -580,15 +580,18 @@ var _ = Describe("Pipeline reconciler", func() {
 			rec := condition(ctx, p, pipelinev1beta1.ConditionReconciled)()
 			g.Expect(rec).NotTo(BeNil())
 			g.Expect(rec.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(rec.Reason).To(Equal(pipelinev1beta1.ReasonApplyFailed))
-			g.Expect(rec.Message).To(ContainSubstring("step 2 (step-2): apply Service facedetection-pipeline-step-2"))
+			g.Expect(rec.Reason).To(Equal(pipelinev1beta1.ReasonApplyRefused))
+			g.Expect(rec.Message).To(ContainSubstring("step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2"))
 			g.Expect(rec.Message).To(ContainSubstring("services of second steps are not allowed here"))
 		}).Should(Succeed())
 		Expect(getPipeline(ctx, p).Status.ObservedGeneration).To(BeZero(), "a failed pass does not claim the generation")
-		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("ApplyFailed: Failed to apply Service facedetection-pipeline-step-2")))
+		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).To(And(HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused)), "a refusal needs a person")
+		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring(
+			"ApplyRefused: step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2")))
 		Expect(deploymentOf(ctx, p, 1).Name).To(Equal("facedetection-pipeline-step-2"), "the other children are still made")
 		Eventually(func() float64 {
-			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyFailed})
+			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyRefused})
 		}).Should(BeNumerically(">=", 1))
 
 		By("recovering once the policy is lifted, without anyone touching the Pipeline")

@@ -3,6 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,12 +34,41 @@ func (r *Reconciler) reconcileScaling(ctx context.Context, s *scope, i int) erro
 			return err
 		}
 	}
-	if resources.NeedsDisruptionBudget(p, i) {
+	budget, err := r.needsDisruptionBudget(ctx, p, i)
+	if err != nil {
+		return err
+	}
+	s.budgets[i] = budget
+	if budget {
 		if _, err := r.applyChild(ctx, s, &policyv1.PodDisruptionBudget{}, resources.StepPDB(p, i)); err != nil {
 			return err
 		}
 	}
 	return r.deleteUnneededScaling(ctx, s, i)
+}
+
+// needsDisruptionBudget reports whether step i gets a PodDisruptionBudget: the spec allows one
+// (resources.NeedsDisruptionBudget: always more than one pod, not pinned by location), and at
+// least two nodes that are ready and schedulable for the step's pods (its nodeSelector, its
+// tolerations) can hold them. With one such node, a drain of it would wait for ever: the pod it
+// evicts can only come back on the node being drained, and the budget allows no second eviction.
+// Nodes are read from the cache, which holds them all (stripped to what placement reads).
+func (r *Reconciler) needsDisruptionBudget(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) (bool, error) {
+	if !resources.NeedsDisruptionBudget(p, i) {
+		return false, nil
+	}
+	step := &p.Spec.Steps[i]
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels(step.NodeSelector)); err != nil {
+		return false, fmt.Errorf("list nodes for the disruption budget: %w", err)
+	}
+	schedulable := 0
+	for j := range list.Items {
+		if nodes.Classify(&list.Items[j], step.Tolerations).Schedulable() {
+			schedulable++
+		}
+	}
+	return schedulable >= 2, nil
 }
 
 // deleteUnneededScaling deletes the autoscaler and the disruption budget of step i when the spec
@@ -52,7 +86,7 @@ func (r *Reconciler) deleteUnneededScaling(ctx context.Context, s *scope, i int)
 		needed bool
 	}{
 		{&autoscalingv2.HorizontalPodAutoscaler{}, "HorizontalPodAutoscaler", resources.Autoscaling(p, i) != nil},
-		{&policyv1.PodDisruptionBudget{}, "PodDisruptionBudget", resources.NeedsDisruptionBudget(p, i)},
+		{&policyv1.PodDisruptionBudget{}, "PodDisruptionBudget", s.budgets[i]},
 	} {
 		if c.needed {
 			continue
@@ -67,12 +101,13 @@ func (r *Reconciler) deleteUnneededScaling(ctx context.Context, s *scope, i int)
 }
 
 // wantedScalingChildren are the names of the HorizontalPodAutoscalers and PodDisruptionBudgets
-// the steps of p need; the stale pass deletes the others.
-func wantedScalingChildren(p *pipelinev1beta1.Pipeline) (autoscalers, budgets map[string]bool) {
+// the steps of s's Pipeline need, as this pass decided; the stale pass deletes the others.
+func wantedScalingChildren(s *scope) (autoscalers, budgets map[string]bool) {
+	p := s.pipeline
 	autoscalers, budgets = map[string]bool{}, map[string]bool{}
 	for i := range p.Spec.Steps {
 		autoscalers[resources.StepObjectName(p, i)] = resources.Autoscaling(p, i) != nil
-		budgets[resources.StepObjectName(p, i)] = resources.NeedsDisruptionBudget(p, i)
+		budgets[resources.StepObjectName(p, i)] = s.budgets[i]
 	}
 	return autoscalers, budgets
 }

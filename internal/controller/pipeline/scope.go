@@ -48,12 +48,14 @@ type scope struct {
 	routerConfigErr error
 	// stepsApplied is true once every step's children were applied in this pass.
 	stepsApplied bool
+	// budgets are indexed like spec.steps: whether the step gets a PodDisruptionBudget.
+	budgets []bool
 	// created are the children this pass created, by "Kind name", for one event.
 	created map[string]runtime.Object
 }
 
 func newScope(p *pipelinev1beta1.Pipeline) *scope {
-	return &scope{pipeline: p, obs: &status.Observed{
+	return &scope{pipeline: p, budgets: make([]bool, len(p.Spec.Steps)), obs: &status.Observed{
 		Deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
 		Services:    make([]*corev1.Service, len(p.Spec.Steps)),
 		Placements:  make([]status.Placement, len(p.Spec.Steps)),

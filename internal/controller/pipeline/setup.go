@@ -91,7 +91,8 @@ func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request 
 }
 
 // pipelinesOnNode maps a node to the Pipelines with a step that may run on it (its location or
-// one of its fallbackLocations), or with the router located on it.
+// one of its fallbackLocations), or with the router located on it, and to those with a step
+// whose disruption budget depends on the nodes (see needsDisruptionBudget).
 func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
 	hostname := obj.GetLabels()[corev1.LabelHostname]
 	if hostname == "" {
@@ -107,8 +108,11 @@ func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []r
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 			continue
 		}
-		for _, s := range p.Spec.Steps {
-			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) {
+		for i, s := range p.Spec.Steps {
+			// A step that may get a disruption budget counts the nodes that can hold its pods:
+			// any node's change may change the count.
+			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) ||
+				resources.NeedsDisruptionBudget(&p, i) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 				break
 			}

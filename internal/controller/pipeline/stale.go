@@ -49,7 +49,7 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	for i := range p.Spec.Steps {
 		wanted[resources.StepObjectName(p, i)] = true
 	}
-	autoscalers, budgets := wantedScalingChildren(p)
+	autoscalers, budgets := wantedScalingChildren(s)
 	inNamespace := []client.ListOption{client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name}}
 
 	var errs []error

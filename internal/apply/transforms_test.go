@@ -1,0 +1,132 @@
+package apply
+
+import (
+	"reflect"
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+)
+
+// everyChild is every child the builders make for a Pipeline that asks for all of them.
+func everyChild(t *testing.T) []runtime.ApplyConfiguration {
+	p := testenv.RoutedSample(t)
+	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort,
+		Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com"}}
+	p.Spec.Steps[1].Location = ""
+	p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4}
+	config, err := resources.RouterConfigJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := []runtime.ApplyConfiguration{resources.PV(p), resources.PVC(p), resources.Ingress(p),
+		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config), resources.RouterService(p),
+		resources.StepHPA(p, 1), resources.StepPDB(p, 1)}
+	for i := range p.Spec.Steps {
+		children = append(children, resources.StepDeployment(p, i, "", "node-a"),
+			resources.StepDeployment(p, i, resources.PodSecurityRestricted, ""), resources.StepService(p, i))
+	}
+	return children
+}
+
+// The up-to-date check compares what the operator wants with what the cache holds, after the
+// cache's transforms. A transform that drops a field a builder sets would make every pass
+// rewrite that child; a child kind without a transform would be cached whole. Either way this
+// test fails, whichever of the two changed.
+func TestEveryCachedChildIsUpToDateWithWhatWasApplied(t *testing.T) {
+	transforms := map[reflect.Type]func(any) (any, error){}
+	for obj, f := range Transforms() {
+		transforms[reflect.TypeOf(obj)] = f
+	}
+	seen := map[reflect.Type]bool{}
+	for _, desired := range everyChild(t) {
+		a, err := newAppliedObject(desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := a.unstructured()
+		// The child as the apiserver returns it after the operator's create: the applied
+		// content, and the create's managedFields.
+		obj, err := clientgoscheme.Scheme.New(u.GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.content, obj); err != nil {
+			t.Fatal(err)
+		}
+		live := obj.(client.Object)
+		live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}})
+
+		transform, ok := transforms[reflect.TypeOf(obj)]
+		if !ok {
+			t.Errorf("%s %s: no cache transform for its kind in Transforms", u.GetKind(), u.GetName())
+			continue
+		}
+		seen[reflect.TypeOf(obj)] = true
+		cached, err := transform(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := a.upToDate(cached.(client.Object)); err != nil || !ok {
+			t.Errorf("%s %s: the cached child no longer matches what was applied (up to date %v, %v)", u.GetKind(), u.GetName(), ok, err)
+		}
+		if !hasCreatedFields(cached.(client.Object)) {
+			t.Errorf("%s %s: the cache lost the mark of the create, so its fields would never be handed over to the apply",
+				u.GetKind(), u.GetName())
+		}
+	}
+	for typ := range transforms {
+		if !seen[typ] {
+			t.Errorf("Transforms has %s, which no builder makes: remove it, or add its builder to everyChild", typ)
+		}
+	}
+}
+
+// And the converse: a change in a field the builders set is seen through the transform.
+func TestTransformsKeepWhatTheBuildersSet(t *testing.T) {
+	p := testenv.Sample(t, "default")
+	p.Spec.Steps[0].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+	a, err := newAppliedObject(resources.StepHPA(p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hpa := testenv.Typed[autoscalingv2.HorizontalPodAutoscaler](t, a.content)
+	hpa.Spec.MaxReplicas = 9
+	cached, err := transformOf(t, hpa)(hpa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := a.upToDate(cached.(client.Object)); ok {
+		t.Error("a changed maxReplicas went unnoticed through the cache transform")
+	}
+	svc := testenv.Typed[corev1.Service](t, must(newAppliedObject(resources.StepService(p, 0))).content)
+	svc.Spec.Ports[0].Port = 1
+	cachedSvc, err := transformOf(t, svc)(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := must(newAppliedObject(resources.StepService(p, 0))).upToDate(cachedSvc.(client.Object)); ok {
+		t.Error("a changed Service port went unnoticed through the cache transform")
+	}
+}
+
+// transformOf is the transform of Transforms for the kind of obj.
+func transformOf(t *testing.T, obj client.Object) func(any) (any, error) {
+	for k, f := range Transforms() {
+		if reflect.TypeOf(k) == reflect.TypeOf(obj) {
+			return f
+		}
+	}
+	t.Fatalf("no transform for %T", obj)
+	return nil
+}
