@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ func StripForPlacement(obj any) (any, error) {
 }
 
 // PlacementChanged passes the node events that can change where a step runs or what its
-// status says: a node added or removed, its hostname label, its Ready condition's status,
+// status says: a node added or removed, its labels (the hostname, and those a nodeSelector matches), its Ready condition's status,
 // reason or transition time, its cordon, or its NoSchedule and NoExecute taints (with the time a
 // taint was added, the clock of a NoExecute taint). Heartbeats and every other status update are
 // ignored.
@@ -57,7 +58,9 @@ func PlacementChanged() predicate.Predicate {
 
 // PlacementDiffers reports whether a and b differ in what placement reads.
 func PlacementDiffers(a, b *corev1.Node) bool {
-	if a.Labels[corev1.LabelHostname] != b.Labels[corev1.LabelHostname] || a.Spec.Unschedulable != b.Spec.Unschedulable {
+	// Every label, not only the hostname: a step's nodeSelector decides which nodes can hold
+	// its pods, and with them whether it gets a disruption budget.
+	if !maps.Equal(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable {
 		return true
 	}
 	if !slices.EqualFunc(placementTaints(a), placementTaints(b), func(x, y corev1.Taint) bool {
