@@ -255,6 +255,7 @@ type HeaderName string
 // +kubebuilder:validation:XValidation:rule="self.type != 'csi' || (has(self.csiParameter) && self.csiParameter.exists(k, k != 'driver'))",message="modelStorage of type csi needs the driver's volume attributes in csiParameter (and optionally csiParameter.driver)"
 // +kubebuilder:validation:XValidation:rule="self.type != 'storageClass' || has(self.storageClassName)",message="modelStorage of type storageClass needs storageClassName"
 // +kubebuilder:validation:XValidation:rule="self.type != 'existingClaim' || has(self.claimName)",message="modelStorage of type existingClaim needs claimName"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.type) || oldSelf.type != 'storageClass' || (has(self.type) && self.type == 'storageClass' && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName) && (has(self.capacity) ? self.capacity : '1Gi') == (has(oldSelf.capacity) ? oldSelf.capacity : '1Gi') && (has(self.accessModes) && size(self.accessModes) > 0 ? self.accessModes : ['ReadOnlyMany']) == (has(oldSelf.accessModes) && size(oldSelf.accessModes) > 0 ? oldSelf.accessModes : ['ReadOnlyMany']) && (has(self.csiParameter) ? self.csiParameter : {}) == (has(oldSelf.csiParameter) ? oldSelf.csiParameter : {}))",message="modelStorage of type storageClass cannot change its type, storageClassName, capacity, accessModes or csiParameter (only mountPath): its claim holds the models and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim and claimName"
 type ModelStorage struct {
 	// type is how the model storage is provided: nfs, csi, storageClass or existingClaim.
 	// +optional
@@ -455,7 +456,8 @@ type PipelineSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Steps"
 	Steps []Step `json:"steps"`
 
-	// modelStorage is the shared storage every step mounts read-only.
+	// modelStorage is the shared storage every step mounts read-only. Of type storageClass it
+	// cannot change once created, but for mountPath: its claim holds the models.
 	// +required
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model Storage"
 	ModelStorage ModelStorage `json:"modelStorage"`

@@ -70,13 +70,22 @@ func loadCRDAdmission(t testing.TB) *crdAdmission {
 
 // admit returns the Pipeline as the apiserver would store it, or the errors it would refuse it with.
 func (a *crdAdmission) admit(p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, field.ErrorList) {
-	p = p.DeepCopy()
-	p.APIVersion, p.Kind = pipelinev1beta1.GroupVersion.String(), "Pipeline"
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	return a.admitUpdate(nil, p)
+}
+
+// admitUpdate is admit for an update of the stored Pipeline old (nil: a create), so that the
+// CEL rules comparing with oldSelf run too.
+func (a *crdAdmission) admitUpdate(old, p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, field.ErrorList) {
+	raw, err := a.defaulted(p)
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(nil, err)}
 	}
-	structuraldefaulting.Default(raw, a.structural)
+	var oldRaw any
+	if old != nil {
+		if oldRaw, err = a.defaulted(old); err != nil {
+			return nil, field.ErrorList{field.InternalError(nil, err)}
+		}
+	}
 	errs := apivalidation.NameIsDNSSubdomain(p.Name, false)
 	var nameErrs field.ErrorList
 	for _, msg := range errs {
@@ -85,7 +94,7 @@ func (a *crdAdmission) admit(p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipe
 	if all := append(nameErrs, apiservervalidation.ValidateCustomResource(nil, raw, a.schema)...); len(all) > 0 {
 		return nil, all
 	}
-	if celErrs, _ := a.cel.Validate(context.Background(), nil, a.structural, raw, nil, celconfig.RuntimeCELCostBudget); len(celErrs) > 0 {
+	if celErrs, _ := a.cel.Validate(context.Background(), nil, a.structural, raw, oldRaw, celconfig.RuntimeCELCostBudget); len(celErrs) > 0 {
 		return nil, celErrs
 	}
 	out := &pipelinev1beta1.Pipeline{}
@@ -93,6 +102,18 @@ func (a *crdAdmission) admit(p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipe
 		return nil, field.ErrorList{field.InternalError(nil, err)}
 	}
 	return out, nil
+}
+
+// defaulted is p as unstructured content with the CRD's defaults applied.
+func (a *crdAdmission) defaulted(p *pipelinev1beta1.Pipeline) (map[string]any, error) {
+	p = p.DeepCopy()
+	p.APIVersion, p.Kind = pipelinev1beta1.GroupVersion.String(), "Pipeline"
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		return nil, err
+	}
+	structuraldefaulting.Default(raw, a.structural)
+	return raw, nil
 }
 
 const fuzzNamespace = "fuzz"

@@ -107,7 +107,11 @@ func (*Validator) ValidateDelete(context.Context, *pipelinev1beta1.Pipeline) (ad
 }
 
 func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
-	if errs := ValidatePipeline(p); len(errs) > 0 {
+	errs := ValidatePipeline(p)
+	if old != nil {
+		errs = append(errs, ValidatePipelineUpdate(old, p)...)
+	}
+	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
 	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path"
 	"slices"
@@ -218,6 +219,38 @@ func validateAccessModes(modes []corev1.PersistentVolumeAccessMode, ap *field.Pa
 	return errs
 }
 
+// storageClassMove says why the storage of type storageClass cannot change and how to move its
+// models; the CRD's CEL rule on modelStorage says the same.
+const storageClassMove = "modelStorage of type storageClass cannot change (only mountPath may): its claim holds the models " +
+	"and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, " +
+	"and point a Pipeline at it with modelStorage.type existingClaim and claimName"
+
+// ValidatePipelineUpdate returns what an update from old to p must not change: the storage of
+// type storageClass, whose claim the operator would replace by a new, empty one (its name
+// follows the type, storageClassName, capacity, accessModes and csiParameter).
+func ValidatePipelineUpdate(old, p *pipelinev1beta1.Pipeline) field.ErrorList {
+	was, is := &old.Spec.ModelStorage, &p.Spec.ModelStorage
+	if was.EffectiveType() != pipelinev1beta1.StorageTypeStorageClass {
+		return nil
+	}
+	mp := field.NewPath("spec", "modelStorage")
+	if is.EffectiveType() != pipelinev1beta1.StorageTypeStorageClass {
+		return field.ErrorList{field.Forbidden(mp.Child("type"), fmt.Sprintf("was storageClass: %s", storageClassMove))}
+	}
+	var errs field.ErrorList
+	forbid := func(name string, changed bool, from, to any) {
+		if changed {
+			errs = append(errs, field.Forbidden(mp.Child(name), fmt.Sprintf("was %v, not %v: %s", from, to, storageClassMove)))
+		}
+	}
+	forbid("storageClassName", was.StorageClassName != is.StorageClassName, was.StorageClassName, is.StorageClassName)
+	wasSize, isSize := was.EffectiveCapacity(), is.EffectiveCapacity()
+	forbid("capacity", wasSize.String() != isSize.String(), wasSize.String(), isSize.String())
+	forbid("accessModes", !slices.Equal(was.EffectiveAccessModes(), is.EffectiveAccessModes()), was.EffectiveAccessModes(), is.EffectiveAccessModes())
+	forbid("csiParameter", !maps.Equal(was.CSIParameter, is.CSIParameter), was.CSIParameter, is.CSIParameter)
+	return errs
+}
+
 // warnings are admission warnings: things that are accepted but may not be what the user
 // wants. nodeExists reports whether a node carries the given hostname; old is nil on create.
 func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
@@ -258,13 +291,34 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 		}
 	}
 	if old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
-		if m.EffectiveType() == pipelinev1beta1.StorageTypeExistingClaim {
-			out = append(out, fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", m.ClaimName))
-		} else {
-			out = append(out, "modelStorage changed: the operator creates a new volume and claim, moves every step onto them (the steps' pods restart) and then deletes the old ones")
-		}
+		out = append(out, storageChangeWarning(&old.Spec.ModelStorage, m))
 	}
 	return out
+}
+
+// storageChangeWarning says what a change of the storage from was to is does: where the steps
+// move, and what becomes of the old storage. Storage of type storageClass never gets here: it
+// cannot change (see ValidatePipelineUpdate).
+func storageChangeWarning(was, is *pipelinev1beta1.ModelStorage) string {
+	var w string
+	switch is.EffectiveType() {
+	case pipelinev1beta1.StorageTypeExistingClaim:
+		w = fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", is.ClaimName)
+	case pipelinev1beta1.StorageTypeStorageClass:
+		w = fmt.Sprintf("modelStorage changed: the operator creates a claim of StorageClass %s, which starts empty, "+
+			"and moves every step onto it (the steps' pods restart)", is.StorageClassName)
+	default:
+		w = "modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)"
+	}
+	switch was.EffectiveType() {
+	case pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI:
+		w += "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
+	case pipelinev1beta1.StorageTypeExistingClaim:
+		if is.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim || is.ClaimName != was.ClaimName {
+			w += fmt.Sprintf("; claim %s stays as it is", was.ClaimName)
+		}
+	}
+	return w
 }
 
 // missingLocationWarning is the warning about step s, named name, whose location no node has.
@@ -277,10 +331,15 @@ func missingLocationWarning(name string, s *pipelinev1beta1.Step) string {
 }
 
 // storageOf is what identifies the volume and claim: the storage spec with its defaults (so
-// that writing a default is not a change), without the mount path (which only moves the mount).
+// that writing a default is not a change), without the mount path (which only moves the mount)
+// and, but for existingClaim, without claimName (which only existingClaim reads).
 func storageOf(p *pipelinev1beta1.Pipeline) pipelinev1beta1.ModelStorage {
 	c := p.DeepCopy()
 	c.Default()
-	c.Spec.ModelStorage.MountPath = ""
-	return c.Spec.ModelStorage
+	m := c.Spec.ModelStorage
+	m.MountPath = ""
+	if m.Type != pipelinev1beta1.StorageTypeExistingClaim {
+		m.ClaimName = ""
+	}
+	return m
 }

@@ -187,3 +187,62 @@ func TestWarningsKnowFallbackLocations(t *testing.T) {
 		t.Errorf("warnings %q do not say %q", got, want)
 	}
 }
+
+// The warning about a storage change says what becomes of the old storage, truthfully for each
+// type: nfs and csi volumes are deleted with the models left on their server (reclaim policy
+// Retain), a user's claim stays, and a change that keeps the claim warns of nothing.
+func TestStorageChangeWarnings(t *testing.T) {
+	nfs := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
+	otherNFS := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		CSIParameter: map[string]string{"server": "10.0.0.3", "share": "/models"}}
+	byClass := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
+	claimA := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
+	claimB := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-b"}
+	const retained = "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
+	for _, tc := range []struct {
+		name    string
+		was, is pipelinev1beta1.ModelStorage
+		want    string // empty: no storage warning
+	}{
+		{"nfs to another export", nfs, otherNFS,
+			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)" + retained},
+		{"nfs to storageClass", nfs, byClass,
+			"modelStorage changed: the operator creates a claim of StorageClass fast, which starts empty, and moves every step onto it " +
+				"(the steps' pods restart)" + retained},
+		{"nfs to existingClaim", nfs, claimA,
+			"modelStorage changed: every step moves to claim models-a (the steps' pods restart)" + retained},
+		{"existingClaim to another", claimA, claimB,
+			"modelStorage changed: every step moves to claim models-b (the steps' pods restart); claim models-a stays as it is"},
+		{"existingClaim to nfs", claimA, nfs,
+			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart); " +
+				"claim models-a stays as it is"},
+		{"storageClass with a claimName it does not read", byClass, func() pipelinev1beta1.ModelStorage {
+			m := byClass
+			m.ClaimName = "ignored"
+			return m
+		}(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, err := samples.Pipeline("default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Spec.ModelStorage = *tc.was.DeepCopy()
+			p := old.DeepCopy()
+			p.Spec.ModelStorage = *tc.is.DeepCopy()
+			var got []string
+			for _, w := range warnings(p, old, nil) {
+				if strings.HasPrefix(w, "modelStorage changed") {
+					got = append(got, w)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("warnings %q, want none", got)
+			case tc.want != "" && (len(got) != 1 || got[0] != tc.want):
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -150,7 +150,61 @@ var _ = Describe("Pipeline admission", func() {
 		warned.take()
 		p.Spec.ModelStorage.ClaimName = "models-b"
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		Expect(warned.take()).To(ContainElement("modelStorage changed: every step moves to claim models-b (the steps' pods restart)"))
+		Expect(warned.take()).To(ContainElement("modelStorage changed: every step moves to claim models-b (the steps' pods restart); claim models-a stays as it is"))
+	})
+
+	DescribeTable("refuses a change of storageClass storage, whose new claim would start empty, and says how to move",
+		func(ctx SpecContext, edit func(m *pipelinev1beta1.ModelStorage)) {
+			p := sample(ns)
+			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast",
+				Capacity: ptr.To(resource.MustParse("5Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}
+			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+			stored := p.DeepCopy()
+			edit(&p.Spec.ModelStorage)
+			err := k8sClient.Update(ctx, p)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+			Expect(err.Error()).To(ContainSubstring("spec.modelStorage"))
+			Expect(err.Error()).To(ContainSubstring("modelStorage of type storageClass cannot change"))
+			Expect(err.Error()).To(ContainSubstring("copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim"))
+
+			got := &pipelinev1beta1.Pipeline{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+			Expect(got.Spec.ModelStorage).To(Equal(stored.Spec.ModelStorage), "the stored storage is unchanged")
+		},
+		Entry("a larger capacity", func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }),
+		Entry("another StorageClass", func(m *pipelinev1beta1.ModelStorage) { m.StorageClassName = "slow" }),
+		Entry("other access modes", func(m *pipelinev1beta1.ModelStorage) {
+			m.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
+		}),
+		Entry("the type changed to existingClaim", func(m *pipelinev1beta1.ModelStorage) {
+			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "copied-models"}
+		}),
+		Entry("the type changed to nfs", func(m *pipelinev1beta1.ModelStorage) {
+			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
+		}),
+	)
+
+	It("lets storageClass storage move its mount path, and nfs storage change its export", func(ctx SpecContext) {
+		for _, n := range []string{"xx-test-node236", "xx-test-node239"} {
+			nodeNamed(ctx, n)
+		}
+		p := sample(ns)
+		p.Name = "by-class"
+		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		warned.take()
+		p.Spec.ModelStorage.MountPath = "/data/models"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(warned.take()).To(BeEmpty(), "the claim stays")
+
+		q := sample(ns)
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		warned.take()
+		q.Spec.ModelStorage.CSIParameter["server"] = "10.0.0.3"
+		Expect(k8sClient.Update(ctx, q)).To(Succeed())
+		Expect(warned.take()).To(ConsistOf("modelStorage changed: the operator creates a new volume and claim and moves every step onto them " +
+			"(the steps' pods restart); then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"))
 	})
 
 	It("accepts a step named router while the router is disabled, and defaults the router's replicas", func(ctx SpecContext) {

@@ -26,7 +26,8 @@ type PipelineSpecApplyConfiguration struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
 	// Service URL of the step after it.
 	Steps []StepApplyConfiguration `json:"steps,omitempty"`
-	// modelStorage is the shared storage every step mounts read-only.
+	// modelStorage is the shared storage every step mounts read-only. Of type storageClass it
+	// cannot change once created, but for mountPath: its claim holds the models.
 	ModelStorage *ModelStorageApplyConfiguration `json:"modelStorage,omitempty"`
 	// expose says how the entry (first) step is reached from outside the cluster. Without
 	// it every step has a ClusterIP Service only.
