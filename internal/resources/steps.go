@@ -20,7 +20,7 @@ import (
 const (
 	containerName   = "step"
 	portName        = "http"
-	modelVolumeName = "models"
+	ModelVolumeName = "models"
 )
 
 // StepURL is the in-cluster URL of the Service of step i.
@@ -82,7 +82,7 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 			WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(stepEnv(p, i)...).
 		WithVolumeMounts(corev1ac.VolumeMount().
-			WithName(modelVolumeName).
+			WithName(ModelVolumeName).
 			WithMountPath(mountPath(p)).
 			WithReadOnly(true)).
 		WithSecurityContext(StepSecurityContext(s, level))
@@ -94,7 +94,7 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 		WithSecurityContext(StepPodSecurityContext()).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
-			WithName(modelVolumeName).
+			WithName(ModelVolumeName).
 			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().
 				WithClaimName(ClaimName(p)).
 				WithReadOnly(true)))

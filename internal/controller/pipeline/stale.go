@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -41,8 +42,9 @@ func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, autoscalers and disruption budgets the steps no longer need, storage that was
-// replaced, an Ingress the spec dropped and a router it disabled.
+// or renamed, autoscalers and disruption budgets the steps no longer need, nfs or csi storage
+// that was replaced (never a claim a StorageClass provisioned), an Ingress the spec dropped and
+// a router it disabled.
 func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}
@@ -79,8 +81,12 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
 	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",
 		func(o client.Object) bool { return budgets[o.GetName()] }, inNamespace...)
+	// A claim a StorageClass provisioned (storageClass storage) holds the models, which would go
+	// with it: it is kept whatever the spec says now, and goes with the Pipeline. Admission
+	// refuses the changes that would replace it.
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
-		return resources.OwnsStorage(p) && o.GetName() == resources.ClaimName(p)
+		pvc, ok := o.(*corev1.PersistentVolumeClaim)
+		return (resources.OwnsStorage(p) && o.GetName() == resources.ClaimName(p)) || (ok && ptr.Deref(pvc.Spec.StorageClassName, "") != "")
 	}, inNamespace...)
 	deleteUnwanted(&networkingv1.IngressList{}, "Ingress", func(o client.Object) bool {
 		return resources.IngressSpec(p) != nil && o.GetName() == resources.IngressName(p)

@@ -1,8 +1,11 @@
-package controller
+package pipeline
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -70,7 +73,7 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 		}, func(m *pipelinev1beta1.ModelStorage) { m.ClaimName = "models-b" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := loadSample(t, "default")
+			old := testenv.Sample(t, "default")
 			tc.stored(&old.Spec.ModelStorage)
 			stored, errs := admission.admit(old)
 			if len(errs) > 0 {
@@ -85,8 +88,8 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 				if len(celErrs) > 0 || len(hookErrs) > 0 {
 					t.Fatalf("refused: CRD %v, webhook %v", celErrs, hookErrs)
 				}
-				if storageType(stored) == pipelinev1beta1.StorageTypeStorageClass && claimName(p) != claimName(stored) {
-					t.Errorf("accepted, but the claim changes from %s to %s", claimName(stored), claimName(p))
+				if resources.StorageType(stored) == pipelinev1beta1.StorageTypeStorageClass && resources.ClaimName(p) != resources.ClaimName(stored) {
+					t.Errorf("accepted, but the claim changes from %s to %s", resources.ClaimName(stored), resources.ClaimName(p))
 				}
 				return
 			}
@@ -97,8 +100,8 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 				!strings.Contains(hookErrs[0].Error(), "modelStorage.type existingClaim") {
 				t.Errorf("webhook errors %v, want one on %s that says how to move", hookErrs, tc.field)
 			}
-			if claimName(p) == claimName(stored) {
-				t.Errorf("refused, though the claim %s would stay", claimName(p))
+			if resources.ClaimName(p) == resources.ClaimName(stored) {
+				t.Errorf("refused, though the claim %s would stay", resources.ClaimName(p))
 			}
 		})
 	}
