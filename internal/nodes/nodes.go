@@ -18,10 +18,15 @@ func WithHostname(ctx context.Context, r client.Reader, hostname string) (bool, 
 }
 
 // Lookup is the node with the kubernetes.io/hostname label hostname (the first by name when
-// several have it); nil when none has.
+// several have it); nil when none has. r reads through IndexHostname; a reader without it (see
+// indexMissing) is asked with a label selector instead, with the same result.
 func Lookup(ctx context.Context, r client.Reader, hostname string) (*corev1.Node, error) {
 	list := &corev1.NodeList{}
-	if err := r.List(ctx, list, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil {
+	err := r.List(ctx, list, client.MatchingFields{IndexHostname: hostname})
+	if indexMissing(err) {
+		err = r.List(ctx, list, client.MatchingLabels{corev1.LabelHostname: hostname})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("list nodes with %s=%s: %w", corev1.LabelHostname, hostname, err)
 	}
 	var found *corev1.Node

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -50,8 +51,16 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 
 // SetupWithManager registers the reconciler: it watches Pipelines, their children, the nodes
 // (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
-// condition, cordon and taints) and the Pod Security level of namespaces.
+// condition, cordon and taints) and the Pod Security level of namespaces. It first registers the
+// cache indexes that node lookups and node events read through (nodes.SetupIndexes, and
+// indexBudgetSteps).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	if err := nodes.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &pipelinev1beta1.Pipeline{}, indexBudgetSteps, budgetSteps); err != nil {
+		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
+	}
 	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{})).WithOptions(controllerOptions(0))
 	for _, o := range opts {
 		o(b)
@@ -92,31 +101,27 @@ func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request 
 
 // pipelinesOnNode maps a node to the Pipelines with a step that may run on it (its location or
 // one of its fallbackLocations), or with the router located on it, and to those with a step
-// whose disruption budget depends on the nodes (see needsDisruptionBudget).
+// whose disruption budget depends on the nodes (see needsDisruptionBudget), through the cache's
+// indexes.
 func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
-	hostname := obj.GetLabels()[corev1.LabelHostname]
-	if hostname == "" {
-		hostname = obj.GetName()
-	}
-	list := &pipelinev1beta1.PipelineList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	keys, err := nodes.PipelinesOn(ctx, r.Client, obj)
+	if err != nil {
 		return nil
 	}
-	var reqs []reconcile.Request
-	for _, p := range list.Items {
-		if rt := p.Spec.Router; rt != nil && rt.Enabled && (rt.Location == hostname || rt.Location == obj.GetName()) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-			continue
+	// Read only: the cache's own objects are not copied.
+	withBudgets := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, withBudgets, client.MatchingFields{indexBudgetSteps: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	for i := range withBudgets.Items {
+		p := &withBudgets.Items[i]
+		if key := client.ObjectKeyFromObject(p); !slices.Contains(keys, key) {
+			keys = append(keys, key)
 		}
-		for i, s := range p.Spec.Steps {
-			// A step that may get a disruption budget counts the nodes that can hold its pods:
-			// any node's change may change the count.
-			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) ||
-				resources.NeedsDisruptionBudget(&p, i) {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-				break
-			}
-		}
+	}
+	reqs := make([]reconcile.Request, 0, len(keys))
+	for _, k := range keys {
+		reqs = append(reqs, reconcile.Request{NamespacedName: k})
 	}
 	return reqs
 }
@@ -145,4 +150,22 @@ func podSecurityLevelChanged() predicate.Predicate {
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// indexBudgetSteps indexes Pipelines under "true" when a step may get a disruption budget: any
+// node's change may change how many nodes can hold its pods.
+const indexBudgetSteps = "pipeline.budgetSteps"
+
+// budgetSteps is the value of indexBudgetSteps for a Pipeline.
+func budgetSteps(obj client.Object) []string {
+	p, ok := obj.(*pipelinev1beta1.Pipeline)
+	if !ok {
+		return nil
+	}
+	for i := range p.Spec.Steps {
+		if resources.NeedsDisruptionBudget(p, i) {
+			return []string{"true"}
+		}
+	}
+	return nil
 }

@@ -21,7 +21,9 @@ import (
 
 // SetupPipelineWebhookWithManager registers the defaulting and validating webhooks of Pipeline
 // with the manager's webhook server. nodes reads Nodes for the location warnings: the manager's
-// cache, which holds whole Nodes stripped to what placement reads (labels, cordon, taints, Ready).
+// cache, which holds whole Nodes stripped to what placement reads (labels, cordon, taints, Ready)
+// and indexes them by hostname once the Pipeline controller is set up on the same manager
+// (nodes.SetupIndexes); a reader without that index is asked with a label selector.
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
