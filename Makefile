@@ -166,7 +166,7 @@ test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook) an
 BENCH_SIZES ?= 100,300,1000
 
 .PHONY: bench
-bench: manifests envtest ## Measure convergence, writes and memory against the raw-write floor; writes docs/performance.md.
+bench: manifests envtest ## Measure convergence, writes and memory against the raw-write floor, and the cost of a node event; writes docs/performance.md.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_OUTPUT=$(CURDIR)/docs/performance.md BENCH_SIZES=$(BENCH_SIZES) \
 		go test ./internal/controller/pipeline/ -run TestBench -count=1 -timeout 60m -v
 

@@ -1,0 +1,408 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+)
+
+const (
+	benchNodes          = 200
+	benchNodePipelines  = 1000
+	benchNodeRounds     = 3 // interleaved runs of each variant; the median is reported
+	nodeEventsBegin     = "<!-- begin: node events, written by TestBenchNodeEvents -->"
+	nodeEventsEnd       = "<!-- end: node events -->"
+	benchRouterInterval = 10 // every 10th Pipeline has its router enabled
+)
+
+// TestBenchNodeEvents measures what one node event costs the operator's process with 1 000
+// Pipelines over 200 nodes, with the cache indexes (internal/nodes/index.go) and with the
+// scanning implementation they replaced, in the same run against the same informer cache, and
+// writes the figures as their own section of $BENCH_OUTPUT (make bench: docs/performance.md).
+// The figures are ratios of the same run; no assertion is timed.
+func TestBenchNodeEvents(t *testing.T) {
+	out := os.Getenv("BENCH_OUTPUT")
+	if out == "" || os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("BENCH_OUTPUT and KUBEBUILDER_ASSETS are not set: run `make bench`")
+	}
+	ctrl.SetLogger(logr.Discard())
+	started := time.Now()
+	cfg, c := startBenchEnv(t, "bench")
+	ctx := context.Background()
+
+	names := make([]string, benchNodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-node-%03d", i)
+	}
+	if err := parallel(benchNodes, func(i int) error {
+		return c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i],
+			Labels: map[string]string{corev1.LabelHostname: names[i]}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := parallel(benchNodePipelines, func(i int) error { return c.Create(ctx, benchNodePipeline("bench", i, names)) }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The manager's cache: the operator's cache options and indexes.
+	opts := CacheOptions()
+	opts.Scheme = runtimeScheme()
+	informers, err := cache.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.SetupIndexes(ctx, informers); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = informers.Start(cctx) }()
+	if !informers.WaitForCacheSync(cctx) {
+		t.Fatal("the cache did not sync")
+	}
+	reader, err := client.New(cfg, client.Options{Scheme: runtimeScheme(), Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeList := &corev1.NodeList{}
+	pipelineList := &pipelinev1beta1.PipelineList{}
+	for deadline := time.Now().Add(time.Minute); ; {
+		if err := reader.List(ctx, nodeList); err != nil {
+			t.Fatal(err)
+		}
+		if err := reader.List(ctx, pipelineList); err != nil {
+			t.Fatal(err)
+		}
+		if len(nodeList.Items) == benchNodes && len(pipelineList.Items) == benchNodePipelines {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache holds %d nodes and %d Pipelines", len(nodeList.Items), len(pipelineList.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	r := &PipelineReconciler{Client: reader}
+	before := nodeEvent{mapNode: func(ctx context.Context, n client.Object) []reconcile.Request {
+		return scanPipelinesOnNode(ctx, reader, n)
+	}, lookup: scanLookup}
+	after := nodeEvent{mapNode: r.pipelinesOnNode, lookup: nodes.Lookup}
+
+	// Both answer the same for every node before either is timed.
+	var pipelinesPerEvent, lookupsPerEvent float64
+	for i := range nodeList.Items {
+		n := &nodeList.Items[i]
+		b, err := before.run(ctx, reader, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := after.run(ctx, reader, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b.requests, a.requests) || !slices.Equal(b.found, a.found) {
+			t.Fatalf("node %s: the scan maps it to %v and finds %v, the indexes to %v and %v", n.Name, b.requests, b.found, a.requests, a.found)
+		}
+		if len(a.requests) == 0 {
+			t.Fatalf("node %s: no Pipeline runs on it", n.Name)
+		}
+		pipelinesPerEvent += float64(len(a.requests)) / benchNodes
+		lookupsPerEvent += float64(len(a.found)) / benchNodes
+	}
+
+	var scans, indexed, scanMaps, indexMaps []testing.BenchmarkResult
+	for range benchNodeRounds {
+		scans = append(scans, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { _, err := before.run(ctx, reader, n); return err }))
+		indexed = append(indexed, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { _, err := after.run(ctx, reader, n); return err }))
+		scanMaps = append(scanMaps, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { before.mapNode(ctx, n); return nil }))
+		indexMaps = append(indexMaps, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { after.mapNode(ctx, n); return nil }))
+	}
+	fig := nodeEventFigures{started: started, before: median(scans), after: median(indexed),
+		beforeMap: median(scanMaps), afterMap: median(indexMaps), pipelines: pipelinesPerEvent, lookups: lookupsPerEvent}
+	t.Logf("per node event: before %s, %d allocs; after %s, %d allocs; map function alone: before %s, after %s; %.0f Pipelines and %.0f node lookups",
+		time.Duration(fig.before.NsPerOp()), fig.before.AllocsPerOp(), time.Duration(fig.after.NsPerOp()), fig.after.AllocsPerOp(),
+		time.Duration(fig.beforeMap.NsPerOp()), time.Duration(fig.afterMap.NsPerOp()), fig.pipelines, fig.lookups)
+
+	doc, err := os.ReadFile(out)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte(withSection(string(doc), fig.markdown())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// benchNodePipeline is the i-th Pipeline of the node-event run: the bench Pipeline with step s
+// located on node 3i+s (mod 200) and falling back to node 3i+s+100, and every 10th with its
+// router enabled on node 7i: about 30 Pipelines may run on each node.
+func benchNodePipeline(ns string, i int, names []string) *pipelinev1beta1.Pipeline {
+	p := benchPipeline(ns, i)
+	for s := range p.Spec.Steps {
+		p.Spec.Steps[s].Location = names[(3*i+s)%len(names)]
+		p.Spec.Steps[s].FallbackLocations = []string{names[(3*i+s+len(names)/2)%len(names)]}
+	}
+	if i%benchRouterInterval == 0 {
+		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: names[(7*i)%len(names)]}
+	}
+	return p
+}
+
+// nodeEvent is what one node event costs the operator's process, apart from the apiserver: the
+// map function that turns the node into requests, then, for every request, what its pass does to
+// place the Pipeline's steps and router: read the Pipeline, look up the node of every location,
+// fallback location and router location.
+type nodeEvent struct {
+	mapNode func(context.Context, client.Object) []reconcile.Request
+	lookup  func(context.Context, client.Reader, string) (*corev1.Node, error)
+}
+
+// nodeEventResult is what one event found: its requests (sorted) and the node every lookup
+// returned ("" for none), in order.
+type nodeEventResult struct {
+	requests []string
+	found    []string
+}
+
+func (e nodeEvent) run(ctx context.Context, r client.Reader, n *corev1.Node) (nodeEventResult, error) {
+	var res nodeEventResult
+	for _, req := range e.mapNode(ctx, n) {
+		res.requests = append(res.requests, req.String())
+	}
+	sort.Strings(res.requests)
+	for _, key := range res.requests {
+		ns, name, _ := strings.Cut(key, "/")
+		p := &pipelinev1beta1.Pipeline{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+			return res, err
+		}
+		var locations []string
+		for s := range p.Spec.Steps {
+			locations = append(locations, p.Spec.Steps[s].Locations()...)
+		}
+		if rt := p.Spec.Router; rt != nil && rt.Enabled && rt.Location != "" {
+			locations = append(locations, rt.Location)
+		}
+		for _, l := range locations {
+			node, err := e.lookup(ctx, r, l)
+			if err != nil {
+				return res, err
+			}
+			found := ""
+			if node != nil {
+				found = node.Name
+			}
+			res.found = append(res.found, found)
+		}
+	}
+	return res, nil
+}
+
+// benchmarkNodes times f on one node per iteration, over the nodes in turn.
+func benchmarkNodes(nodeItems []corev1.Node, f func(*corev1.Node) error) testing.BenchmarkResult {
+	runtime.GC()
+	return testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := f(&nodeItems[i%len(nodeItems)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// median is the result with the median time per event.
+func median(rs []testing.BenchmarkResult) testing.BenchmarkResult {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b testing.BenchmarkResult) int { return int(a.NsPerOp() - b.NsPerOp()) })
+	return rs[len(rs)/2]
+}
+
+// scanPipelinesOnNode is the node-event map function the cache indexes replaced, kept as the
+// baseline: it lists (and copies) every Pipeline and matches each one's locations.
+func scanPipelinesOnNode(ctx context.Context, c client.Reader, obj client.Object) []reconcile.Request {
+	hostname := obj.GetLabels()[corev1.LabelHostname]
+	if hostname == "" {
+		hostname = obj.GetName()
+	}
+	list := &pipelinev1beta1.PipelineList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, p := range list.Items {
+		if rt := p.Spec.Router; rt != nil && rt.Enabled && (rt.Location == hostname || rt.Location == obj.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			continue
+		}
+		for _, s := range p.Spec.Steps {
+			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// scanLookup is the node lookup the cache index replaced, kept as the baseline: a label
+// selector, which the cache answers by matching (and copying the matches of) every node.
+func scanLookup(ctx context.Context, r client.Reader, hostname string) (*corev1.Node, error) {
+	list := &corev1.NodeList{}
+	if err := r.List(ctx, list, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil {
+		return nil, fmt.Errorf("list nodes with %s=%s: %w", corev1.LabelHostname, hostname, err)
+	}
+	var found *corev1.Node
+	for i := range list.Items {
+		if found == nil || list.Items[i].Name < found.Name {
+			found = &list.Items[i]
+		}
+	}
+	return found, nil
+}
+
+type nodeEventFigures struct {
+	started             time.Time
+	before, after       testing.BenchmarkResult
+	beforeMap, afterMap testing.BenchmarkResult // the map function alone
+	pipelines, lookups  float64
+}
+
+func (f nodeEventFigures) markdown() string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	b.WriteString(nodeEventsBegin + "\n")
+	fmt.Fprintf(&b, "## Node events\n\nMeasured by TestBenchNodeEvents on %s (%s/%s, %d CPUs, %s), %s.\n",
+		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), f.started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, `A fresh kube-apiserver and etcd (envtest) hold %d Nodes and %d Pipelines of 3 steps: step s of
+Pipeline i is located on node 3i+s (mod %d), with node 3i+s+%d as its fallback location, and
+every %dth Pipeline has its router enabled on node 7i, so that %.1f Pipelines may run on each node.
+An informer cache (controller-runtime's cache.New, with the operator's CacheOptions and
+nodes.SetupIndexes) holds them all. One node event is what the operator's process does for it:
+the controller's map function turns the node into requests, then, for every request, the pass
+reads the Pipeline from the cache and looks up the node of every location, fallback location
+and router location (%.1f lookups per event). No request reaches the apiserver.
+
+- **before**: the scanning implementation the indexes replaced (kept in
+  internal/controller/bench_nodes_test.go as the baseline): the map function lists and copies
+  every Pipeline, and each lookup lists the nodes with a label selector, which the cache answers
+  by matching every node.
+- **after**: the map function and the lookups read the cache indexes of internal/nodes/index.go
+  (Pipelines by the nodes they may run on, Nodes by their kubernetes.io/hostname label).
+
+Each variant, and its map function alone, is timed by Go's testing.Benchmark, one event per
+iteration over the %d nodes in turn, in the same process against the same cache, %d times in
+turn; the median run of each is shown. Before timing, both variants are checked to give the same
+requests and the same nodes for every node.
+
+| per node event | time | allocations | bytes allocated |
+|---|---|---|---|
+`, benchNodes, benchNodePipelines, benchNodes, benchNodes/2, benchRouterInterval, f.pipelines, f.lookups, benchNodes, benchNodeRounds)
+	row := func(name string, r testing.BenchmarkResult) {
+		fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", name, msString(r.NsPerOp()), r.AllocsPerOp(), kibString(r.AllocedBytesPerOp()))
+	}
+	ratios := func(before, after testing.BenchmarkResult) {
+		fmt.Fprintf(&b, "| before / after | %.1f× | %.1f× | %.1f× |\n",
+			ratio(before.NsPerOp(), after.NsPerOp()), ratio(before.AllocsPerOp(), after.AllocsPerOp()),
+			ratio(before.AllocedBytesPerOp(), after.AllocedBytesPerOp()))
+	}
+	row("before (scan)", f.before)
+	row("after (indexes)", f.after)
+	ratios(f.before, f.after)
+	b.WriteString("\nOf which the map function alone (the node → requests mapping):\n\n" +
+		"| per node event | time | allocations | bytes allocated |\n|---|---|---|---|\n")
+	row("before (scan)", f.beforeMap)
+	row("after (indexes)", f.afterMap)
+	ratios(f.beforeMap, f.afterMap)
+	b.WriteString(`
+Before, an event costs a copy of every Pipeline plus, per lookup, a match of every node: it
+grows as nodes × Pipelines. After, it costs what the Pipelines on that node cost: the map
+function reads one index bucket (two when the node's hostname label differs from its name) and
+copies nothing, each lookup reads one bucket; what remains is, per Pipeline concerned, the copy
+of it that its pass reads (in both rows) and the list machinery of each lookup.
+`)
+	b.WriteString("\nReproduce with `make bench`, which runs it with the other measurements and keeps this\n" +
+		"section when it rewrites the file; alone, with the apiserver and etcd that `make envtest` builds:\n" +
+		"`KUBEBUILDER_ASSETS=<envtest directory> BENCH_OUTPUT=$PWD/docs/performance.md go test ./internal/controller/ -run 'TestBenchNodeEvents$' -v`.\n")
+	b.WriteString(nodeEventsEnd + "\n")
+	return b.String()
+}
+
+func msString(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }
+
+func kibString(bytes int64) string { return fmt.Sprintf("%.1f KiB", float64(bytes)/1024) }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// withSection is doc with its node-events section replaced by section, or with section
+// appended when it has none.
+func withSection(doc, section string) string {
+	begin, end := strings.Index(doc, nodeEventsBegin), strings.Index(doc, nodeEventsEnd)
+	if begin >= 0 && end > begin {
+		return doc[:begin] + section + strings.TrimPrefix(doc[end+len(nodeEventsEnd):], "\n")
+	}
+	if doc != "" && !strings.HasSuffix(doc, "\n\n") {
+		doc = strings.TrimSuffix(doc, "\n") + "\n\n"
+	}
+	return doc + section
+}
+
+// keepNodeEvents is doc, a new docs/performance.md, with the node-events section of the file
+// at path, which TestBench rewrites otherwise.
+func keepNodeEvents(path, doc string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return doc
+	}
+	s := string(old)
+	begin, end := strings.Index(s, nodeEventsBegin), strings.Index(s, nodeEventsEnd)
+	if begin < 0 || end < begin {
+		return doc
+	}
+	return withSection(doc, s[begin:end+len(nodeEventsEnd)]+"\n")
+}
+
+func TestWithSection(t *testing.T) {
+	section := nodeEventsBegin + "\n## Node events\n" + nodeEventsEnd + "\n"
+	newer := nodeEventsBegin + "\n## Node events, again\n" + nodeEventsEnd + "\n"
+	doc := "# Performance\n\ntext\n"
+	withIt := withSection(doc, section)
+	if want := doc + "\n" + section; withIt != want {
+		t.Fatalf("appended:\n%q\nwant\n%q", withIt, want)
+	}
+	if got := withSection(withIt+"after\n", newer); got != doc+"\n"+newer+"after\n" {
+		t.Errorf("replaced:\n%q", got)
+	}
+	path := t.TempDir() + "/performance.md"
+	if err := os.WriteFile(path, []byte(withIt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keepNodeEvents(path, "# Performance\n\nnew text\n"); got != "# Performance\n\nnew text\n\n"+section {
+		t.Errorf("kept:\n%q", got)
+	}
+	if got := keepNodeEvents(path+".missing", doc); got != doc {
+		t.Errorf("without a file:\n%q", got)
+	}
+}
