@@ -1,4 +1,4 @@
-package controller
+package pipeline
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
@@ -63,7 +64,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	}
 
 	// The manager's cache: the operator's cache options and indexes.
-	opts := CacheOptions()
+	opts := manager.CacheOptions()
 	opts.Scheme = runtimeScheme()
 	informers, err := cache.New(cfg, opts)
 	if err != nil {
@@ -100,7 +101,7 @@ func TestBenchNodeEvents(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	r := &PipelineReconciler{Client: reader}
+	r := &Reconciler{Client: reader}
 	before := nodeEvent{mapNode: func(ctx context.Context, n client.Object) []reconcile.Request {
 		return scanPipelinesOnNode(ctx, reader, n)
 	}, lookup: scanLookup}
@@ -294,7 +295,7 @@ func (f nodeEventFigures) markdown() string {
 	fmt.Fprintf(&b, `A fresh kube-apiserver and etcd (envtest) hold %d Nodes and %d Pipelines of 3 steps: step s of
 Pipeline i is located on node 3i+s (mod %d), with node 3i+s+%d as its fallback location, and
 every %dth Pipeline has its router enabled on node 7i, so that %.1f Pipelines may run on each node.
-An informer cache (controller-runtime's cache.New, with the operator's CacheOptions and
+An informer cache (controller-runtime's cache.New, with the operator's manager.CacheOptions and
 nodes.SetupIndexes) holds them all. One node event is what the operator's process does for it:
 the controller's map function turns the node into requests, then, for every request, the pass
 reads the Pipeline from the cache and looks up the node of every location, fallback location
