@@ -49,7 +49,7 @@ func KeepCreatedMarker(obj any) (any, error) {
 	return obj, nil
 }
 
-// stripDeploymentDefaults drops, from a cached Deployment, its managedFields (keepCreatedMarker)
+// StripDeployment drops, from a cached Deployment, its managedFields (KeepCreatedMarker)
 // and the defaults of its pod template that the operator neither sets nor reads, keeps one map
 // for its labels and its pods' labels when they are the same, and shares the security contexts
 // the operator sets on every step pod among all cached Deployments.

@@ -35,7 +35,7 @@ func (a *Applier) handOverCreatedFields(ctx context.Context, current client.Obje
 }
 
 // createdMarker stands, in a cached child, for the managedFields entry of the create that made
-// it: the cache keeps no managedFields, but must tell updateChild which children still need the
+// it: the cache keeps no managedFields, but must tell update which children still need the
 // hand-over. All cached children share this one slice (reads from the cache get deep copies).
 var createdMarker = []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}}
 

@@ -16,6 +16,7 @@ const (
 	defaultIngressPathType = networkingv1.PathTypePrefix
 )
 
+// StorageType is the storage type of p, nfs when the spec leaves it out.
 func StorageType(p *pipelinev1beta1.Pipeline) pipelinev1beta1.StorageType {
 	return p.Spec.ModelStorage.EffectiveType()
 }
@@ -53,6 +54,7 @@ func StepPort(p *pipelinev1beta1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectivePort()
 }
 
+// StepReplicas is the number of pods of step i: replicas, else 1.
 func StepReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectiveReplicas()
 }
@@ -99,7 +101,7 @@ func ingressPathType(p *pipelinev1beta1.Pipeline) networkingv1.PathType {
 	return defaultIngressPathType
 }
 
-// isPaused reports whether p asks the operator to leave its children alone.
+// Paused reports whether p asks the operator to leave its children alone.
 func Paused(p *pipelinev1beta1.Pipeline) bool {
 	return p.Annotations[pipelinev1beta1.PausedAnnotation] == "true"
 }

@@ -6,7 +6,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
-// desiredIngress is the Ingress of spec.expose.ingress: one rule (for host, or any host) that
+// Ingress is the Ingress of spec.expose.ingress: one rule (for host, or any host) that
 // routes path to the entry's Service (the router's when it is enabled, else the first step's),
 // with TLS for host when tlsSecretName is set. It must only be called when the spec asks for an
 // Ingress.

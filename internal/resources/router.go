@@ -55,7 +55,7 @@ const (
 // given to the Go runtime as GOMEMLIMIT.
 const routerMemoryLimitTenths = 9
 
-// AnnotationRouterConfigHash, on the router's pod template, is the hash of the router's
+// AnnotationRouterConfigHash is the annotation, on the router's pod template, holding the hash of the router's
 // configuration: a changed configuration changes the template, so the router's pods restart
 // with it (the router reads its configuration once, at start).
 const AnnotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
@@ -93,7 +93,7 @@ func RouterSelector(p *pipelinev1beta1.Pipeline) map[string]string {
 	}
 }
 
-// desiredRouterConfig is the router's configuration: every step in order, called at
+// RouterConfig is the router's configuration: every step in order, called at
 // routerStepPath of its Service with its timeout, retries and stopWhen.
 func RouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
 	cfg := router.Config{
@@ -134,7 +134,7 @@ func RouterConfigJSON(p *pipelinev1beta1.Pipeline) (string, error) {
 	return string(data), nil
 }
 
-// desiredRouterConfigMap is the ConfigMap holding the router's configuration, config.
+// RouterConfigMap is the ConfigMap holding the router's configuration, config.
 func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(RouterObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
@@ -142,7 +142,7 @@ func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.Confi
 		WithData(map[string]string{RouterConfigKey: config})
 }
 
-// desiredRouterDeployment is the router's Deployment: image runs cmd/router with config (the
+// RouterDeployment is the router's Deployment: image runs cmd/router with config (the
 // content of the ConfigMap, whose hash is on the pod template), pinned to router.location.
 // The router image runs as a non-root user and writes no file, so its pods meet the restricted
 // Pod Security level in every namespace.
@@ -216,7 +216,7 @@ func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithReadOnlyRootFilesystem(true)
 }
 
-// desiredRouterService is the Service in front of the router's pods: http (port 80) to the
+// RouterService is the Service in front of the router's pods: http (port 80) to the
 // router's listen port. It is the Pipeline's entry, so its type is spec.expose.serviceType.
 // The metrics port stays off it: a NodePort or LoadBalancer Service would publish it outside
 // the cluster, and Prometheus scrapes the pods (config/prometheus/router-monitor.yaml).

@@ -37,7 +37,7 @@ func NeedsDisruptionBudget(p *pipelinev1beta1.Pipeline, i int) bool {
 	return stepMinReplicas(p, i) > 1 && p.Spec.Steps[i].Location == ""
 }
 
-// desiredStepHPA is the HorizontalPodAutoscaler of step i: it scales the step's Deployment
+// StepHPA is the HorizontalPodAutoscaler of step i: it scales the step's Deployment
 // between minReplicas and maxReplicas on the utilization targets of spec autoscaling. It
 // must only be called for an autoscaled step.
 func StepHPA(p *pipelinev1beta1.Pipeline, i int) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
@@ -73,7 +73,7 @@ func utilizationMetric(resource corev1.ResourceName, percent int32) *autoscaling
 				WithAverageUtilization(percent)))
 }
 
-// desiredStepPDB is the PodDisruptionBudget of step i: voluntary disruptions (node drains)
+// StepPDB is the PodDisruptionBudget of step i: voluntary disruptions (node drains)
 // take at most one of the step's pods at a time. It must only be called for a step that
 // NeedsDisruptionBudget.
 func StepPDB(p *pipelinev1beta1.Pipeline, i int) *policyv1ac.PodDisruptionBudgetApplyConfiguration {

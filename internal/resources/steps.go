@@ -64,7 +64,7 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 	return env
 }
 
-// desiredStepDeployment is the Deployment of step i: its pods run on node (the step's location,
+// StepDeployment is the Deployment of step i: its pods run on node (the step's location,
 // or the fallback it failed over to; empty is the location), mount the model claim read-only and
 // receive the step's configuration as environment variables. level is the Pod Security level the
 // Pipeline's namespace enforces; the pods are admitted there.
@@ -127,7 +127,7 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 		WithSpec(spec)
 }
 
-// desiredStepService is the Service in front of step i's pods: ClusterIP, or for the entry
+// StepService is the Service in front of step i's pods: ClusterIP, or for the entry
 // step the type spec.expose asks for. Node ports are left to the apiserver, which allocates
 // them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP.
 func StepService(p *pipelinev1beta1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {

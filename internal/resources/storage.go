@@ -9,8 +9,8 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
-// desiredPV is the model PersistentVolume of p (nfs and csi storage), pre-bound to the claim
-// of desiredPVC so that no other claim can take it.
+// PV is the model PersistentVolume of p (nfs and csi storage), pre-bound to the claim
+// of PVC so that no other claim can take it.
 func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguration {
 	s := p.Spec.ModelStorage
 	spec := corev1ac.PersistentVolumeSpec().
@@ -49,7 +49,7 @@ func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguratio
 		WithSpec(spec)
 }
 
-// desiredPVC is the claim every step of p mounts: bound to desiredPV for nfs and csi storage,
+// PVC is the claim every step of p mounts: bound to PV for nfs and csi storage,
 // provisioned by storageClassName for storageClass storage.
 func PVC(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	spec := corev1ac.PersistentVolumeClaimSpec().

@@ -52,7 +52,7 @@ func (o *Observed) autoscaler(i int) *autoscalingv2.HorizontalPodAutoscaler {
 	return nil
 }
 
-// computeStatus rebuilds the status of p from what the pass observed. Conditions keep their
+// Compute rebuilds the status of p from what the pass observed. Conditions keep their
 // last transition time while their status does not change.
 func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.PipelineStatus {
 	st := pipelinev1beta1.PipelineStatus{
@@ -187,6 +187,8 @@ func setDegraded(st *pipelinev1beta1.PipelineStatus, gen int64, problems []probl
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
+// SetReconciled sets the Reconciled condition of st from err, the error of the pass (nil: the
+// children match the spec).
 func SetReconciled(st *pipelinev1beta1.PipelineStatus, gen int64, err error) {
 	c := metav1.Condition{Type: pipelinev1beta1.ConditionReconciled, ObservedGeneration: gen,
 		Status: metav1.ConditionTrue, Reason: pipelinev1beta1.ReasonReconcileSucceeded, Message: "The children match the spec"}

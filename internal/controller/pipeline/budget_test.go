@@ -16,7 +16,8 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
-// stepPod is a pod of step i of p running on node, as the scheduler would have placed it.
+// stepPod is a ready pod of step i of p running on node, as the scheduler and the kubelet would
+// have made it. Ready matters: the budget lets pods that are not ready go at once.
 func stepPod(ctx context.Context, p *pipelinev1beta1.Pipeline, i int, name, node string) *corev1.Pod {
 	GinkgoHelper()
 	pod := &corev1.Pod{
@@ -24,6 +25,9 @@ func stepPod(ctx context.Context, p *pipelinev1beta1.Pipeline, i int, name, node
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "step", Image: p.Spec.Steps[i].Image}}},
 	}
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 	return pod
 }
 

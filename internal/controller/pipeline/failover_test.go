@@ -183,9 +183,14 @@ var _ = Describe("Node health and failover", func() {
 		Expect(getPipeline(ctx, p).Spec.Failover.Failback).To(Equal(pipelinev1beta1.FailbackAutomatic), "the CRD defaults failback")
 		before := failovers(p, "step-2")()
 
-		By("the location has been not ready for longer than afterSeconds")
-		setNodeReady(ctx, location, corev1.ConditionFalse, time.Now().Add(-time.Minute))
+		By("the location stops being ready: the step stays for afterSeconds, then moves")
+		// Condition times are whole seconds: the outage starts at the second it is recorded with.
+		down := time.Now().Truncate(time.Second)
+		setNodeReady(ctx, location, corev1.ConditionFalse, down)
+		Consistently(nodeOf(ctx, p, 1), time.Until(down.Add(1500*time.Millisecond))).Should(Equal(location), "not before afterSeconds")
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
+		Expect(time.Since(down)).To(BeNumerically(">=", 2*time.Second), "not before afterSeconds")
+		Expect(time.Since(down)).To(BeNumerically("<", 15*time.Second), "soon after afterSeconds")
 		Eventually(condition(ctx, p, pipelinev1beta1.ConditionProgressing)).Should(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonFailingOver)))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring(
