@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -33,6 +35,8 @@ type snapshot struct {
 	services    []corev1.Service
 	claims      []corev1.PersistentVolumeClaim
 	volumes     []corev1.PersistentVolume
+	configMaps  []corev1.ConfigMap
+	autoscalers []autoscalingv2.HorizontalPodAutoscaler
 }
 
 func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, error) {
@@ -42,10 +46,16 @@ func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, e
 	services := &corev1.ServiceList{}
 	claims := &corev1.PersistentVolumeClaimList{}
 	volumes := &corev1.PersistentVolumeList{}
-	for _, l := range []client.ObjectList{pipelines, deployments, services, claims} {
+	configMaps := &corev1.ConfigMapList{}
+	autoscalers := &autoscalingv2.HorizontalPodAutoscalerList{}
+	for _, l := range []client.ObjectList{pipelines, deployments, services, claims, autoscalers} {
 		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
+	}
+	// The namespace's own ConfigMaps (kube-root-ca.crt) are not the operator's.
+	if err := c.List(ctx, configMaps, client.InNamespace(ns), client.MatchingLabels{labelManagedBy: resources.ManagedBy}); err != nil {
+		return nil, err
 	}
 	if err := c.List(ctx, volumes); err != nil {
 		return nil, err
@@ -54,6 +64,7 @@ func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, e
 		w.pipelines[pipelines.Items[i].Name] = &pipelines.Items[i]
 	}
 	w.deployments, w.services, w.claims, w.volumes = deployments.Items, services.Items, claims.Items, volumes.Items
+	w.configMaps, w.autoscalers = configMaps.Items, autoscalers.Items
 	return w, nil
 }
 
@@ -185,6 +196,12 @@ func (w *snapshot) childrenByPipeline(ns string, problems *[]string) map[string]
 	for i := range w.claims {
 		file("PersistentVolumeClaim", &w.claims[i])
 	}
+	for i := range w.configMaps {
+		file("ConfigMap", &w.configMaps[i])
+	}
+	for i := range w.autoscalers {
+		file("HorizontalPodAutoscaler", &w.autoscalers[i])
+	}
 	for i := range w.volumes {
 		if w.volumes[i].Labels[resources.LabelPipelineNamespace] == ns {
 			file("PersistentVolume", &w.volumes[i])
@@ -201,8 +218,17 @@ func childProblems(p *pipelinev1beta1.Pipeline, have children) []string {
 	for i := range stepNames {
 		stepNames[i] = p.Name + "-" + p.Spec.StepName(i)
 	}
+	workloads, configMaps, autoscalers := slices.Clone(stepNames), []string(nil), []string(nil)
+	switch variant(p) {
+	case variantRouter:
+		workloads = append(workloads, p.Name+"-router")
+		configMaps = []string{p.Name + "-router"}
+	case variantAutoscaling:
+		autoscalers = []string{stepNames[1]}
+	}
+	sort.Strings(workloads)
 	for kind, want := range map[string][]string{
-		"Deployment": stepNames, "Service": stepNames,
+		"Deployment": workloads, "Service": workloads, "ConfigMap": configMaps, "HorizontalPodAutoscaler": autoscalers,
 		"PersistentVolumeClaim": {p.Status.PVCName}, "PersistentVolume": {p.Status.PVName},
 	} {
 		var got []string

@@ -61,6 +61,8 @@ func startInProcess(r *run, cfg *rest.Config, wrap func(http.RoundTripper) http.
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("pipeline-operator"),
 		Metrics:   metrics,
+		// The router's objects are written like any other child; no router runs here.
+		RouterImage: routerImage,
 	}
 	if err := rec.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(maxConcurrentReconciles)); err != nil {
 		r.Fatalf("set up the reconciler: %v", err)

@@ -23,7 +23,16 @@ const (
 	burstSize = 100
 )
 
-// newPipeline is the i-th Pipeline of a case: NFS storage and three unpinned steps.
+// The nodes the pinned Pipelines of the suite run on, and fail over between; the simulated
+// controllers keep them Ready.
+var faultNodes = []string{"faults-node-a", "faults-node-b"}
+
+// routerImage is the router image the operator of the suite is given.
+const routerImage = "registry.faults.invalid/pipeline-operator:v0"
+
+// newPipeline is the i-th Pipeline of a case: NFS storage and three steps; every fourth from the
+// second on enables the router, every fourth from the third autoscales its second step, and
+// every fourth from the fourth pins its first step to a node with a fallback.
 func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
 	p := &pipelinev1beta1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%03d", i), Namespace: ns},
@@ -36,7 +45,32 @@ func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
 		p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
 			Args: map[string]pipelinev1beta1.ArgValue{"listenPort": "9080"}})
 	}
+	switch variant(p) {
+	case variantRouter:
+		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+	case variantAutoscaling:
+		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 3}
+	case variantFailover:
+		p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = faultNodes[0], faultNodes[1:]
+	}
 	return p
+}
+
+// The kinds of Pipeline of the suite.
+const (
+	variantPlain = iota
+	variantRouter
+	variantAutoscaling
+	variantFailover
+)
+
+// variant is the kind of Pipeline p is, from its name.
+func variant(p *pipelinev1beta1.Pipeline) int {
+	var i int
+	if _, err := fmt.Sscanf(p.Name, "pipeline-%d", &i); err != nil {
+		return variantPlain
+	}
+	return i % 4
 }
 
 // burst creates n Pipelines with burstWriters parallel writers, each retrying its create until

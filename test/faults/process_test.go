@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -85,7 +87,7 @@ func startManagerProcess(r *run, cp *controlPlane, user, ns string, supervise bo
 		user: user,
 		args: []string{bin, "--enable-webhooks=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 			"--leader-elect", "--leader-election-namespace=" + ns},
-		env:        append(os.Environ(), "OPERATOR_CONDITION_NAME="),
+		env:        append(os.Environ(), "OPERATOR_CONDITION_NAME=", resources.EnvRouterImage+"="+routerImage),
 		logPath:    filepath.Join(cp.dir, user+".log"),
 		supervise:  supervise,
 		kubeconfig: cp.kubeconfig,

@@ -4,6 +4,11 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -50,6 +55,7 @@ func (w *simulatedControllers) restart(r *run) {
 
 func (w *simulatedControllers) start(r *run) {
 	r.Helper()
+	w.ensureNodes(r)
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: resources.ManagedBy})
 	c, err := cache.New(w.cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            {Label: managed},
@@ -120,6 +126,34 @@ func worldRound(ctx context.Context, c cache.Cache, w client.Client) {
 				pv.Status.Phase = corev1.VolumeBound
 				_ = w.Status().Update(ctx, pv)
 			}
+		}
+	}
+}
+
+// ensureNodes makes the suite's nodes exist and report Ready, as their kubelets would; nothing
+// here takes them down.
+func (w *simulatedControllers) ensureNodes(r *run) {
+	r.Helper()
+	c, err := client.New(w.cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		r.Fatalf("create the simulated kubelets' client: %v", err)
+	}
+	ctx := r.Context()
+	for _, name := range faultNodes {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.Fatalf("create node %s: %v", name, err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			r.Fatalf("get node %s: %v", name, err)
+		}
+		if c := nodes.ReadyCondition(node); c != nil && c.Status == corev1.ConditionTrue {
+			continue
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if err := c.Status().Update(ctx, node); err != nil {
+			r.Fatalf("make node %s ready: %v", name, err)
 		}
 	}
 }

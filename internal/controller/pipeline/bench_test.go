@@ -36,7 +36,6 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
-	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
@@ -304,7 +303,7 @@ func (r *countingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 func (r *countingReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
-	if err := nodes.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{}))

@@ -52,14 +52,10 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 // SetupWithManager registers the reconciler: it watches Pipelines, their children, the nodes
 // (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
 // condition, cordon and taints) and the Pod Security level of namespaces. It first registers the
-// cache indexes that node lookups and node events read through (nodes.SetupIndexes, and
-// indexBudgetSteps).
+// cache indexes that node lookups and node events read through (setupIndexes).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
-	if err := nodes.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &pipelinev1beta1.Pipeline{}, indexBudgetSteps, budgetSteps); err != nil {
-		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
 	}
 	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{})).WithOptions(controllerOptions(0))
 	for _, o := range opts {
@@ -150,6 +146,18 @@ func podSecurityLevelChanged() predicate.Predicate {
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// setupIndexes registers the cache indexes the reconciler reads through: those of node lookups
+// and node events (nodes.SetupIndexes), and indexBudgetSteps.
+func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := nodes.SetupIndexes(ctx, indexer); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, indexBudgetSteps, budgetSteps); err != nil {
+		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
+	}
+	return nil
 }
 
 // indexBudgetSteps indexes Pipelines under "true" when a step may get a disruption budget: any
