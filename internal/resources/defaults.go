@@ -10,6 +10,10 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
+// The defaults live next to the API types (api/v1beta1/defaults.go), shared with the defaulting
+// webhook; these helpers read a Pipeline the way the operator acts on it, whether or not the
+// webhook wrote the defaults into its spec.
+
 // Values of spec.expose.ingress when it leaves them out (the CRD defaults them too).
 const (
 	defaultIngressPath     = "/"

@@ -46,6 +46,8 @@ type UpgradeableReconciler struct {
 	last *metav1.Condition
 }
 
+// +kubebuilder:rbac:groups=operators.coreos.com,resources=operatorconditions,verbs=get;update
+
 // Reconcile sets the Upgradeable condition from the Pipelines' status, when it changed.
 func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	list := &pipelinev1beta1.PipelineList{}
