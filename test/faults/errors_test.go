@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
 const (
@@ -25,10 +27,6 @@ const (
 	lostAnswerShare = 0.05
 	// faultSeed seeds the draws.
 	faultSeed = 20260101
-	// minWritesPerPipeline is the least the operator can write for a new Pipeline until it runs:
-	// its finalizer, the volume, the claim, a Deployment and a Service per step, the status
-	// while the children roll out and the status once they have.
-	minWritesPerPipeline = 1 + 2 + 2*steps + 2
 	// maxWritesFactor bounds the writes attempted under faults, against the minimum.
 	maxWritesFactor = 5
 )
@@ -130,7 +128,10 @@ func writeErrors(r *run) {
 		r.Errorf("the operator kept writing after convergence: %d writes in 3 s", later)
 	}
 
-	minimum := int64(burstSize * minWritesPerPipeline)
+	minimum := int64(0)
+	for i := range burstSize {
+		minimum += int64(minWrites(newPipeline(ns, i)))
+	}
 	injected := f.conflicts.Load() + f.unavailable.Load() + f.lostAnswers.Load()
 	if attempted > maxWritesFactor*minimum {
 		r.Errorf("retries unbounded: %d writes attempted, more than %d times the fault-free minimum %d", attempted, maxWritesFactor, minimum)
@@ -141,8 +142,24 @@ func writeErrors(r *run) {
 	r.res.converge = fmt.Sprintf("%.1f s after the burst began", conv.at.Sub(b.started).Seconds())
 	r.figure("shares drawn per write: %.0f %% 409 Conflict, %.0f %% 503, %.0f %% answer replaced by a 500 after the write (seed %d)",
 		100*conflictShare, 100*unavailableShare, 100*lostAnswerShare, faultSeed)
-	r.figure("writes attempted: %d (%.2f per Pipeline) against a fault-free minimum of %d (%d per Pipeline: finalizer, volume, claim, %d Deployments, %d Services, 2 statuses): %.2f times the minimum (bound %d)",
-		attempted, float64(attempted)/burstSize, minimum, minWritesPerPipeline, steps, steps, float64(attempted)/float64(minimum), maxWritesFactor)
+	r.figure("writes attempted: %d (%.2f per Pipeline) against a fault-free minimum of %d (%.2f per Pipeline: finalizer, volume, claim, "+
+		"%d Deployments, %d Services, 2 statuses, and the router's ConfigMap, Deployment and Service or the step's autoscaler): "+
+		"%.2f times the minimum (bound %d)", attempted, float64(attempted)/burstSize, minimum, float64(minimum)/burstSize,
+		steps, steps, float64(attempted)/float64(minimum), maxWritesFactor)
 	r.figure("writes attempted in the 3 s after convergence: %d; events recorded: %d", later, f.events.Load())
 	r.figure("converged %.1f s after the burst began", conv.at.Sub(b.started).Seconds())
+}
+
+// minWrites is the least the operator can write for the new Pipeline p until it runs: the
+// finalizer, the volume and the claim, a Deployment and a Service per step, two statuses
+// (creating, running), and the router's ConfigMap, Deployment and Service, or a step's autoscaler.
+func minWrites(p *pipelinev1beta1.Pipeline) int {
+	n := 1 + 2 + 2*steps + 2
+	switch variant(p) {
+	case variantRouter:
+		n += 3
+	case variantAutoscaling:
+		n++
+	}
+	return n
 }

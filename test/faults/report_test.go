@@ -54,9 +54,11 @@ func (r *report) markdown() string {
 	b.WriteString(".\n")
 	b.WriteString(`
 Each case starts its own kube-apiserver and etcd (envtest), runs the operator, loads it and
-breaks something. No built-in controller runs there: the suite plays the deployment controller
-(every Deployment of the operator becomes available for its generation) and the volume binder
-(claims and volumes become Bound), so a converged Pipeline is ` + "`running`" + ` with every step ready.
+breaks something. The Pipelines have NFS storage and three steps; of every four, one enables
+the router, one autoscales a step and one pins a step to a node with a fallback node. No built-in
+controller runs there: the suite plays the deployment controller (every Deployment of the
+operator becomes available for its generation), the volume binder (claims and volumes become
+Bound) and the kubelets of two Ready nodes, so a converged Pipeline is ` + "`running`" + ` with every step ready.
 When kube-apiserver or etcd come back, the simulated controllers start afresh, so that the
 figure is the operator's and not their informers' backoff.
 
@@ -70,7 +72,8 @@ manager in the test's process, with its connection wrapped.
   (` + "`observedGeneration`" + `, ` + "`Available`" + ` and ` + "`Reconciled`" + ` True, not ` + "`Degraded`" + `) and is ` + "`running`" + `, and
   has exactly its children — its PersistentVolume (live List of the cluster's volumes) and
   claim, one Deployment and one Service per step, each with its spec's image, model, Pipeline
-  and labels, controlled by it — and nothing else exists; then nothing changes for 3 s. No
+  and labels, the router's ConfigMap, Deployment and Service, the autoscaler, controlled by it —
+  and nothing else exists; then nothing changes for 3 s. No
   Pipeline ever reported ` + "`NameConflict`" + ` (status or event): nobody else's object takes a child's name here.
 - **writes lost**: Pipelines the apiserver accepted that are missing at the end, plus children
   a converged Pipeline's spec asks for that are missing; for deletes, Pipelines still there
