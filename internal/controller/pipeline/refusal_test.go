@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,27 +18,27 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
-// freezeImages makes the apiserver refuse, in namespace ns, every update of a Deployment that
-// changes a container's image, as a cluster's change-freeze policy would. It returns once the
-// policy is in force, and removes it when the test ends.
-func freezeImages(ctx context.Context, ns string, d *appsv1.Deployment) {
+// refuse makes the apiserver refuse, in namespace ns, every op of a resource (apps/v1
+// deployments or v1 services) for which expression is false, with message, as a cluster's
+// admission policy would. It returns a function that lifts the policy; the policy goes when the
+// test ends in any case.
+func refuse(ctx context.Context, ns, resource string, op admissionregistrationv1.OperationType, expression, message string) func() {
 	GinkgoHelper()
-	name := "freeze-images-" + ns
+	name := "refuse-" + resource + "-" + ns
+	group := ""
+	if resource == "deployments" {
+		group = "apps"
+	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
-						Resources: []string{"deployments"}},
+					Operations: []admissionregistrationv1.OperationType{op},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource}},
 				},
 			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "object.spec.template.spec.containers.all(c, oldObject.spec.template.spec.containers" +
-					".exists(o, o.name == c.name && o.image == c.image))",
-				Message: "images are frozen during the change freeze",
-			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -45,22 +47,35 @@ func freezeImages(ctx context.Context, ns string, d *appsv1.Deployment) {
 			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
 		},
 	}
 	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
-		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed())
-	})
-	By("waiting until the apiserver enforces the policy (a dry-run image change is refused)")
+	lift := func() {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(context.Background(), binding))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8sClient.Delete(context.Background(), policy))).To(Succeed())
+	}
+	DeferCleanup(lift)
+	return lift
+}
+
+// freezeImages makes the apiserver refuse, in namespace ns, every update of a Deployment that
+// changes a container's image, as a cluster's change-freeze policy would. It returns once the
+// policy is in force (a dry-run image change of d is refused), and a function that lifts it.
+func freezeImages(ctx context.Context, ns string, d *appsv1.Deployment) func() {
+	GinkgoHelper()
+	lift := refuse(ctx, ns, "deployments", admissionregistrationv1.Update,
+		"object.spec.template.spec.containers.all(c, oldObject.spec.template.spec.containers"+
+			".exists(o, o.name == c.name && o.image == c.image))",
+		"images are frozen during the change freeze")
 	Eventually(func() bool {
 		probe := &appsv1.Deployment{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(d), probe)).To(Succeed())
 		probe.Spec.Template.Spec.Containers[0].Image = "probe:frozen"
 		return apierrors.IsInvalid(k8sClient.Update(ctx, probe, client.DryRunAll))
 	}).Should(BeTrue())
+	return lift
 }
 
 // warnings are the Warning events recorded on p, by reason.
@@ -87,7 +102,7 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 		ns := newNamespace(ctx)
 		p := runningSample(ctx, ns)
 		d := deploymentOf(ctx, p, 1)
-		freezeImages(ctx, ns, d)
+		lift := freezeImages(ctx, ns, d)
 
 		By("changing the second step's image, which the policy refuses")
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
@@ -116,8 +131,7 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 			Not(HaveKey(pipelinev1beta1.ReasonApplyFailed))))
 
 		By("once the freeze is lifted, the change goes through and the Pipeline recovers")
-		Expect(k8sClient.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "freeze-images-" + ns}})).To(Succeed())
+		lift()
 		Eventually(func() string {
 			return deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image
 		}, "90s").Should(Equal("nginx:1.27"))
@@ -125,5 +139,45 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
 		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).To(HaveField("Status", metav1.ConditionFalse))
 		Expect(resources.StepObjectName(p, 1)).To(Equal(d.Name))
+	})
+})
+
+var _ = Describe("Children the spec no longer names", func() {
+	It("are removed only after a pass that wrote every current child", func() {
+		ctx := context.Background()
+		ns := newNamespace(ctx)
+		p := runningSample(ctx, ns)
+		old := resources.StepObjectName(p, 1)
+
+		By("the apiserver refuses the Service of the step's new name")
+		renamed := p.Name + "-renamed"
+		lift := refuse(ctx, ns, "services", admissionregistrationv1.Create,
+			"object.metadata.name != '"+renamed+"'", "no Service of that name here")
+		Eventually(func() error {
+			probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: renamed, Namespace: ns},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+			if err := k8sClient.Create(ctx, probe, client.DryRunAll); !apierrors.IsInvalid(err) {
+				return fmt.Errorf("the policy is not in force yet: %v", err)
+			}
+			return nil
+		}).Should(Succeed())
+
+		By("renaming the step: its new Deployment is made, its new Service refused")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "renamed" })
+		Eventually(func() bool { return gone(ctx, &appsv1.Deployment{}, ns, renamed) }).Should(BeFalse())
+		Eventually(condition(ctx, p, pipelinev1beta1.ConditionReconciled)).Should(
+			HaveField("Message", ContainSubstring("Service "+renamed)))
+
+		By("the old step's Deployment and Service stay while a current child is missing")
+		Consistently(func() bool {
+			return !gone(ctx, &appsv1.Deployment{}, ns, old) && !gone(ctx, &corev1.Service{}, ns, old)
+		}, "3s").Should(BeTrue())
+
+		By("once the Service is made, the old children go")
+		lift()
+		Eventually(func() bool { return gone(ctx, &corev1.Service{}, ns, renamed) }, "90s").Should(BeFalse())
+		Eventually(func() bool {
+			return gone(ctx, &appsv1.Deployment{}, ns, old) && gone(ctx, &corev1.Service{}, ns, old)
+		}).Should(BeTrue())
 	})
 })
