@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -103,7 +105,7 @@ const (
 // and returns its config and a client, with namespace ns created.
 func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
 	t.Helper()
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../config/crd/bases"}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{testenv.RepoPath("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/12")
 	cfg, err := env.Start()
 	if err != nil {

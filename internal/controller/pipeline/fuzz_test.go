@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,7 +44,7 @@ type crdAdmission struct {
 
 func loadCRDAdmission(t testing.TB) *crdAdmission {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "distri-infer.ndsl.cn_pipelines.yaml"))
+	data, err := os.ReadFile(testenv.RepoPath("config", "crd", "bases", "distri-infer.ndsl.cn_pipelines.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
