@@ -70,7 +70,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes.SetupIndexes(ctx, informers); err != nil {
+	if err := setupIndexes(ctx, informers); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
