@@ -130,6 +130,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if err := setupWebhooks(mgr, selfSigned); err != nil {
 			return nil, fmt.Errorf("set up the Pipeline webhooks: %w", err)
 		}
+	} else {
+		log.Info("Webhooks are off: storage sources are not checked against the rights of who asks for them. " +
+			"Anyone who may create Pipelines can have the operator create a PersistentVolume for any NFS export or " +
+			"CSI volume (see docs/security.md); keep the webhooks on in a cluster shared with others")
 	}
 	if err := setupOperatorCondition(mgr); err != nil {
 		return nil, fmt.Errorf("set up the OperatorCondition controller: %w", err)

@@ -23,11 +23,13 @@ import (
 // with the manager's webhook server. nodes reads Nodes for the location warnings: the manager's
 // cache, which holds whole Nodes stripped to what placement reads (labels, cordon, taints, Ready)
 // and indexes them by hostname once the Pipeline controller is set up on the same manager
-// (nodes.SetupIndexes); a reader without that index is asked with a label selector.
+// (nodes.SetupIndexes); a reader without that index is asked with a label selector. The
+// manager's client asks the apiserver whether the requester may create the PersistentVolume an
+// inline storage source stands for (SubjectAccessReviews).
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{Nodes: nodes}).
+		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient()}).
 		Complete()
 }
 
@@ -82,6 +84,9 @@ type Validator struct {
 	// Nodes reads Nodes (by their kubernetes.io/hostname label) for the warning about a location
 	// no node has yet; nil turns that warning off.
 	Nodes client.Reader
+	// Reviews creates the SubjectAccessReviews that check the requester of an inline storage
+	// source (see storageAccess); nil turns that check off.
+	Reviews client.Client
 }
 
 // ValidateCreate implements admission.Validator.
@@ -115,6 +120,9 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
+	}
+	if err := v.storageAccess(ctx, p, old); err != nil {
+		return nil, err
 	}
 	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil
 }

@@ -1,0 +1,70 @@
+package v1beta1
+
+import (
+	"context"
+	"fmt"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// storageAccess refuses an inline nfs or csi storage source to a requester who may not create
+// PersistentVolumes: for such a source the operator creates a cluster-scoped PersistentVolume
+// (an NFS export or CSI volume of the author's choosing) with its own rights, which would give
+// a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
+// SubjectAccessReview of the admission request's user, on create and whenever the storage
+// changes: a tenant may still edit the rest of a Pipeline an administrator made.
+func (v *Validator) storageAccess(ctx context.Context, p, old *pipelinev1beta1.Pipeline) error {
+	t := p.Spec.ModelStorage.EffectiveType()
+	if v.Reviews == nil || (t != pipelinev1beta1.StorageTypeNFS && t != pipelinev1beta1.StorageTypeCSI) {
+		return nil
+	}
+	if old != nil && equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
+		return nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("check who may create the storage: %w", err))
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, vs := range req.UserInfo.Extra {
+		extra[k] = authorizationv1.ExtraValue(vs)
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes", Version: "v1"},
+	}}
+	if err := v.Reviews.Create(ctx, review); err != nil {
+		// Closed, not open: without an answer the operator would make the volume for anyone.
+		return apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"cannot check whether %s may create PersistentVolumes, which %s storage needs: %v; try again", req.UserInfo.Username, t, err))
+	}
+	if review.Status.Allowed {
+		return nil
+	}
+	return apierrors.NewForbidden(pipelinev1beta1.GroupVersion.WithResource("pipelines").GroupResource(), p.Name,
+		field.Forbidden(field.NewPath("spec", "modelStorage", "type"), fmt.Sprintf(
+			"%s storage (%s) makes the operator create a PersistentVolume for it, and %s may not create PersistentVolumes "+
+				"(verb create on persistentvolumes, cluster-wide): use modelStorage.type storageClass (a claim that a "+
+				"StorageClass provisions) or existingClaim (a claim in namespace %s), or ask a cluster administrator "+
+				"to create this storage", t, source(&p.Spec.ModelStorage), req.UserInfo.Username, p.Namespace)))
+}
+
+// source describes an inline storage source for messages.
+func source(m *pipelinev1beta1.ModelStorage) string {
+	if m.EffectiveType() == pipelinev1beta1.StorageTypeNFS {
+		return fmt.Sprintf("NFS server %s, share %s", m.CSIParameter["server"], m.CSIParameter["share"])
+	}
+	driver := m.CSIParameter[pipelinev1beta1.CSIDriverParameter]
+	if driver == "" {
+		driver = pipelinev1beta1.DefaultCSIDriver
+	}
+	return "CSI driver " + driver
+}
