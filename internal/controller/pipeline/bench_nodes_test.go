@@ -296,13 +296,13 @@ func (f nodeEventFigures) markdown() string {
 Pipeline i is located on node 3i+s (mod %d), with node 3i+s+%d as its fallback location, and
 every %dth Pipeline has its router enabled on node 7i, so that %.1f Pipelines may run on each node.
 An informer cache (controller-runtime's cache.New, with the operator's manager.CacheOptions and
-nodes.SetupIndexes) holds them all. One node event is what the operator's process does for it:
+the indexes the reconciler registers) holds them all. One node event is what the operator's process does for it:
 the controller's map function turns the node into requests, then, for every request, the pass
 reads the Pipeline from the cache and looks up the node of every location, fallback location
 and router location (%.1f lookups per event). No request reaches the apiserver.
 
 - **before**: the scanning implementation the indexes replaced (kept in
-  internal/controller/bench_nodes_test.go as the baseline): the map function lists and copies
+  internal/controller/pipeline/bench_nodes_test.go as the baseline): the map function lists and copies
   every Pipeline, and each lookup lists the nodes with a label selector, which the cache answers
   by matching every node.
 - **after**: the map function and the lookups read the cache indexes of internal/nodes/index.go
@@ -341,7 +341,7 @@ of it that its pass reads (in both rows) and the list machinery of each lookup.
 `)
 	b.WriteString("\nReproduce with `make bench`, which runs it with the other measurements and keeps this\n" +
 		"section when it rewrites the file; alone, with the apiserver and etcd that `make envtest` builds:\n" +
-		"`KUBEBUILDER_ASSETS=<envtest directory> BENCH_OUTPUT=$PWD/docs/performance.md go test ./internal/controller/ -run 'TestBenchNodeEvents$' -v`.\n")
+		"`KUBEBUILDER_ASSETS=<envtest directory> BENCH_OUTPUT=$PWD/docs/performance.md go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents$' -v`.\n")
 	b.WriteString(nodeEventsEnd + "\n")
 	return b.String()
 }

@@ -544,8 +544,8 @@ generation.
   apiserver takes the same object mix on this machine.
 - **operator**: the writers create only the Pipelines; the operator (MaxConcurrentReconciles
   ` + strconv.Itoa(defaultConcurrency) + `) does the rest. Time from the first create to the last Pipeline converged.
-- **writes**: the operator's object writes per Pipeline (the minimum is ` + strconv.Itoa(minWritesPerPipeline) + `: finalizer, resources.PV,
-  resources.PVC, 3 Deployments, 3 Services, status); events are counted apart. A pass that runs before
+- **writes**: the operator's object writes per Pipeline (the minimum is ` + strconv.Itoa(minWritesPerPipeline) + `: finalizer, PV,
+  PVC, 3 Deployments, 3 Services, status); events are counted apart. A pass that runs before
   the cache shows a child made by the pass before sends a create that the apiserver refuses as
   already existing: it is counted too, which is when the figure exceeds ` + strconv.Itoa(minWritesPerPipeline) + `.
 - **restart / resync**: a new manager starts against the converged Pipelines and reconciles
