@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"context"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -81,7 +82,7 @@ var _ = Describe("Inline storage sources and the requester's rights", func() {
 			{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models"},
 		} {
 			q := sample(ns)
-			q.Name = "tenant-" + string(m.Type)
+			q.Name = "tenant-" + strings.ToLower(string(m.Type))
 			q.Spec.ModelStorage = m
 			Expect(as(tenant).Create(ctx, q)).To(Succeed(), "%s", m.Type)
 		}
