@@ -256,3 +256,22 @@ func TestDesiredStorage(t *testing.T) {
 		})
 	}
 }
+
+// No step or router pod calls the Kubernetes API: none mounts a ServiceAccount token, which
+// anyone who breaks into the step's image could otherwise use.
+func TestPodsMountNoServiceAccountToken(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	config, err := RouterConfigJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]*appsv1.Deployment{
+		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "")),
+		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "")),
+		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config)),
+	} {
+		if got := d.Spec.Template.Spec.AutomountServiceAccountToken; got == nil || *got {
+			t.Errorf("%s pods: automountServiceAccountToken %v, want false", name, got)
+		}
+	}
+}

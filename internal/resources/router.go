@@ -188,6 +188,8 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) *appsv1
 
 	pod := corev1ac.PodSpec().
 		WithSecurityContext(StepPodSecurityContext()).
+		// Nothing in the pod calls the Kubernetes API: no ServiceAccount token to steal.
+		WithAutomountServiceAccountToken(false).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
 			WithName(routerConfigVolume).

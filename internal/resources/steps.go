@@ -92,6 +92,8 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 
 	pod := corev1ac.PodSpec().
 		WithSecurityContext(StepPodSecurityContext()).
+		// Nothing in the pod calls the Kubernetes API: no ServiceAccount token to steal.
+		WithAutomountServiceAccountToken(false).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
 			WithName(ModelVolumeName).
