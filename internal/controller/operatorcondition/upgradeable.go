@@ -46,7 +46,9 @@ type UpgradeableReconciler struct {
 	last *metav1.Condition
 }
 
-// +kubebuilder:rbac:groups=operators.coreos.com,resources=operatorconditions,verbs=get;update
+// The operator has no rights of its own on OperatorConditions: OLM, which creates the
+// operator's OperatorCondition, also grants its ServiceAccounts get, update and patch on that one
+// object, by name, in the operator's namespace. Outside OLM the controller does not run.
 
 // Reconcile sets the Upgradeable condition from the Pipelines' status, when it changed.
 func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
