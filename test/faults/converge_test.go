@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -355,7 +357,11 @@ func waitConverged(r *run, c client.Client, ns string, want []string) convergenc
 func expectConverged(r *run, c client.Client, ns string, want []string) convergence {
 	r.Helper()
 	conv := waitConverged(r, c, ns, want)
-	before := versions(r, c, ns)
+	first, err := readSnapshot(r.Context(), c, ns)
+	if err != nil {
+		r.Fatalf("read a snapshot: %v", err)
+	}
+	before := versionsOf(first, ns)
 	time.Sleep(3 * time.Second)
 	w, err := readSnapshot(r.Context(), c, ns)
 	if err != nil {
@@ -365,8 +371,13 @@ func expectConverged(r *run, c client.Client, ns string, want []string) converge
 	if problems := w.converged(ns, want); len(problems) > 0 {
 		r.Errorf("converged, then not: %v", problems[:min(len(problems), 15)])
 	}
-	if after := versions(r, c, ns); !maps.Equal(before, after) {
+	if after := versionsOf(w, ns); !maps.Equal(before, after) {
 		r.Errorf("objects kept changing after convergence: %v", changed(before, after))
+		for name, p := range w.pipelines {
+			if was := first.pipelines[name]; was != nil && was.ResourceVersion != p.ResourceVersion {
+				r.Logf("Pipeline %s changed: %s", name, cmp.Diff(was, p))
+			}
+		}
 	}
 	conflicts, err := nameConflicts(r.Context(), c, ns, w)
 	if err != nil {
@@ -384,14 +395,9 @@ func expectConverged(r *run, c client.Client, ns string, want []string) converge
 	return conv
 }
 
-// versions maps every Pipeline of ns, every object in ns and every volume of its Pipelines to
-// its resourceVersion.
-func versions(r *run, c client.Client, ns string) map[string]string {
-	r.Helper()
-	w, err := readSnapshot(r.Context(), c, ns)
-	if err != nil {
-		r.Fatalf("read a snapshot: %v", err)
-	}
+// versionsOf maps every Pipeline of the snapshot w of namespace ns, every object in ns and every
+// volume of its Pipelines to its resourceVersion.
+func versionsOf(w *snapshot, ns string) map[string]string {
 	out := map[string]string{}
 	for _, p := range w.pipelines {
 		out["Pipeline "+p.Name] = p.ResourceVersion

@@ -137,7 +137,7 @@ func drift(r *run) {
 	startWorld(r, cp)
 	counter := &writeCounter{}
 	startInProcess(r, cp.config(r, operatorUser), counter.wrap)
-	b := startBurst(cp.admin, ns, driftPipelines)
+	b := startBurst(cp.admin, ns, driftPipelines, newPipeline)
 	b.wait(r)
 	want := names(driftPipelines)
 	first := expectConverged(r, cp.admin, ns, want)

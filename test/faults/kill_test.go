@@ -26,7 +26,7 @@ func managerKilled(r *run) {
 	startWorld(r, cp)
 	op := startManagerProcess(r, cp, operatorUser, ns, true)
 
-	b := startBurst(cp.admin, ns, burstSize)
+	b := startBurst(cp.admin, ns, burstSize, newPipeline)
 	b.waitCreated(r, burstSize/2)
 	waitDeployments(r, cp.admin, ns, atWorkDeployments)
 	stored, made := b.created.Load(), countDeployments(r, cp.admin, ns)
@@ -67,7 +67,7 @@ func leaderFailover(r *run) {
 	waitLease(r, cp.admin, ns)
 	b := startManagerProcess(r, cp, userB, ns, false)
 
-	burst := startBurst(cp.admin, ns, burstSize)
+	burst := startBurst(cp.admin, ns, burstSize, newPipeline)
 	burst.waitCreated(r, burstSize/2)
 	waitDeployments(r, cp.admin, ns, atWorkDeployments)
 	stored := burst.created.Load()

@@ -30,10 +30,24 @@ var faultNodes = []string{"faults-node-a", "faults-node-b"}
 // routerImage is the router image the operator of the suite is given.
 const routerImage = "registry.faults.invalid/pipeline-operator:v0"
 
-// newPipeline is the i-th Pipeline of a case: NFS storage and three steps; every fourth from the
-// second on enables the router, every fourth from the third autoscales its second step, and
-// every fourth from the fourth pins its first step to a node with a fallback.
+// newPipeline is the i-th Pipeline of a case: newPlainPipeline, and of every four from the
+// second on, one enables the router, one autoscales its second step and one pins its first step
+// to a node with a fallback.
 func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
+	p := newPlainPipeline(ns, i)
+	switch i % 4 {
+	case variantRouter:
+		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+	case variantAutoscaling:
+		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 3}
+	case variantFailover:
+		p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = faultNodes[0], faultNodes[1:]
+	}
+	return p
+}
+
+// newPlainPipeline is the i-th Pipeline of a case with NFS storage and three unpinned steps.
+func newPlainPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
 	p := &pipelinev1beta1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%03d", i), Namespace: ns},
 		Spec: pipelinev1beta1.PipelineSpec{
@@ -44,14 +58,6 @@ func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
 	for s := range steps {
 		p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
 			Args: map[string]pipelinev1beta1.ArgValue{"listenPort": "9080"}})
-	}
-	switch variant(p) {
-	case variantRouter:
-		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
-	case variantAutoscaling:
-		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 3}
-	case variantFailover:
-		p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = faultNodes[0], faultNodes[1:]
 	}
 	return p
 }
@@ -64,16 +70,20 @@ const (
 	variantFailover
 )
 
-// variant is the kind of Pipeline p is, from its name.
+// variant is the kind of Pipeline p is, from its spec.
 func variant(p *pipelinev1beta1.Pipeline) int {
-	var i int
-	if _, err := fmt.Sscanf(p.Name, "pipeline-%d", &i); err != nil {
-		return variantPlain
+	switch {
+	case p.Spec.RouterEnabled():
+		return variantRouter
+	case len(p.Spec.Steps) > 1 && p.Spec.Steps[1].Autoscaling != nil:
+		return variantAutoscaling
+	case len(p.Spec.Steps) > 0 && len(p.Spec.Steps[0].FallbackLocations) > 0:
+		return variantFailover
 	}
-	return i % 4
+	return variantPlain
 }
 
-// burst creates n Pipelines with burstWriters parallel writers, each retrying its create until
+// burst creates n Pipelines, build(ns, i) for i from 0, with burstWriters parallel writers, each retrying its create until
 // the apiserver takes it (a create whose answer was lost is found to exist), so that a burst
 // outlives an outage. created counts the Pipelines stored so far.
 type burst struct {
@@ -84,7 +94,7 @@ type burst struct {
 	ended   time.Time
 }
 
-func startBurst(c client.Client, ns string, n int) *burst {
+func startBurst(c client.Client, ns string, n int, build func(ns string, i int) *pipelinev1beta1.Pipeline) *burst {
 	b := &burst{n: n, done: make(chan error, 1), started: time.Now()}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -92,7 +102,7 @@ func startBurst(c client.Client, ns string, n int) *burst {
 	for range burstWriters {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := createRetrying(c, newPipeline(ns, i)); err != nil {
+				if err := createRetrying(c, build(ns, i)); err != nil {
 					errs <- err
 					return
 				}

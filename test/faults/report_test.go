@@ -55,7 +55,8 @@ func (r *report) markdown() string {
 	b.WriteString(`
 Each case starts its own kube-apiserver and etcd (envtest), runs the operator, loads it and
 breaks something. The Pipelines have NFS storage and three steps; of every four, one enables
-the router, one autoscales a step and one pins a step to a node with a fallback node. No built-in
+the router, one autoscales a step and one pins a step to a node with a fallback node (the
+injected-errors case loads plain Pipelines only). No built-in
 controller runs there: the suite plays the deployment controller (every Deployment of the
 operator becomes available for its generation), the volume binder (claims and volumes become
 Bound) and the kubelets of two Ready nodes, so a converged Pipeline is ` + "`running`" + ` with every step ready.

@@ -53,7 +53,7 @@ func outageInBurst(r *run, o outage) {
 	world := startWorld(r, cp)
 	op := startManagerProcess(r, cp, operatorUser, o.ns, true)
 
-	b := startBurst(cp.admin, o.ns, burstSize)
+	b := startBurst(cp.admin, o.ns, burstSize, newPipeline)
 	b.waitCreated(r, burstSize/2)
 	waitDeployments(r, cp.admin, o.ns, atWorkDeployments)
 	stored, made := b.created.Load(), countDeployments(r, cp.admin, o.ns)
