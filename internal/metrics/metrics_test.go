@@ -8,22 +8,19 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/ndsl-cn/pipeline-operator/internal/problem"
-	"github.com/ndsl-cn/pipeline-operator/internal/status"
-	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
-
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestStatusGauges(t *testing.T) {

@@ -3,8 +3,6 @@ package resources
 import (
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestDesiredStepHPA(t *testing.T) {

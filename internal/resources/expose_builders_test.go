@@ -3,14 +3,13 @@ package resources
 import (
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestDesiredIngress(t *testing.T) {

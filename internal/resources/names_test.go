@@ -4,11 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestChildName(t *testing.T) {

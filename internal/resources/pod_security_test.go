@@ -3,14 +3,13 @@ package resources
 import (
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestNamespacePodSecurity(t *testing.T) {

@@ -3,8 +3,6 @@ package resources
 import (
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +13,7 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {

@@ -4,9 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +11,8 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // The router counts in the Pipeline's phase and conditions like a step, named in the messages.

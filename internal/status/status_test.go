@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
-
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +15,8 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // convergedWorld is what a healthy two-step nfs Pipeline looks like.

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,6 +38,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // TestBench measures the operator against the fastest the apiserver allows on the same

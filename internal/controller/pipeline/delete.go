@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/status"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
 // reconcileDelete removes the PersistentVolumes of a Pipeline that is being deleted, then lets

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"context"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +15,7 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func ingressOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *networkingv1.Ingress {

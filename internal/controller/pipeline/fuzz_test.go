@@ -28,9 +28,8 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
-
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
 
 // crdAdmission checks a Pipeline the way the apiserver does before the validating webhook:

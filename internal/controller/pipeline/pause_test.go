@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +17,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestPausedAnnotation(t *testing.T) {

@@ -3,13 +3,13 @@ package pipeline
 import (
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 func TestAutoscalerChanged(t *testing.T) {

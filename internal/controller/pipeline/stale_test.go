@@ -5,14 +5,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
-
 	networkingv1 "k8s.io/api/networking/v1"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 

@@ -4,14 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
 

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +19,7 @@ import (
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // The model storage holds data the operator cannot make again: these tests guard that no spec

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"context"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	olmcrds "github.com/operator-framework/api/crds"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 )
 
 var _ = Describe("The Upgradeable OperatorCondition", func() {
