@@ -53,6 +53,12 @@ func main() {
 		os.Exit(1)
 	}
 	o.Webhooks = webhooks.WebhookOptions
+	if limit, err := manager.SetMemoryLimit(os.LookupEnv); err != nil {
+		log.Error(err, "invalid environment")
+		os.Exit(1)
+	} else if limit > 0 {
+		log.Info("Go memory limit set from the container's", "bytes", limit)
+	}
 	// The router binary ships in the manager's image; config/manager names that image here.
 	o.RouterImage = os.Getenv(resources.EnvRouterImage)
 

@@ -6,9 +6,11 @@ package apply
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 
@@ -89,7 +91,35 @@ func (a *appliedObject) upToDate(existing client.Object) (bool, error) {
 	// Typed objects read from the apiserver may come without their type meta.
 	apiVersion, kind := a.content["apiVersion"].(string), a.content["kind"].(string)
 	current["apiVersion"], current["kind"] = apiVersion, kind
-	return contains(current, a.content, kindType(apiVersion, kind)), nil
+	want := a.content
+	if digest, ok := existing.GetAnnotations()[AnnotationCachedDataDigest]; ok {
+		// A ConfigMap from the cache, which holds the digest of its data instead.
+		if digest != a.dataDigest() {
+			return false, nil
+		}
+		want = maps.Clone(want)
+		delete(want, "data")
+		delete(want, "binaryData")
+	}
+	return contains(current, want, kindType(apiVersion, kind)), nil
+}
+
+// dataDigest is the DataDigest of the data and binaryData of a desired ConfigMap.
+func (a *appliedObject) dataDigest() string {
+	data := map[string]string{}
+	if d, ok := a.content["data"].(map[string]any); ok {
+		for k, v := range d {
+			data[k], _ = v.(string)
+		}
+	}
+	binary := map[string][]byte{}
+	if b, ok := a.content["binaryData"].(map[string]any); ok {
+		for k, v := range b {
+			s, _ := v.(string)
+			binary[k], _ = base64.StdEncoding.DecodeString(s)
+		}
+	}
+	return DataDigest(data, binary)
 }
 
 // contains reports whether have holds every field of want with the same value, the way the

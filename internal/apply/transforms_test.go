@@ -2,8 +2,10 @@ package apply
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,4 +131,96 @@ func transformOf(t *testing.T, obj client.Object) func(any) (any, error) {
 	}
 	t.Fatalf("no transform for %T", obj)
 	return nil
+}
+
+// Objects that carry the managed-by label without a Pipeline as their controller are anyone's:
+// the cache keeps their identity and nothing else.
+func TestTransformsKeepOnlyTheIdentityOfObjectsNoPipelineControls(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, resources.LabelPipeline: "p"}
+	notAPipeline := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Pipeline", Name: "p", UID: "u", Controller: ptr.To(true)}
+	notController := metav1.OwnerReference{APIVersion: pipelinev1beta1.GroupVersion.String(), Kind: "Pipeline", Name: "p", UID: "u"}
+	for name, owners := range map[string][]metav1.OwnerReference{
+		"no owner":                      nil,
+		"a Pipeline of another group":   {notAPipeline},
+		"a Pipeline, not as controller": {notController},
+	} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "1", ResourceVersion: "7",
+			Labels: labels, Annotations: map[string]string{"a": big}, OwnerReferences: owners}, Data: map[string]string{"k": big}}
+		cached, err := transformOf(t, cm)(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "1", ResourceVersion: "7"}}
+		if !reflect.DeepEqual(cached, want) {
+			t.Errorf("%s: cached as %+v, want only its identity", name, cached)
+		}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": big}}}}}
+	cached, err := transformOf(t, d)(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cached, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns"}}) {
+		t.Errorf("a foreign Deployment is cached as %+v, want only its identity", cached)
+	}
+}
+
+// The cache holds no ConfigMap's data, the router's included: a digest stands for it, and a
+// change of the data is still seen.
+func TestTransformsKeepADigestOfConfigMapData(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	config, err := resources.RouterConfigJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := must(newAppliedObject(resources.RouterConfigMap(p, config)))
+	cm := testenv.Typed[corev1.ConfigMap](t, a.content)
+	cached, err := transformOf(t, cm)(cm.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cached.(*corev1.ConfigMap); c.Data != nil || c.BinaryData != nil || c.Annotations[AnnotationCachedDataDigest] == "" {
+		t.Fatalf("the cached ConfigMap keeps data %v, digest %q", c.Data, c.Annotations[AnnotationCachedDataDigest])
+	}
+	if ok, err := a.upToDate(cached.(client.Object)); err != nil || !ok {
+		t.Errorf("the cached router ConfigMap does not match what was applied (%v, %v)", ok, err)
+	}
+	for key := range cm.Data {
+		cm.Data[key] += " "
+	}
+	edited, err := transformOf(t, cm)(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := a.upToDate(edited.(client.Object)); ok {
+		t.Error("an edit of the router ConfigMap's data went unnoticed through the cache transform")
+	}
+}
+
+// An informer may pass an object through its transform more than once.
+func TestTransformsAreIdempotent(t *testing.T) {
+	for _, desired := range everyChild(t) {
+		a := must(newAppliedObject(desired))
+		obj, err := clientgoscheme.Scheme.New(a.unstructured().GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.content, obj); err != nil {
+			t.Fatal(err)
+		}
+		transform := transformOf(t, obj.(client.Object))
+		once, err := transform(obj.(client.Object).DeepCopyObject())
+		if err != nil {
+			t.Fatal(err)
+		}
+		twice, err := transform(once.(runtime.Object).DeepCopyObject())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(once, twice) {
+			t.Errorf("%s %s: transformed twice differs from once", a.unstructured().GetKind(), a.unstructured().GetName())
+		}
+	}
 }

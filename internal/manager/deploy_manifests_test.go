@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -128,6 +129,27 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 			Expect(c.Resources.Requests).To(HaveKey(r))
 			Expect(c.Resources.Limits).To(HaveKey(r))
 		}
+	})
+
+	It("run two replicas that a drain cannot both take, with the Go runtime's limit below the container's", func() {
+		Expect(manager.Spec.Replicas).To(HaveValue(BeNumerically(">=", 2)), "one reconciles, all serve the webhooks")
+		budget := the[policyv1.PodDisruptionBudget](objs, "PodDisruptionBudget", "pipeline-operator-controller-manager")
+		Expect(budget.Spec.MinAvailable).To(HaveValue(Equal(intstr.FromInt32(1))))
+		selector, err := metav1.LabelSelectorAsSelector(budget.Spec.Selector)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(selector.Matches(labels.Set(manager.Spec.Template.Labels))).To(BeTrue(), "the budget selects the manager's pods")
+
+		c := manager.Spec.Template.Spec.Containers[0]
+		var limit *corev1.ResourceFieldSelector
+		for _, e := range c.Env {
+			if e.Name == EnvMemoryLimit && e.ValueFrom != nil {
+				limit = e.ValueFrom.ResourceFieldRef
+			}
+		}
+		Expect(limit).NotTo(BeNil(), "%s comes from the container's limit", EnvMemoryLimit)
+		Expect(limit.ContainerName).To(Equal(c.Name))
+		Expect(limit.Resource).To(Equal("limits.memory"))
+		Expect(limit.Divisor.IsZero() || limit.Divisor.Value() == 1).To(BeTrue(), "in bytes")
 	})
 
 	It("let only labelled namespaces reach the metrics port, and anyone the webhook port", func() {

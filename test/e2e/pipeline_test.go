@@ -244,7 +244,8 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Eventually(func(g Gomega) {
 			d := &appsv1.Deployment{}
 			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: "pipeline-operator-controller-manager"}, d)).To(Succeed())
-			g.Expect(d.Status.AvailableReplicas).To(Equal(int32(1)), "the restricted Pod Security level admits the manager's pod")
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeNumerically(">=", 2)), "two replicas serve the webhooks")
+			g.Expect(d.Status.AvailableReplicas).To(Equal(*d.Spec.Replicas), "the restricted Pod Security level admits the manager's pods")
 		}).Should(Succeed())
 	})
 
