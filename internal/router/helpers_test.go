@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,9 +43,39 @@ type testRouter struct {
 
 func newTestRouter(t testing.TB, cfg Config) *testRouter {
 	t.Helper()
+	return newTestRouterLoggingTo(t, cfg, io.Discard)
+}
+
+// logBuffer is a buffer the router's logger and the test share.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newLoggedTestRouter is a test router whose log the test reads.
+func newLoggedTestRouter(t testing.TB, cfg Config) (*testRouter, *logBuffer) {
+	t.Helper()
+	log := &logBuffer{}
+	return newTestRouterLoggingTo(t, cfg, log), log
+}
+
+func newTestRouterLoggingTo(t testing.TB, cfg Config, log io.Writer) *testRouter {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	r, err := New(cfg, Options{
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     slog.New(slog.NewTextHandler(log, nil)),
 		Registerer: reg,
 		Backoff:    func(int) time.Duration { return time.Millisecond },
 	})

@@ -78,8 +78,8 @@ func New(cfg Config, opts Options) (*Router, error) {
 		// A redirect is an answer like any other: the router does not follow it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	for _, s := range cfg.Steps {
-		st := &step{name: s.Name, url: s.URL, timeout: s.Timeout(), retries: s.Retries, metrics: m.forStep(s.Name)}
+	for i, s := range cfg.Steps {
+		st := &step{name: s.Name, index: i + 1, url: s.URL, timeout: s.Timeout(), retries: s.Retries, metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
@@ -118,29 +118,33 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return writeError(w, http.StatusMethodNotAllowed, "", errors.New("the pipeline is called with POST"))
+		return writeError(w, http.StatusMethodNotAllowed, errorBody{Error: "the pipeline is called with POST", RequestID: id})
 	}
 	body, err := readBody(req.Body, req.ContentLength, r.bodyLimit, r.budget)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		return writeError(w, http.StatusRequestEntityTooLarge, "",
-			fmt.Errorf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit))
+		return writeError(w, http.StatusRequestEntityTooLarge, errorBody{
+			Error: fmt.Sprintf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit), RequestID: id})
 	case errors.Is(err, errBudgetExceeded):
-		return writeError(w, http.StatusServiceUnavailable, "", err)
+		return writeError(w, http.StatusServiceUnavailable, errorBody{Error: errBudgetExceeded.Error(), RequestID: id})
 	case err != nil:
 		if req.Context().Err() != nil {
 			return statusClientClosedRequest
 		}
-		return writeError(w, http.StatusBadRequest, "", fmt.Errorf("read the request body: %w", err))
+		// The read error may name the router's and the caller's addresses: it goes to the log.
+		r.log.Warn("pipeline request refused", "pipeline", r.pipeline, "status", http.StatusBadRequest,
+			"requestID", id, "error", fmt.Errorf("read the request body: %w", err))
+		return writeError(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read", RequestID: id})
 	}
 	resp, last, f := r.run(req.Context(), stepHeaders(req.Header, r.propagate, id),
 		payload{body: body, contentType: req.Header.Get("Content-Type")})
 	if f != nil {
 		if f.status != statusClientClosedRequest {
-			r.log.Warn("pipeline request failed", "pipeline", r.pipeline, "step", f.step, "reason", f.reason,
-				"status", f.status, "requestID", id, "error", f.err)
+			r.log.Warn("pipeline request failed", "pipeline", r.pipeline, "step", f.step, "stepIndex", f.index,
+				"url", f.url, "reason", f.reason, "status", f.status, "requestID", id, "error", f.err)
 		}
-		return writeError(w, f.status, f.step, f.err)
+		return writeError(w, f.status, errorBody{Error: f.message, Step: f.step, StepIndex: f.index,
+			Reason: f.reason, RequestID: id})
 	}
 	defer resp.body.release()
 	status := http.StatusOK
@@ -186,22 +190,32 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 	panic("unreachable: a router has at least one step")
 }
 
-// errorBody is the JSON body of an answer the router makes itself.
+// errorBody is the JSON body of an answer the router makes itself. Every field is in the
+// router's own words or the caller's: no step address, no stopWhen expression, no Go error
+// (those go to the log, under the same request id).
 type errorBody struct {
+	// Error says what happened, e.g. "step 2 (recognise) timed out after 30s".
 	Error string `json:"error"`
-	Step  string `json:"step,omitempty"`
+	// Step is the name of the step that failed, empty for errors that belong to no step.
+	Step string `json:"step,omitempty"`
+	// StepIndex is the position of that step, from 1.
+	StepIndex int `json:"stepIndex,omitempty"`
+	// Reason is the reason label of pipeline_router_step_errors_total for a step's failure.
+	Reason string `json:"reason,omitempty"`
+	// RequestID is the request's X-Request-Id, the caller's or the one the router made.
+	RequestID string `json:"requestId"`
 }
 
-func writeError(w http.ResponseWriter, status int, step string, err error) int {
+func writeError(w http.ResponseWriter, status int, e errorBody) int {
 	if status == statusClientClosedRequest {
 		return status
 	}
-	body, _ := json.Marshal(errorBody{Error: err.Error(), Step: step})
+	body, _ := json.Marshal(e)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	if step != "" {
-		h[HeaderLastStep] = []string{step}
+	if e.Step != "" {
+		h[HeaderLastStep] = []string{e.Step}
 	}
 	if status == http.StatusServiceUnavailable {
 		h["Retry-After"] = []string{"1"}

@@ -11,7 +11,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -27,6 +29,7 @@ const (
 // step is a configured step with its compiled stopWhen and its metrics.
 type step struct {
 	name     string
+	index    int // 1-based position in the pipeline
 	url      string
 	timeout  time.Duration
 	retries  int
@@ -47,21 +50,32 @@ type stepResponse struct {
 	header http.Header
 }
 
-// failure is a step call that failed for good: the router answers with status and this body.
+// failure is a step call that failed for good: the router answers with status and message,
+// and logs err.
 type failure struct {
 	step   string
+	index  int
+	url    string
 	reason string
 	status int
-	err    error
+	// message says what happened in the router's own words, for the caller: it names the step
+	// by its name and position, never its address, and quotes no expression.
+	message string
+	// err is the detail, addresses and expressions included: for the router's log only.
+	err error
 }
 
-func (f *failure) Error() string { return fmt.Sprintf("step %q: %v", f.step, f.err) }
+// Error is the failure with its detail, for the router's log; the caller gets message.
+func (f *failure) Error() string { return fmt.Sprintf("%s: %v", f.message, f.err) }
 
 // attemptError is one failed attempt: why, and whether another attempt may succeed.
 type attemptError struct {
 	reason    string
 	retryable bool
-	err       error
+	// what completes "step N (name) ..." for the caller, in fixed words.
+	what string
+	// err is the detail for the log.
+	err error
 }
 
 // call calls the step with in, retrying what may succeed another time.
@@ -78,7 +92,7 @@ func (r *Router) call(ctx context.Context, s *step, header http.Header, in paylo
 		}
 		s.metrics.failed(aerr.reason)
 		if !aerr.retryable || attempt >= s.retries {
-			return nil, s.fail(aerr.reason, aerr.err)
+			return nil, s.fail(aerr.reason, s.label()+" "+aerr.what, aerr.err)
 		}
 		s.metrics.retries.Inc()
 		t := time.NewTimer(r.backoff(attempt))
@@ -86,7 +100,7 @@ func (r *Router) call(ctx context.Context, s *step, header http.Header, in paylo
 		case <-ctx.Done():
 			t.Stop()
 			s.metrics.failed(ReasonCanceled)
-			return nil, s.fail(ReasonCanceled, context.Cause(ctx))
+			return nil, s.fail(ReasonCanceled, "the caller went away", context.Cause(ctx))
 		case <-t.C:
 		}
 	}
@@ -98,7 +112,7 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, bytes.NewReader(in.body.Bytes()))
 	if err != nil {
-		return nil, &attemptError{reason: ReasonConnection, err: err}
+		return nil, &attemptError{reason: ReasonConnection, what: "could not be called", err: err}
 	}
 	req.Header = header.Clone()
 	if in.contentType != "" {
@@ -116,20 +130,25 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	switch {
 	case res.StatusCode >= 500:
 		return nil, &attemptError{reason: ReasonServerError, retryable: true,
-			err: fmt.Errorf("the step answered %s", res.Status)}
+			what: "answered " + statusText(res.StatusCode),
+			err:  fmt.Errorf("POST %s answered %s", s.url, res.Status)}
 	case res.StatusCode < 200 || (res.StatusCode >= 300 && res.StatusCode < 400):
 		return nil, &attemptError{reason: ReasonUnexpectedStatus,
-			err: fmt.Errorf("the step answered %s", res.Status)}
+			what: "answered " + statusText(res.StatusCode) + ", which is neither a success nor a client error",
+			err:  fmt.Errorf("POST %s answered %s (Location %q)", s.url, res.Status, res.Header.Get("Location"))}
 	}
 	body, err := readBody(res.Body, res.ContentLength, r.bodyLimit, r.budget)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return nil, &attemptError{reason: ReasonResponseTooLarge,
-			err: fmt.Errorf("the step's response exceeds maxBodyBytes (%d)", r.bodyLimit)}
+			what: fmt.Sprintf("answered more than maxBodyBytes (%d bytes)", r.bodyLimit),
+			err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
 	case errors.Is(err, errBudgetExceeded):
-		return nil, &attemptError{reason: ReasonBufferBudget, err: err}
+		return nil, &attemptError{reason: ReasonBufferBudget,
+			what: "answered while the router holds maxBufferedBytes of bodies already",
+			err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
 	case err != nil:
-		return nil, classify(ctx, fmt.Errorf("read the step's response: %w", err), s.timeout)
+		return nil, classify(ctx, fmt.Errorf("read the response of POST %s: %w", s.url, err), s.timeout)
 	}
 	return &stepResponse{
 		payload: payload{body: body, contentType: res.Header.Get("Content-Type")},
@@ -138,20 +157,49 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	}, nil
 }
 
-// classify tells a timeout, a caller gone away and a connection error apart.
+// classify tells a timeout, a caller gone away and the kinds of connection error apart. err
+// keeps the detail (the step's address) for the log.
 func classify(ctx context.Context, err error, timeout time.Duration) *attemptError {
 	if ctx.Err() != nil {
-		return &attemptError{reason: ReasonCanceled, err: fmt.Errorf("the caller went away: %w", context.Cause(ctx))}
+		return &attemptError{reason: ReasonCanceled, what: "was abandoned: the caller went away",
+			err: fmt.Errorf("the caller went away: %w", context.Cause(ctx))}
 	}
 	var nerr net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()) {
-		return &attemptError{reason: ReasonTimeout, retryable: true,
-			err: fmt.Errorf("no response within timeoutSeconds (%s)", timeout)}
+		return &attemptError{reason: ReasonTimeout, retryable: true, what: "timed out after " + timeout.String(),
+			err: fmt.Errorf("no response within timeoutSeconds (%s): %w", timeout, err)}
 	}
-	return &attemptError{reason: ReasonConnection, retryable: true, err: err}
+	return &attemptError{reason: ReasonConnection, retryable: true, what: connectionTrouble(err), err: err}
 }
 
-func (s *step) fail(reason string, err error) *failure {
+// connectionTrouble says in fixed words what went wrong with the connection to a step.
+func connectionTrouble(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused the connection"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed the connection before its response was complete"
+	case errors.As(err, &dnsErr):
+		return "could not be reached: its name did not resolve"
+	default:
+		return "could not be reached"
+	}
+}
+
+// statusText is an HTTP status as the router reports it: the code and its standard text, never
+// the reason phrase the step sent.
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return strconv.Itoa(code) + " " + t
+	}
+	return strconv.Itoa(code)
+}
+
+// label names the step for the caller: its position (from 1) and its name.
+func (s *step) label() string { return fmt.Sprintf("step %d (%s)", s.index, s.name) }
+
+func (s *step) fail(reason, message string, err error) *failure {
 	status := http.StatusBadGateway
 	switch reason {
 	case ReasonTimeout:
@@ -161,7 +209,7 @@ func (s *step) fail(reason string, err error) *failure {
 	case ReasonCanceled:
 		status = statusClientClosedRequest
 	}
-	return &failure{step: s.name, reason: reason, status: status, err: err}
+	return &failure{step: s.name, index: s.index, url: s.url, reason: reason, status: status, message: message, err: err}
 }
 
 // stops evaluates the step's stopWhen on its response.
@@ -176,7 +224,8 @@ func (s *step) stops(ctx context.Context, resp *stepResponse) (bool, *failure) {
 	})
 	if err != nil {
 		s.metrics.failed(ReasonStopWhen)
-		return false, s.fail(ReasonStopWhen, fmt.Errorf("stopWhen %q: %w", s.stopWhen, err))
+		return false, s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+" could not be evaluated",
+			fmt.Errorf("evaluate stopWhen %q on the response of POST %s: %w", s.stopWhen, s.url, err))
 	}
 	return stop, nil
 }
