@@ -244,8 +244,8 @@ run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECON
 
 ##@ Deployment
 
-# What make deploy applies: config/default (the manager makes its own webhook certificate) or
-# config/overlays/cert-manager (cert-manager issues and renews it).
+# What make deploy applies: config/default (the manager makes its own webhook certificate, and a
+# self-signed metrics one) or config/overlays/cert-manager (cert-manager issues and renews both).
 DEPLOY_CONFIG ?= config/default
 
 .PHONY: install

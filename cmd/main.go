@@ -38,6 +38,10 @@ func main() {
 		"How often the leader renews the Lease and the other replicas try to acquire it.")
 	flag.BoolVar(&o.SecureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS with authentication and authorization.")
+	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "k8s-metrics-server", "serving-certs"),
+		"Directory of the metrics serving certificate (tls.crt, tls.key), as mounted from cert-manager's Secret; "+
+			"reloaded when it changes. When it holds none, the HTTPS metrics endpoint serves a self-signed certificate "+
+			"made at start, which Prometheus cannot verify.")
 	flag.BoolVar(&o.EnableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server (off: HTTP/2 stream cancellation and rapid reset CVEs).")
 	flag.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Pipelines reconciled in parallel (chosen by make bench: docs/performance.md).")

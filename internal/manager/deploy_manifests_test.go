@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -25,8 +28,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
 // deployManifests is what `make deploy` applies: config/default (or the overlay dir under
@@ -216,5 +221,163 @@ var _ = Describe("The cert-manager overlay of make deploy", func() {
 			}
 			Expect(found).To(BeTrue(), "the overlay keeps the %s", kind)
 		}
+	})
+})
+
+// serviceMonitor and podMonitor are the fields of the Prometheus Operator's monitors the tests
+// read (the monitoring.coreos.com types are not a dependency of this module).
+type (
+	serviceMonitor struct {
+		Spec struct {
+			Endpoints []struct {
+				Scheme    string    `json:"scheme"`
+				TLSConfig tlsConfig `json:"tlsConfig"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	tlsConfig struct {
+		InsecureSkipVerify *bool  `json:"insecureSkipVerify"`
+		ServerName         string `json:"serverName"`
+		CA                 struct {
+			Secret *corev1.SecretKeySelector `json:"secret"`
+		} `json:"ca"`
+	}
+	podMonitor struct {
+		Spec struct {
+			PodTargetLabels       []string `json:"podTargetLabels"`
+			SampleLimit           *uint64  `json:"sampleLimit"`
+			TargetLimit           *uint64  `json:"targetLimit"`
+			LabelLimit            *uint64  `json:"labelLimit"`
+			LabelNameLengthLimit  *uint64  `json:"labelNameLengthLimit"`
+			LabelValueLengthLimit *uint64  `json:"labelValueLengthLimit"`
+			PodMetricsEndpoints   []struct {
+				Port              string `json:"port"`
+				HonorLabels       bool   `json:"honorLabels"`
+				MetricRelabelings []struct {
+					SourceLabels []string `json:"sourceLabels"`
+					Regex        string   `json:"regex"`
+					Action       string   `json:"action"`
+				} `json:"metricRelabelings"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+)
+
+// skipsVerification is every object of objs whose YAML turns TLS verification off.
+func skipsVerification(objs []*unstructured.Unstructured) []string {
+	GinkgoHelper()
+	var found []string
+	for _, u := range objs {
+		data, err := yaml.Marshal(u.Object)
+		Expect(err).NotTo(HaveOccurred())
+		if regexp.MustCompile(`insecureSkipVerify:\s*true`).Match(data) {
+			found = append(found, u.GetKind()+" "+u.GetName())
+		}
+	}
+	return found
+}
+
+var _ = Describe("The Prometheus Operator manifests", func() {
+	It("verify the manager's metrics certificate with the CA cert-manager issues it from", func() {
+		monitors := deployManifests("prometheus")
+		Expect(skipsVerification(monitors)).To(BeEmpty(), "no monitor of config/prometheus skips TLS verification")
+		endpoints := the[serviceMonitor](monitors, "ServiceMonitor", "pipeline-operator-controller-manager-metrics-monitor").Spec.Endpoints
+		Expect(endpoints).To(HaveLen(1))
+		Expect(endpoints[0].Scheme).To(Equal("https"))
+		tls := endpoints[0].TLSConfig
+
+		By("naming the metrics Service of make deploy, as the certificate does")
+		service := the[corev1.Service](deployManifests("default"), "Service", "pipeline-operator-controller-manager-metrics-service")
+		Expect(tls.ServerName).To(Equal(service.Name + "." + service.Namespace + ".svc"))
+		withCertManager := deployManifests(filepath.Join("overlays", "cert-manager"))
+		cert := the[unstructured.Unstructured](withCertManager, "Certificate", "pipeline-operator-metrics-certs")
+		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		Expect(dnsNames).To(ContainElement(tls.ServerName))
+
+		By("taking the CA from the Secret cert-manager issues the certificate into, which the manager serves")
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		Expect(tls.CA.Secret).NotTo(BeNil())
+		Expect(tls.CA.Secret.Name).To(Equal(secretName))
+		Expect(tls.CA.Secret.Key).To(Equal("ca.crt"))
+		Expect(cert.GetNamespace()).To(Equal(service.Namespace), "the Secret is in the namespace of the ServiceMonitor")
+
+		manager := the[appsv1.Deployment](withCertManager, "Deployment", "pipeline-operator-controller-manager")
+		c := manager.Spec.Template.Spec.Containers[0]
+		var volume string
+		for _, v := range manager.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == secretName {
+				volume = v.Name
+			}
+		}
+		Expect(volume).NotTo(BeEmpty(), "the manager mounts the Secret %s", secretName)
+		var certDir string
+		for _, a := range c.Args {
+			if dir, ok := strings.CutPrefix(a, "--metrics-cert-dir="); ok {
+				certDir = dir
+			}
+		}
+		Expect(c.VolumeMounts).To(ContainElement(And(HaveField("Name", volume), HaveField("MountPath", certDir))),
+			"mounted where --metrics-cert-dir says")
+	})
+
+	It("skip verification only in the opt-in overlay for a manager without cert-manager", func() {
+		for _, dir := range []string{"default", filepath.Join("overlays", "cert-manager")} {
+			Expect(skipsVerification(deployManifests(dir))).To(BeEmpty(), dir)
+		}
+		Expect(skipsVerification(deployManifests(filepath.Join("overlays", "prometheus-insecure-metrics")))).
+			To(Equal([]string{"ServiceMonitor pipeline-operator-controller-manager-metrics-monitor"}))
+	})
+
+	It("scrape only the routers' own series, within bounds that a router of 64 steps fits in", func() {
+		pm := the[podMonitor](deployManifests("prometheus"), "PodMonitor", "pipeline-operator-router-metrics-monitor").Spec
+		Expect(pm.PodTargetLabels).To(Equal([]string{"pipeline"}), "no pod label but pipeline is copied")
+		for name, limit := range map[string]*uint64{"sampleLimit": pm.SampleLimit, "targetLimit": pm.TargetLimit,
+			"labelLimit": pm.LabelLimit, "labelNameLengthLimit": pm.LabelNameLengthLimit,
+			"labelValueLengthLimit": pm.LabelValueLengthLimit} {
+			Expect(limit).To(HaveValue(BeNumerically(">", 0)), name)
+		}
+		Expect(pm.PodMetricsEndpoints).To(HaveLen(1))
+		endpoint := pm.PodMetricsEndpoints[0]
+		Expect(endpoint.HonorLabels).To(BeFalse(), "a scraped label never overrides the target's namespace or pod")
+		Expect(endpoint.MetricRelabelings).To(HaveLen(1))
+		keep := endpoint.MetricRelabelings[0]
+		Expect(keep.Action).To(Equal("keep"))
+		Expect(keep.SourceLabels).To(Equal([]string{"__name__"}))
+		kept := regexp.MustCompile("^(?:" + keep.Regex + ")$") // Prometheus anchors relabeling regexes
+
+		By("keeping every series of a router of 64 steps, dropping the Go runtime's and the process's")
+		cfg := router.Config{Pipeline: "team-a/faces"}
+		for i := range 64 {
+			// Never called: the router only needs the URLs to be valid.
+			cfg.Steps = append(cfg.Steps, router.Step{Name: fmt.Sprintf("step-%d", i+1), URL: "http://127.0.0.1:1/"})
+		}
+		r, err := router.New(cfg, router.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		families, err := r.Gatherer().Gather()
+		Expect(err).NotTo(HaveOccurred())
+		samples, maxLabels, dropped := 0, 0, 0
+		for _, f := range families {
+			if !strings.HasPrefix(f.GetName(), "pipeline_router_") {
+				Expect(kept.MatchString(f.GetName())).To(BeFalse(), f.GetName())
+				dropped++
+				continue
+			}
+			Expect(kept.MatchString(f.GetName())).To(BeTrue(), f.GetName())
+			for _, m := range f.GetMetric() {
+				n, labels := 1, len(m.GetLabel())+1 // the series, and __name__
+				if h := m.GetHistogram(); h != nil {
+					n, labels = len(h.GetBucket())+3, labels+1 // buckets, +Inf, sum, count; le
+				}
+				samples += n
+				maxLabels = max(maxLabels, labels)
+			}
+		}
+		Expect(dropped).To(BeNumerically(">", 0), "the router also exports the Go runtime's metrics")
+		// At start each step has 3 of the 9 error reasons; every reason and 20 status codes may come.
+		Expect(*pm.SampleLimit).To(BeNumerically(">=", samples+64*6+20))
+		// The target's labels: job, instance, namespace, pod, container, endpoint and pipeline.
+		Expect(*pm.LabelLimit).To(BeNumerically(">=", maxLabels+7))
+		Expect(*pm.LabelNameLengthLimit).To(BeNumerically(">=", len("__name__")))
+		Expect(*pm.LabelValueLengthLimit).To(BeNumerically(">=", 253), "a pod's name, up to 253 characters")
 	})
 })

@@ -14,10 +14,16 @@ import (
 // TokenReview of their bearer token) and authorizes to get /metrics (a SubjectAccessReview):
 // 401 without a valid token, 403 without the permission. Otherwise it serves plain HTTP to
 // anyone. tlsOpts adjust the TLS configuration of the secure endpoint.
-func MetricsServerOptions(bindAddress string, secure bool, tlsOpts []func(*tls.Config)) metricsserver.Options {
+//
+// The secure endpoint serves the certificate in certDir (tls.crt and tls.key, as a cert-manager
+// Secret is mounted), reloaded when the files change, so that a scraper can verify it with the
+// issuer's CA; when certDir holds none (or is empty: controller-runtime's default directory), it
+// serves a self-signed certificate made at start, which no scraper can verify.
+func MetricsServerOptions(bindAddress string, secure bool, certDir string, tlsOpts []func(*tls.Config)) metricsserver.Options {
 	opts := metricsserver.Options{
 		BindAddress:   bindAddress,
 		SecureServing: secure,
+		CertDir:       certDir,
 		TLSOpts:       tlsOpts,
 	}
 	if secure {

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -67,6 +69,10 @@ func freeAddress() string {
 	return addr
 }
 
+// metricsServerName is the DNS name of the metrics Service of make deploy, which the
+// ServiceMonitor of config/prometheus expects in the manager's certificate.
+const metricsServerName = "pipeline-operator-controller-manager-metrics-service.pipeline-operator-system.svc"
+
 var _ = Describe("The secure metrics endpoint", Ordered, func() {
 	var (
 		ctx     context.Context
@@ -104,9 +110,15 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		token := serviceAccountToken(ctx, ns, "controller-manager", roles...)
 		mgrCfg := &rest.Config{Host: cfg.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}
 		addr := freeAddress()
+		By("serving a certificate for the metrics Service's name from a directory, as cert-manager's Secret is mounted")
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(metricsServerName, nil, nil)
+		Expect(err).NotTo(HaveOccurred())
+		certDir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(certDir, "tls.crt"), certPEM, 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600)).To(Succeed())
 		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 			Scheme:  testScheme,
-			Metrics: MetricsServerOptions(addr, true, nil),
+			Metrics: MetricsServerOptions(addr, true, certDir, nil),
 			Cache:   CacheOptions(),
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -124,8 +136,12 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 
 		url = fmt.Sprintf("https://%s/metrics", addr)
-		// The endpoint's certificate is self-signed, generated in memory by the manager.
-		scraper = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		// The scraper verifies the certificate, as the ServiceMonitor of config/prometheus does:
+		// with the issuer's CA and the metrics Service's DNS name.
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(certPEM)).To(BeTrue())
+		scraper = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: roots, ServerName: metricsServerName, MinVersion: tls.VersionTLS12}}}
 		Eventually(func() error { _, _, err := scrape(""); return err }).Should(Succeed(), "the endpoint serves HTTPS")
 	})
 

@@ -38,6 +38,9 @@ type Options struct {
 	MetricsAddr string
 	// SecureMetrics serves metrics over HTTPS with authentication and authorization.
 	SecureMetrics bool
+	// MetricsCertDir holds the metrics serving certificate (tls.crt, tls.key); without one the
+	// secure endpoint serves a self-signed certificate.
+	MetricsCertDir string
 	// EnableHTTP2 allows HTTP/2 on the metrics and webhook servers.
 	EnableHTTP2 bool
 	// ProbeAddr is the address of the health and readiness probes.
@@ -96,7 +99,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 Scheme(),
-		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, tlsOpts),
+		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, tlsOpts),
 		WebhookServer:          webhookServer,
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  manager.CacheOptions(),
