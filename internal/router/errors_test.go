@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -162,4 +164,25 @@ func logLine(t *testing.T, log, want string) string {
 		t.Fatalf("%d log lines with %q, want 1:\n%s", len(found), want, log)
 	}
 	return found[0]
+}
+
+func TestConnectionTroubleInFixedWords(t *testing.T) {
+	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 8080}
+	opErr := func(err error) error {
+		return &url.Error{Op: "Post", URL: "http://10.0.0.5:8080/", Err: &net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: err}}
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{opErr(&os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}), "refused the connection"},
+		{opErr(&os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}), "closed the connection before its response was complete"},
+		{&url.Error{Op: "Post", URL: "http://10.0.0.5:8080/", Err: io.EOF}, "closed the connection before its response was complete"},
+		{opErr(&net.DNSError{Err: "no such host", Name: "faces-recognise.team-a.svc"}), "could not be reached: its name did not resolve"},
+		{opErr(syscall.EHOSTUNREACH), "could not be reached"},
+	} {
+		if got := connectionTrouble(tc.err); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }
