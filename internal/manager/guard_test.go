@@ -1,0 +1,116 @@
+package manager
+
+import (
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+)
+
+// The ValidatingAdmissionPolicy of config/policy binds the operator's own identity to what it
+// makes, so that a manager whose code or token is taken still cannot run pods under another
+// ServiceAccount, on the host's namespaces, or with a node's files, nor make a hostPath volume.
+var _ = Describe("The guard on the operator's identity", Ordered, func() {
+	var (
+		operator client.Client
+		ns       string
+		p        = testenv.RoutedSample(GinkgoT())
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		objs := deployManifests("default")
+		sa := the[corev1.ServiceAccount](objs, "ServiceAccount", "pipeline-operator-controller-manager")
+		user := fmt.Sprintf("system:serviceaccount:%s:%s", sa.Namespace, sa.Name)
+		policy := the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-guard")
+		Expect(policy.Spec.MatchConditions).To(HaveLen(1))
+		Expect(policy.Spec.MatchConditions[0].Expression).To(Equal(fmt.Sprintf("request.userInfo.username == '%s'", user)),
+			"the policy names the manager's ServiceAccount as config/default makes it")
+
+		for _, o := range []client.Object{
+			policy,
+			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-guard"),
+			the[rbacv1.ClusterRole](objs, "ClusterRole", "pipeline-operator-manager-role"),
+			the[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "pipeline-operator-manager-rolebinding"),
+		} {
+			Expect(k8sClient.Create(ctx, o)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
+		}
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.Namespace, "system:authenticated"}}
+		var err error
+		operator, err = client.New(c, client.Options{Scheme: testScheme})
+		Expect(err).NotTo(HaveOccurred())
+		ns = newNamespace(ctx)
+		p.Namespace = ns
+	})
+
+	// create asks, as the operator and without writing, for obj.
+	create := func(ctx SpecContext, obj runtime.ApplyConfiguration) error {
+		return operator.Apply(ctx, obj, client.FieldOwner("guard-test"), client.DryRunAll)
+	}
+
+	It("lets the operator make what it makes", func(ctx SpecContext) {
+		config, err := resources.RouterConfigJSON(p)
+		Expect(err).NotTo(HaveOccurred())
+		// The policy takes effect a moment after it is created: wait for it to refuse, then
+		// check what it admits.
+		Eventually(func() error {
+			d := resources.StepDeployment(p, 0, "", "node-a")
+			d.Spec.Template.Spec.WithServiceAccountName("admin")
+			return create(ctx, d)
+		}).Should(MatchError(ContainSubstring("the operator runs pods only under the namespace's default ServiceAccount")))
+
+		Expect(create(ctx, resources.StepDeployment(p, 0, "", "node-a"))).To(Succeed())
+		Expect(create(ctx, resources.StepDeployment(p, 1, resources.PodSecurityRestricted, ""))).To(Succeed())
+		Expect(create(ctx, resources.RouterDeployment(p, testenv.RouterImage, config))).To(Succeed())
+		Expect(create(ctx, resources.PV(p))).To(Succeed())
+	})
+
+	It("refuses the operator anything else, with the reason", func(ctx SpecContext) {
+		for what, change := range map[string]func(*corev1ac.PodSpecApplyConfiguration){
+			"the operator runs pods only under the namespace's default ServiceAccount": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.WithServiceAccountName("kube-system-admin")
+			},
+			"the operator's pods mount no ServiceAccount token": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.WithAutomountServiceAccountToken(true)
+			},
+			"the operator's pods do not share the host's network, process or IPC namespaces": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.WithHostPID(true)
+			},
+			"the operator's pods mount only claims, ConfigMaps and emptyDirs": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.WithVolumes(corev1ac.Volume().WithName("root").WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/")))
+			},
+		} {
+			d := resources.StepDeployment(p, 0, "", "node-a")
+			change(d.Spec.Template.Spec)
+			err := create(ctx, d)
+			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", what, err)
+			Expect(err).To(MatchError(ContainSubstring(what)))
+		}
+
+		pv := corev1ac.PersistentVolume("guard-test-host").WithSpec(corev1ac.PersistentVolumeSpec().
+			WithCapacity(corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}).
+			WithAccessModes(corev1.ReadOnlyMany).
+			WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/etc")))
+		Expect(create(ctx, pv)).To(MatchError(ContainSubstring("the operator makes PersistentVolumes of NFS or CSI only")))
+	})
+
+	It("leaves everyone else to their own rights", func(ctx SpecContext) {
+		d := resources.StepDeployment(p, 0, "", "node-a")
+		d.Spec.Template.Spec.WithServiceAccountName("admin").WithAutomountServiceAccountToken(true)
+		Expect(k8sClient.Apply(ctx, d, client.FieldOwner("guard-test"), client.DryRunAll)).To(Succeed())
+	})
+})
