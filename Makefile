@@ -142,7 +142,7 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 	trap '[ -z "$$started" ] || $(MAKE) -s local-down' EXIT; \
 	$(MAKE) -s local-up && \
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
-	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
+	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) KUBECTL=$(KUBECTL) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
 
 .PHONY: test-olm
 test-olm: local-tools $(OLM_DIR)/olm $(OPM) ## Install, upgrade and uninstall the bundle through OLM (built from the Go module proxy) on a local control plane of its own.

@@ -11,6 +11,21 @@ const (
 	// ConditionReconciled carries the outcome of the operator's last pass: False with the
 	// error when it could not make the cluster match the spec.
 	ConditionReconciled = "Reconciled"
+	// ConditionReady is True when the Pipeline runs (phase running): the condition generic
+	// tools wait for (`kubectl wait --for=condition=Ready`).
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator rolls the spec out (phase creating), the
+	// kstatus convention for work in progress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the Pipeline cannot go on without a person (phase failed),
+	// the kstatus convention for a failure.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the Ready condition; when False, it carries the reason of the Degraded condition
+// (failed) or of the Available condition (still rolling out).
+const (
+	ReasonRunning = "Running"
 )
 
 // Reasons of the Available condition.

@@ -88,6 +88,28 @@ func Find(err error, reason string) []error {
 	return out
 }
 
+// OnlyReason reports whether err, and every error it joins, is marked with reason.
+func OnlyReason(err error, reason string) bool {
+	if re, ok := err.(*reasonError); ok {
+		return re.reason == reason
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		inner := e.Unwrap()
+		for _, x := range inner {
+			if !OnlyReason(x, reason) {
+				return false
+			}
+		}
+		return len(inner) > 0
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return OnlyReason(inner, reason)
+		}
+	}
+	return false
+}
+
 // OnlyConflicts reports whether err, and every error it joins, is a conflict.
 func OnlyConflicts(err error) bool {
 	switch e := err.(type) {

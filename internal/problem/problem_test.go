@@ -33,3 +33,25 @@ func TestOnlyConflicts(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyReason(t *testing.T) {
+	refused := WithReason("Refused", errors.New("denied"))
+	other := errors.New("timeout")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"marked", refused, true},
+		{"wrapped", fmt.Errorf("step 1: %w", refused), true},
+		{"joined, all marked", errors.Join(refused, fmt.Errorf("step 2: %w", refused)), true},
+		{"joined with another", errors.Join(refused, other), false},
+		{"another reason", WithReason("Other", other), false},
+		{"unmarked", other, false},
+		{"nil", nil, false},
+	} {
+		if got := OnlyReason(tc.err, "Refused"); got != tc.want {
+			t.Errorf("%s: OnlyReason = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -56,11 +56,8 @@ func (o *Observed) autoscaler(i int) *autoscalingv2.HorizontalPodAutoscaler {
 // last transition time while their status does not change.
 func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.PipelineStatus {
 	st := pipelinev1beta1.PipelineStatus{
-		ObservedGeneration: p.Status.ObservedGeneration,
+		ObservedGeneration: observedGeneration(p, obs.Err),
 		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
-	}
-	if obs.Err == nil {
-		st.ObservedGeneration = p.Generation
 	}
 
 	// Problems arrive in the order concurrent steps found them; sorted, the same world always
@@ -142,7 +139,19 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 	default:
 		st.Phase = pipelinev1beta1.PipelinePhaseCreating
 	}
+	setHealth(&st, p.Generation)
 	return st
+}
+
+// observedGeneration is the generation the pass acted on: p's when it succeeded, or when all
+// that stopped it (err) is the apiserver refusing a child for what it is — its verdict (Stalled,
+// for a person) is about this spec, and generic tools read it only once observedGeneration
+// says so. Otherwise the one before.
+func observedGeneration(p *pipelinev1beta1.Pipeline, err error) int64 {
+	if err == nil || problem.OnlyReason(err, pipelinev1beta1.ReasonApplyRefused) {
+		return p.Generation
+	}
+	return p.Status.ObservedGeneration
 }
 
 func setAvailable(st *pipelinev1beta1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -75,6 +76,8 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns)
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		kubectlWaitReady(p)
+		Expect(kstatusOf(ctx, p)()).To(Equal(kstatus.CurrentStatus))
 
 		st := get(ctx, p).Status
 		Expect(st.ReadySteps).To(Equal("2/2"))
@@ -125,6 +128,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = "no-such-node" })
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Eventually(kstatusOf(ctx, p)).Should(Equal(kstatus.FailedStatus))
 		deg := meta.FindStatusCondition(get(ctx, p).Status.Conditions, pipelinev1beta1.ConditionDegraded)
 		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNodeNotFound))
 		Expect(deg.Message).To(ContainSubstring("step 2 (step-2): node no-such-node does not exist"))

@@ -583,9 +583,12 @@ var _ = Describe("Pipeline reconciler", func() {
 			g.Expect(rec.Message).To(ContainSubstring("step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2"))
 			g.Expect(rec.Message).To(ContainSubstring("services of second steps are not allowed here"))
 		}).Should(Succeed())
-		Expect(getPipeline(ctx, p).Status.ObservedGeneration).To(BeZero(), "a failed pass does not claim the generation")
+		Expect(getPipeline(ctx, p).Status.ObservedGeneration).To(Equal(p.Generation),
+			"the refusal is a verdict on this generation, which generic tools read only once it is observed")
 		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).To(And(HaveField("Status", metav1.ConditionTrue),
 			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused)), "a refusal needs a person")
+		Expect(condition(ctx, p, pipelinev1beta1.ConditionStalled)()).To(And(HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused)), "kstatus calls it Failed")
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring(
 			"ApplyRefused: step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2")))
 		Expect(deploymentOf(ctx, p, 1).Name).To(Equal("facedetection-pipeline-step-2"), "the other children are still made")

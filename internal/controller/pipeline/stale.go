@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,7 +20,7 @@ import (
 )
 
 // mayHaveStaleChildren reports whether children of an earlier spec may still exist: the last
-// successful pass was for another generation, or made children with other names. A converged
+// pass did not succeed for this generation (Reconciled), or made children with other names. A converged
 // Pipeline skips the search for stale children, which lists every child kind in the namespace;
 // so does a new one, whose spec never changed and so never named other children.
 func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
@@ -27,7 +28,9 @@ func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 	if p.Generation == 1 && st.ObservedGeneration == 0 {
 		return false
 	}
-	if st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
+	reconciled := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
+	if reconciled == nil || reconciled.Status != metav1.ConditionTrue || reconciled.ObservedGeneration != p.Generation ||
+		st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
 		st.PVCName != resources.ClaimName(p) || (resources.OwnsVolume(p) && st.PVName != resources.PVName(p)) || (!resources.OwnsVolume(p) && st.PVName != "") ||
 		(resources.IngressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") ||
 		resources.RouterEnabled(p) != (st.DetailPhase.RouterPhase != "") {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -8,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
@@ -55,6 +57,17 @@ func TestMayHaveStaleChildren(t *testing.T) {
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a changed spec does not start the stale search")
 	}
+	// A pass the apiserver refused a child acted on the generation (observedGeneration), but
+	// did not write every child: the next pass still looks.
+	p.Status = status.Compute(p, &status.Observed{PV: statustest.BoundPV(), PVC: statustest.BoundPVC(),
+		Deployments: convergedWorld().Deployments, Services: convergedWorld().Services,
+		Err: problem.WithReason(pipelinev1beta1.ReasonApplyRefused, errors.New("apply Deployment d: denied"))})
+	if p.Status.ObservedGeneration != 3 {
+		t.Fatalf("observedGeneration %d after a refused pass of generation 3", p.Status.ObservedGeneration)
+	}
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a pass refused by the apiserver ends the stale search")
+	}
 	p.Generation, p.Status.ObservedGeneration = 1, 1
 	p.Spec.Steps[0].Name = "renamed"
 	if !mayHaveStaleChildren(p) {
@@ -72,6 +85,7 @@ func TestMayHaveStaleRouter(t *testing.T) {
 		p.Status.DetailPhase.StepsPhase = append(p.Status.DetailPhase.StepsPhase, pipelinev1beta1.StepStatus{DeploymentName: resources.StepObjectName(p, i)})
 	}
 	p.Status.DetailPhase.RouterPhase = pipelinev1beta1.DeploymentPhaseAvailable
+	status.SetReconciled(&p.Status, 2, nil)
 	if mayHaveStaleChildren(p) {
 		t.Error("a converged Pipeline with its router looks for stale children")
 	}

@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// kubectlWaitReady runs `kubectl wait --for=condition=Ready` on p against the local control
+// plane ($KUBECTL, the binary the Makefile builds).
+func kubectlWaitReady(p *pipelinev1beta1.Pipeline) {
+	GinkgoHelper()
+	kubectl := os.Getenv("KUBECTL")
+	Expect(kubectl).NotTo(BeEmpty(), "KUBECTL names the kubectl binary: run `make test-e2e`")
+	cmd := exec.Command(kubectl, "--kubeconfig", os.Getenv("E2E_KUBECONFIG"), "wait", "--for=condition=Ready",
+		"--timeout=60s", "-n", p.Namespace, "pipeline/"+p.Name)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "kubectl wait: %s", out)
+}
+
+// kstatusOf is what kstatus (Flux, kpt) makes of p as the apiserver serves it.
+func kstatusOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() kstatus.Status {
+	return func() kstatus.Status {
+		GinkgoHelper()
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(get(ctx, p))
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(pipelinev1beta1.GroupVersion.WithKind("Pipeline"))
+		res, err := kstatus.Compute(u)
+		Expect(err).NotTo(HaveOccurred())
+		return res.Status
+	}
+}
