@@ -53,7 +53,11 @@ const (
 	ReasonNodeNotFound = "NodeNotFound"
 	// ReasonNodeNotReady means the node a step is pinned to is NotReady, Unknown, cordoned or
 	// tainted against the step's pods.
-	ReasonNodeNotReady  = "NodeNotReady"
+	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonNodeAmbiguous means a location names no node but is the kubernetes.io/hostname
+	// label of several nodes: the operator pins to none of them, since a node can give itself
+	// any hostname label.
+	ReasonNodeAmbiguous = "NodeAmbiguous"
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
 	ReasonNameConflict  = "NameConflict"

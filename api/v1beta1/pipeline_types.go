@@ -71,8 +71,9 @@ type Step struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Image string `json:"image"`
 
-	// location is the name of the node the step must run on
-	// (a node selector on kubernetes.io/hostname). Empty lets the scheduler choose.
+	// location is the name of the node the step must run on: its pods are pinned by node name
+	// (a required node affinity on metadata.name). A location no node is named after names the
+	// one node whose kubernetes.io/hostname label it is. Empty lets the scheduler choose.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
@@ -80,8 +81,8 @@ type Step struct {
 	Location string `json:"location,omitempty"`
 
 	// fallbackLocations are the nodes the step moves to, in order of preference, when the node
-	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment's node
-	// selector names the first ready node of [location, fallbackLocations...]. Requires
+	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment is pinned to
+	// the first ready node of [location, fallbackLocations...]. Requires
 	// location. Its Service and the other steps' NEXT_STEP_URL stay as they are.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
@@ -204,8 +205,8 @@ type Router struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Enabled",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Enabled bool `json:"enabled,omitempty"`
 
-	// location is the name of the node the router must run on (a node selector on
-	// kubernetes.io/hostname). Empty lets the scheduler choose.
+	// location is the name of the node the router must run on, resolved and pinned as a
+	// step's location is. Empty lets the scheduler choose.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`

@@ -31,7 +31,7 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 		t.Fatal(err)
 	}
 	children := []runtime.ApplyConfiguration{resources.PV(p), resources.PVC(p), resources.Ingress(p),
-		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config), resources.RouterService(p),
+		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config, "node-a"), resources.RouterService(p),
 		resources.StepHPA(p, 1), resources.StepPDB(p, 1)}
 	for i := range p.Spec.Steps {
 		children = append(children, resources.StepDeployment(p, i, "", "node-a"),

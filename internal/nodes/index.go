@@ -26,7 +26,7 @@ const (
 )
 
 // SetupIndexes registers IndexHostname and IndexPipelineNodes with indexer (a manager's
-// GetFieldIndexer(), or a cache), before it starts. Lookup, WithHostname and PipelinesOn read
+// GetFieldIndexer(), or a cache), before it starts. Resolve, Exists and PipelinesOn read
 // through them.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Node{}, IndexHostname, NodeHostname); err != nil {
@@ -39,9 +39,9 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 }
 
 // NodeHostname is the index function of IndexHostname: the value of the node's
-// kubernetes.io/hostname label, which is what a step's node selector matches (and what a label
-// selector on it matched before the index: a node without the label has no value, even though
-// Hostname falls back to its name).
+// kubernetes.io/hostname label, by which Resolve finds the node of a location that names no
+// node (as a label selector on it matched before the index: a node without the label has no
+// value, even though Hostname falls back to its name).
 func NodeHostname(obj client.Object) []string {
 	v, ok := obj.GetLabels()[corev1.LabelHostname]
 	if !ok {

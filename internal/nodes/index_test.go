@@ -121,7 +121,7 @@ func testScheme(t *testing.T) *runtime.Scheme {
 }
 
 // readers are the same objects behind a client with the indexes and one without (which the
-// Lookup and PipelinesOn read as before the indexes).
+// Resolve and PipelinesOn read as before the indexes).
 func readers(t *testing.T, objs ...client.Object) map[string]client.Reader {
 	t.Helper()
 	s := testScheme(t)
@@ -133,33 +133,65 @@ func readers(t *testing.T, objs ...client.Object) map[string]client.Reader {
 	}
 }
 
-func TestLookup(t *testing.T) {
+func TestResolve(t *testing.T) {
 	objs := []client.Object{
 		hostnamed("n1", "n1"),
 		hostnamed("n2-b", "shared"), hostnamed("n2-a", "shared"),
 		hostnamed("n3", "host-3"),
 		namedNode("n4", nil),
+		// n6 gives itself the hostname label of n5: the name wins.
+		hostnamed("n5", "n5"), hostnamed("n6", "n5"),
 	}
-	want := map[string]string{"n1": "n1", "shared": "n2-a", "host-3": "n3", "n3": "", "n4": "", "nowhere": ""}
+	tests := []struct {
+		location  string
+		name      string
+		found     string
+		ambiguous []string
+	}{
+		{location: "n1", name: "n1", found: "n1"},
+		{location: "host-3", name: "n3", found: "n3"},
+		{location: "n3", name: "n3", found: "n3"},
+		{location: "n4", name: "n4", found: "n4"},
+		{location: "n5", name: "n5", found: "n5"},
+		{location: "shared", name: "shared", ambiguous: []string{"n2-a", "n2-b"}},
+		{location: "nowhere", name: "nowhere"},
+	}
 	for name, r := range readers(t, objs...) {
 		t.Run(name, func(t *testing.T) {
-			for hostname, w := range want {
-				n, err := Lookup(context.Background(), r, hostname)
+			for _, tt := range tests {
+				res, err := Resolve(context.Background(), r, tt.location)
 				if err != nil {
-					t.Fatalf("Lookup(%s): %v", hostname, err)
+					t.Fatalf("Resolve(%s): %v", tt.location, err)
 				}
-				got := ""
-				if n != nil {
-					got = n.Name
+				found := ""
+				if res.Node != nil {
+					found = res.Node.Name
 				}
-				if got != w {
-					t.Errorf("Lookup(%s) = %q, want %q", hostname, got, w)
+				if res.Location != tt.location || res.Name != tt.name || found != tt.found || !slices.Equal(res.Ambiguous, tt.ambiguous) {
+					t.Errorf("Resolve(%s) = name %q, node %q, ambiguous %q; want %q, %q, %q",
+						tt.location, res.Name, found, res.Ambiguous, tt.name, tt.found, tt.ambiguous)
 				}
-				if ok, err := WithHostname(context.Background(), r, hostname); err != nil || ok != (w != "") {
-					t.Errorf("WithHostname(%s) = %v, %v; want %v", hostname, ok, err, w != "")
+				if res.Found() != (tt.found != "") {
+					t.Errorf("Resolve(%s).Found() = %v", tt.location, res.Found())
+				}
+				if (res.AmbiguousMessage() != "") != (tt.ambiguous != nil) {
+					t.Errorf("Resolve(%s).AmbiguousMessage() = %q", tt.location, res.AmbiguousMessage())
+				}
+				if ok, err := Exists(context.Background(), r, tt.location); err != nil || ok != (tt.found != "" || tt.ambiguous != nil) {
+					t.Errorf("Exists(%s) = %v, %v", tt.location, ok, err)
 				}
 			}
 		})
+	}
+}
+
+func TestAmbiguousMessage(t *testing.T) {
+	res := Resolution{Location: "edge-1", Name: "edge-1", Ambiguous: []string{"edge-1a", "rogue"}}
+	want := "location edge-1 is ambiguous: no node is named edge-1 and nodes edge-1a, rogue all carry the label " +
+		"kubernetes.io/hostname=edge-1, so none of them is chosen (the pods stay Pending, pinned to a node named edge-1); " +
+		"set the location to the name of the node"
+	if got := res.AmbiguousMessage(); got != want {
+		t.Errorf("AmbiguousMessage() = %q, want %q", got, want)
 	}
 }
 

@@ -44,8 +44,11 @@ func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 	}
 
 	pod := d.Spec.Template.Spec
-	if diff := cmp.Diff(map[string]string{"kubernetes.io/hostname": "xx-test-node236"}, pod.NodeSelector); diff != "" {
-		t.Errorf("node selector (-want +got):\n%s", diff)
+	if len(pod.NodeSelector) != 0 {
+		t.Errorf("node selector %v: the step is pinned by node name, not by a label a kubelet can set", pod.NodeSelector)
+	}
+	if diff := cmp.Diff(nameAffinity("xx-test-node236"), pod.Affinity); diff != "" {
+		t.Errorf("affinity (-want +got):\n%s", diff)
 	}
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers", len(pod.Containers))
@@ -130,16 +133,22 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 	if env["EXTRA"] != "1" || env["MODEL_PATH"] != "/data/facedetection-2" || env["STEP_NAME"] != "recognise" {
 		t.Errorf("env %v", env)
 	}
-	if diff := cmp.Diff(map[string]string{"accelerator": "npu", "kubernetes.io/hostname": "xx-test-node239"}, pod.NodeSelector); diff != "" {
+	if diff := cmp.Diff(map[string]string{"accelerator": "npu"}, pod.NodeSelector); diff != "" {
 		t.Errorf("node selector (-want +got):\n%s", diff)
+	}
+	if got := PinnedNode(&pod); got != "xx-test-node239" {
+		t.Errorf("pinned to %q, want the location", got)
 	}
 	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "edge" {
 		t.Errorf("tolerations %+v", pod.Tolerations)
 	}
 	// A step failed over to another node is pinned there, its other node labels kept.
-	moved := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "edge-b")).Spec.Template.Spec.NodeSelector
-	if diff := cmp.Diff(map[string]string{"accelerator": "npu", "kubernetes.io/hostname": "edge-b"}, moved); diff != "" {
+	moved := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "edge-b")).Spec.Template.Spec
+	if diff := cmp.Diff(map[string]string{"accelerator": "npu"}, moved.NodeSelector); diff != "" {
 		t.Errorf("node selector of a moved step (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(nameAffinity("edge-b"), moved.Affinity); diff != "" {
+		t.Errorf("affinity of a moved step (-want +got):\n%s", diff)
 	}
 	if c.VolumeMounts[0].MountPath != "/data" {
 		t.Errorf("mount path %q", c.VolumeMounts[0].MountPath)
@@ -267,7 +276,7 @@ func TestPodsMountNoServiceAccountToken(t *testing.T) {
 	for name, d := range map[string]*appsv1.Deployment{
 		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "")),
 		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "")),
-		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config)),
+		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")),
 	} {
 		if got := d.Spec.Template.Spec.AutomountServiceAccountToken; got == nil || *got {
 			t.Errorf("%s pods: automountServiceAccountToken %v, want false", name, got)

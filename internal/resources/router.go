@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -143,10 +144,11 @@ func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.Confi
 }
 
 // RouterDeployment is the router's Deployment: image runs cmd/router with config (the
-// content of the ConfigMap, whose hash is on the pod template), pinned to router.location.
+// content of the ConfigMap, whose hash is on the pod template), pinned to the node named node
+// (the node spec.router.location resolves to; empty is the name location).
 // The router image runs as a non-root user and writes no file, so its pods meet the restricted
 // Pod Security level in every namespace.
-func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) *appsv1ac.DeploymentApplyConfiguration {
+func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *appsv1ac.DeploymentApplyConfiguration {
 	rt := p.Spec.Router
 	labels := routerLabels(p)
 	probe := func(path string, delay int32) *corev1ac.ProbeApplyConfiguration {
@@ -194,8 +196,8 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config string) *appsv1
 		WithVolumes(corev1ac.Volume().
 			WithName(routerConfigVolume).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(RouterObjectName(p))))
-	if rt.Location != "" {
-		pod.WithNodeSelector(map[string]string{corev1.LabelHostname: rt.Location})
+	if node = cmp.Or(node, rt.Location); node != "" {
+		pod.WithAffinity(pinnedTo(node))
 	}
 
 	return appsv1ac.Deployment(RouterObjectName(p), p.Namespace).

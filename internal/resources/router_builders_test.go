@@ -95,7 +95,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+	d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 
 	if d.Name != "facedetection-pipeline-router" || d.Namespace != "vision" {
 		t.Errorf("deployment is %s/%s", d.Namespace, d.Name)
@@ -120,8 +120,11 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	}
 
 	pod := d.Spec.Template.Spec
-	if diff := cmp.Diff(map[string]string{"kubernetes.io/hostname": "xx-test-node236"}, pod.NodeSelector); diff != "" {
-		t.Errorf("node selector (-want +got):\n%s", diff)
+	if len(pod.NodeSelector) != 0 {
+		t.Errorf("node selector %v: the router is pinned by node name", pod.NodeSelector)
+	}
+	if diff := cmp.Diff(nameAffinity("xx-test-node236"), pod.Affinity); diff != "" {
+		t.Errorf("affinity (-want +got):\n%s", diff)
 	}
 	if pod.SecurityContext == nil || pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context %+v, want the RuntimeDefault seccomp profile", pod.SecurityContext)
@@ -175,7 +178,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	t.Run("without a location the scheduler chooses, and one replica is the default", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
 		p.Spec.Router.Location = ""
-		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 		if d.Spec.Template.Spec.NodeSelector != nil {
 			t.Errorf("node selector %v", d.Spec.Template.Spec.NodeSelector)
 		}
@@ -187,7 +190,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	t.Run("without a memory limit the Go runtime gets no limit", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
 		p.Spec.Router.Resources = nil
-		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 		if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 0 {
 			t.Errorf("env %v", env)
 		}
@@ -202,7 +205,7 @@ func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data))
+		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 		return d.Spec.Template.Annotations[AnnotationRouterConfigHash]
 	}
 	before := hash(base)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 
@@ -64,9 +65,10 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 	return env
 }
 
-// StepDeployment is the Deployment of step i: its pods run on node (the step's location,
-// or the fallback it failed over to; empty is the location), mount the model claim read-only and
-// receive the step's configuration as environment variables. level is the Pod Security level the
+// StepDeployment is the Deployment of step i: its pods are pinned to the node named node (the
+// node the step's location, or the fallback it failed over to, resolves to; empty is the name
+// location), mount the model claim read-only and receive the step's configuration as
+// environment variables. level is the Pod Security level the
 // Pipeline's namespace enforces; the pods are admitted there.
 func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
 	s := p.Spec.Steps[i]
@@ -100,15 +102,11 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().
 				WithClaimName(ClaimName(p)).
 				WithReadOnly(true)))
-	nodeSelector := map[string]string{}
-	for k, v := range s.NodeSelector {
-		nodeSelector[k] = v
+	if len(s.NodeSelector) > 0 {
+		pod.WithNodeSelector(maps.Clone(s.NodeSelector))
 	}
 	if node = cmp.Or(node, s.Location); node != "" {
-		nodeSelector[corev1.LabelHostname] = node
-	}
-	if len(nodeSelector) > 0 {
-		pod.WithNodeSelector(nodeSelector)
+		pod.WithAffinity(pinnedTo(node))
 	}
 	for _, t := range s.Tolerations {
 		pod.WithTolerations(Convert[corev1ac.TolerationApplyConfiguration](t))

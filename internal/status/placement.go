@@ -17,6 +17,9 @@ import (
 type Placement struct {
 	// Decision is where the step's Deployment is pinned; Node is empty for a step without location.
 	Decision nodes.Decision
+	// NodeName is the name of the node Decision.Node resolves to (see nodes.Resolve), which the
+	// step's pods are pinned to by name.
+	NodeName string
 	// Health is the health of decision.Node.
 	Health nodes.Health
 	// From is the health of decision.From, when it is one of the step's nodes.

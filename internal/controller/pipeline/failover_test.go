@@ -23,7 +23,16 @@ import (
 
 // nodeOf is the node the Deployment of step i of p is pinned to.
 func nodeOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) func() string {
-	return func() string { return deploymentOf(ctx, p, i).Spec.Template.Spec.NodeSelector[corev1.LabelHostname] }
+	return func() string { return resources.PinnedNode(&deploymentOf(ctx, p, i).Spec.Template.Spec) }
+}
+
+// nameAffinity is the affinity of a pod pinned to the node named node.
+func nameAffinity(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
 }
 
 // stepStatus is the status of step i of p.
@@ -361,7 +370,7 @@ func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		return err
 	}
 	if d, ok := obj.(*appsv1.Deployment); ok && key.Name == s.deployment {
-		d.Spec.Template.Spec.NodeSelector[corev1.LabelHostname] = s.node
+		d.Spec.Template.Spec.Affinity = nameAffinity(s.node)
 	}
 	return nil
 }

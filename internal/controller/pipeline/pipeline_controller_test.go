@@ -182,8 +182,9 @@ var _ = Describe("Pipeline reconciler", func() {
 
 		By("creating a Deployment and a Service per step, pinned and wired")
 		d1, d2 := deploymentOf(ctx, p, 0), deploymentOf(ctx, p, 1)
-		Expect(d1.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"kubernetes.io/hostname": "xx-test-node236"}))
-		Expect(d2.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{"kubernetes.io/hostname": "xx-test-node239"}))
+		Expect(d1.Spec.Template.Spec.NodeSelector).To(BeEmpty(), "pinned by node name, not by a label a kubelet can set")
+		Expect(d1.Spec.Template.Spec.Affinity).To(Equal(nameAffinity("xx-test-node236")))
+		Expect(d2.Spec.Template.Spec.Affinity).To(Equal(nameAffinity("xx-test-node239")))
 		Expect(d1.Spec.Template.Spec.Containers[0].Args).To(BeEmpty())
 		Expect(envOf(d1)).To(HaveKeyWithValue("listenPort", "9080"))
 		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))

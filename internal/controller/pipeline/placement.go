@@ -19,10 +19,10 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
-// placeStep decides the node step i is pinned to. Everything comes from the world: the current
-// node from the node selector of the live Deployment, the timers from the Ready conditions of
-// the nodes. It reports a step whose node is missing or not ready, and asks for a pass when a
-// timer expires.
+// placeStep decides the node step i is pinned to. Everything comes from the world: the node
+// each candidate location names (nodes.Resolve), the current node from the node affinity of
+// the live Deployment, the timers from the Ready conditions of the nodes. It reports a step
+// whose node is missing, ambiguous or not ready, and asks for a pass when a timer expires.
 func (r *Reconciler) placeStep(ctx context.Context, s *scope, i int) (status.Placement, error) {
 	p := s.pipeline
 	step := &p.Spec.Steps[i]
@@ -30,24 +30,26 @@ func (r *Reconciler) placeStep(ctx context.Context, s *scope, i int) (status.Pla
 	if len(candidates) == 0 {
 		return status.Placement{}, nil
 	}
-	current, err := currentNode(ctx, r.Client, p, i)
-	if err != nil {
-		return status.Placement{}, err
-	}
+	resolved := make(map[string]nodes.Resolution, len(candidates))
 	health := make(map[string]nodes.Health, len(candidates))
 	for _, c := range candidates {
-		n, err := nodes.Lookup(ctx, r.Client, c)
+		res, err := nodes.Resolve(ctx, r.Client, c)
 		if err != nil {
 			return status.Placement{}, err
 		}
-		health[c] = nodes.Classify(n, step.Tolerations)
+		resolved[c] = res
+		health[c] = nodes.Classify(res.Node, step.Tolerations)
+	}
+	current, err := currentLocation(ctx, r.Client, p, i, candidates, resolved)
+	if err != nil {
+		return status.Placement{}, err
 	}
 	policy, now := failoverPolicy(p), r.now()
 	d := nodes.Decide(candidates, current, health, policy, now)
 	if d.Moved() {
 		// The cache may not show an earlier move of the step yet: a move is decided, and later
 		// recorded, on the node the apiserver's Deployment is pinned to.
-		live, err := currentNode(ctx, r.APIReader, p, i)
+		live, err := currentLocation(ctx, r.APIReader, p, i, candidates, resolved)
 		if err != nil {
 			return status.Placement{}, err
 		}
@@ -58,21 +60,28 @@ func (r *Reconciler) placeStep(ctx context.Context, s *scope, i int) (status.Pla
 	if d.RequeueAfter > 0 {
 		s.requeueWithin(d.RequeueAfter)
 	}
-	pl := status.Placement{Decision: d, Health: health[d.Node], From: health[d.From]}
-	if msg := placementProblem(p, i, pl, candidates, policy.After); msg != "" {
-		reason := pipelinev1beta1.ReasonNodeNotReady
-		if pl.Health.State == nodes.StateMissing {
-			reason = pipelinev1beta1.ReasonNodeNotFound
+	pl := status.Placement{Decision: d, NodeName: resolved[d.Node].Name, Health: health[d.Node], From: health[d.From]}
+	if pr := placementProblem(p, i, pl, candidates, policy.After, resolved[d.Node]); pr.Message != "" {
+		s.add(pr)
+	}
+	// A candidate the step does not run on that names several nodes: nothing stops now, but the
+	// step could not move there.
+	for _, c := range candidates {
+		if msg := resolved[c].AmbiguousMessage(); c != d.Node && msg != "" {
+			s.add(problem.Problem{Reason: pipelinev1beta1.ReasonNodeAmbiguous, Notice: true,
+				Message: fmt.Sprintf("%s: %s", resources.StepLabel(p, i), msg)})
 		}
-		// A cordoned node still runs the step's pods: the Pipeline is degraded, not failed.
-		s.add(problem.Problem{Reason: reason, Message: msg, Notice: pl.Health.State == nodes.StateUnschedulable})
 	}
 	return pl, nil
 }
 
-// currentNode is the node the Deployment of step i, as c reads it, is pinned to; empty when it
-// does not exist (yet) or is not the Pipeline's.
-func currentNode(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pipeline, i int) (string, error) {
+// currentLocation is the candidate whose node the Deployment of step i, as c reads it, is
+// pinned to (resolved holds the node of every candidate); the node's name itself when no
+// candidate names it; empty when the Deployment does not exist (yet) or is not the Pipeline's.
+// A Deployment of an earlier version of the operator is pinned by the hostname label, whose
+// value is a location.
+func currentLocation(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pipeline, i int,
+	candidates []string, resolved map[string]nodes.Resolution) (string, error) {
 	d := &appsv1.Deployment{}
 	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.StepObjectName(p, i)}, d)
 	switch {
@@ -83,7 +92,16 @@ func currentNode(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pipeli
 	case !resources.OwnedBy(p, d):
 		return "", nil
 	}
-	return d.Spec.Template.Spec.NodeSelector[corev1.LabelHostname], nil
+	pinned := resources.PinnedNode(&d.Spec.Template.Spec)
+	if pinned == "" {
+		return "", nil
+	}
+	for _, cand := range candidates {
+		if resolved[cand].Name == pinned || cand == pinned {
+			return cand, nil
+		}
+	}
+	return pinned, nil
 }
 
 // failoverPolicy is the placement policy of p's spec.failover.
@@ -98,21 +116,28 @@ func failoverPolicy(p *pipelinev1beta1.Pipeline) nodes.Policy {
 	}
 }
 
-// placementProblem is the Degraded message of step i when the node it is pinned to is missing
-// or not ready; empty when it is fine. after is spec.failover.afterSeconds. The message names
-// times, not durations, so that it stays the same from one pass to the next while nothing changes.
-func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl status.Placement, candidates []string, after time.Duration) string {
+// placementProblem is the Degraded problem of step i when the node it is pinned to is missing,
+// ambiguous (res, the resolution of its location, names several nodes) or not ready; none
+// (an empty message) when it is fine. after is spec.failover.afterSeconds. The message names
+// times, not durations, so that it stays the same from one pass to the next while nothing
+// changes.
+func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl status.Placement, candidates []string, after time.Duration,
+	res nodes.Resolution) problem.Problem {
 	d, h := pl.Decision, pl.Health
 	if h.Schedulable() {
-		return ""
+		return problem.Problem{}
 	}
 	label := resources.StepLabel(p, i)
 	if h.State == nodes.StateMissing {
-		msg := fmt.Sprintf("%s: node %s does not exist (no node has %s=%s)", label, d.Node, corev1.LabelHostname, d.Node)
-		if len(candidates) > 1 {
-			msg += fmt.Sprintf("; none of its nodes (%s) is ready: the step stays", strings.Join(candidates, ", "))
+		pr := problem.Problem{Reason: pipelinev1beta1.ReasonNodeNotFound, Message: fmt.Sprintf(
+			"%s: node %s does not exist (no node is named %s or has %s=%s)", label, d.Node, d.Node, corev1.LabelHostname, d.Node)}
+		if msg := res.AmbiguousMessage(); msg != "" {
+			pr = problem.Problem{Reason: pipelinev1beta1.ReasonNodeAmbiguous, Message: fmt.Sprintf("%s: %s", label, msg)}
 		}
-		return msg
+		if len(candidates) > 1 {
+			pr.Message += fmt.Sprintf("; none of its nodes (%s) is ready: the step stays", strings.Join(candidates, ", "))
+		}
+		return pr
 	}
 	msg := fmt.Sprintf("%s: node %s %s", label, d.Node, h.Detail)
 	switch {
@@ -125,7 +150,8 @@ func placementProblem(p *pipelinev1beta1.Pipeline, i int, pl status.Placement, c
 	case len(candidates) == 1:
 		msg += ": the step has no fallbackLocations to move to"
 	}
-	return msg
+	// A cordoned node still runs the step's pods: the Pipeline is degraded, not failed.
+	return problem.Problem{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: msg, Notice: h.State == nodes.StateUnschedulable}
 }
 
 // recordMove records the move of step i to another node, once its Deployment, which ran on

@@ -63,7 +63,7 @@ var _ = Describe("Pod Security of the step pods", func() {
 		restricted := namespaceEnforcing(ctx, resources.PodSecurityRestricted)
 		p := testenv.RoutedSample(GinkgoT())
 		p.Namespace = restricted
-		template := testenv.Typed[appsv1.Deployment](GinkgoT(), resources.RouterDeployment(p, testenv.RouterImage, "{}")).Spec.Template
+		template := testenv.Typed[appsv1.Deployment](GinkgoT(), resources.RouterDeployment(p, testenv.RouterImage, "{}", "")).Spec.Template
 		Expect(admitPod(ctx, restricted, template)).To(Succeed())
 	})
 

@@ -64,14 +64,19 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	if !resources.RouterEnabled(p) {
 		return r.deleteDisabledRouter(ctx, s)
 	}
+	node := ""
 	if location := p.Spec.Router.Location; location != "" {
-		exists, err := nodes.WithHostname(ctx, r.Client, location)
+		res, err := nodes.Resolve(ctx, r.Client, location)
 		if err != nil {
 			return err
 		}
-		if !exists {
-			s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "router: node %s does not exist (no node has %s=%s)",
-				location, corev1.LabelHostname, location)
+		node = res.Name
+		switch {
+		case len(res.Ambiguous) > 0:
+			s.addProblem(pipelinev1beta1.ReasonNodeAmbiguous, "router: %s", res.AmbiguousMessage())
+		case !res.Found():
+			s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "router: node %s does not exist (no node is named %s or has %s=%s)",
+				location, location, corev1.LabelHostname, location)
 		}
 	}
 	if s.routerConfigErr != nil {
@@ -92,7 +97,7 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, err = r.applyChild(ctx, s, d, resources.RouterDeployment(p, r.RouterImage, config))
+	ok, err = r.applyChild(ctx, s, d, resources.RouterDeployment(p, r.RouterImage, config, node))
 	if ok {
 		s.obs.RouterDeployment = d
 	}

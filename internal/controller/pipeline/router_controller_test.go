@@ -101,7 +101,8 @@ var _ = Describe("The pipeline router", func() {
 		Expect(metav1.IsControlledBy(d, p)).To(BeTrue())
 		Expect(d.Labels).To(HaveKeyWithValue(resources.LabelManagedBy, resources.ManagedBy))
 		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testenv.RouterImage))
-		Expect(d.Spec.Template.Spec.NodeSelector).To(Equal(map[string]string{corev1.LabelHostname: sampleNodes[0]}))
+		Expect(d.Spec.Template.Spec.NodeSelector).To(BeEmpty())
+		Expect(d.Spec.Template.Spec.Affinity).To(Equal(nameAffinity(sampleNodes[0])))
 		hash := d.Spec.Template.Annotations[resources.AnnotationRouterConfigHash]
 		Expect(hash).To(Equal(resources.RouterConfigHash(data)))
 
@@ -244,7 +245,7 @@ var _ = Describe("The pipeline router", func() {
 			Should(Equal(pipelinev1beta1.ReasonNodeNotFound))
 		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).
 			To(ContainSubstring("router: node " + node + " does not exist"))
-		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelHostname, node))
+		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.Affinity).To(Equal(nameAffinity(node)))
 
 		createNode(node)
 		DeferCleanup(func(ctx context.Context) {

@@ -48,7 +48,7 @@ func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	res, err := r.applyExistingChild(ctx, s, d, resources.StepDeployment(p, i, s.podSecurity, pl.Decision.Node))
+	res, err := r.applyExistingChild(ctx, s, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName))
 	if res.Owned {
 		// Also when the update was refused: the Deployment exists, and the status describes it.
 		s.obs.Deployments[i] = d

@@ -81,8 +81,8 @@ func followListenPort(old, p *pipelinev1beta1.Pipeline) {
 // Validator refuses Pipelines the operator could only half build, with a message that names
 // the field and says what to change, and warns about things that may be fine later.
 type Validator struct {
-	// Nodes reads Nodes (by their kubernetes.io/hostname label) for the warning about a location
-	// no node has yet; nil turns that warning off.
+	// Nodes reads Nodes (by name, and by their kubernetes.io/hostname label) for the warning
+	// about a location no node has yet; nil turns that warning off.
 	Nodes client.Reader
 	// Reviews creates the SubjectAccessReviews that check the requester of an inline storage
 	// source (see storageAccess); nil turns that check off.
@@ -127,11 +127,11 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil
 }
 
-// nodeExists looks a location up among the nodes' kubernetes.io/hostname labels, which is
-// what the step's node selector matches.
+// nodeExists looks a location up among the nodes' names and kubernetes.io/hostname labels, as
+// the operator resolves it to the node the step is pinned to (nodes.Resolve).
 func (v *Validator) nodeExists(ctx context.Context) func(string) (bool, error) {
 	if v.Nodes == nil {
 		return nil
 	}
-	return func(hostname string) (bool, error) { return nodes.WithHostname(ctx, v.Nodes, hostname) }
+	return func(location string) (bool, error) { return nodes.Exists(ctx, v.Nodes, location) }
 }

@@ -252,7 +252,8 @@ func ValidatePipelineUpdate(old, p *pipelinev1beta1.Pipeline) field.ErrorList {
 }
 
 // warnings are admission warnings: things that are accepted but may not be what the user
-// wants. nodeExists reports whether a node carries the given hostname; old is nil on create.
+// wants. nodeExists reports whether a node is named, or labelled, by the given location; old is
+// nil on create.
 func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
 	var out []string
 	locations, reachable := sets.New[string](), sets.New[string]()

@@ -33,8 +33,8 @@ type RouterApplyConfiguration struct {
 	// enabled makes the operator run the router: a ConfigMap, a Deployment and a Service
 	// named <pipeline>-router. spec.expose then points at the router instead of the first step.
 	Enabled *bool `json:"enabled,omitempty"`
-	// location is the name of the node the router must run on (a node selector on
-	// kubernetes.io/hostname). Empty lets the scheduler choose.
+	// location is the name of the node the router must run on, resolved and pinned as a
+	// step's location is. Empty lets the scheduler choose.
 	Location *string `json:"location,omitempty"`
 	// replicas is the number of router pods.
 	Replicas *int32 `json:"replicas,omitempty"`

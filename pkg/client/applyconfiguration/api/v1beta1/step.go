@@ -34,12 +34,13 @@ type StepApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// image is the container image of the step.
 	Image *string `json:"image,omitempty"`
-	// location is the name of the node the step must run on
-	// (a node selector on kubernetes.io/hostname). Empty lets the scheduler choose.
+	// location is the name of the node the step must run on: its pods are pinned by node name
+	// (a required node affinity on metadata.name). A location no node is named after names the
+	// one node whose kubernetes.io/hostname label it is. Empty lets the scheduler choose.
 	Location *string `json:"location,omitempty"`
 	// fallbackLocations are the nodes the step moves to, in order of preference, when the node
-	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment's node
-	// selector names the first ready node of [location, fallbackLocations...]. Requires
+	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment is pinned to
+	// the first ready node of [location, fallbackLocations...]. Requires
 	// location. Its Service and the other steps' NEXT_STEP_URL stay as they are.
 	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 	// model is the model's directory inside the model storage; the step finds it at
