@@ -237,10 +237,10 @@ func TestDesiredStorage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			p.Spec.ModelStorage = tt.storage
-			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p))
+			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, ""))
 			var pv *corev1.PersistentVolume
 			if OwnsVolume(p) {
-				pv = testenv.Typed[corev1.PersistentVolume](t, PV(p))
+				pv = testenv.Typed[corev1.PersistentVolume](t, PV(p, ""))
 				if pvc.Spec.VolumeName != pv.Name || ptr.Deref(pvc.Spec.StorageClassName, "x") != "" {
 					t.Errorf("claim is not bound to the volume: volumeName %q class %v", pvc.Spec.VolumeName, pvc.Spec.StorageClassName)
 				}
@@ -281,5 +281,29 @@ func TestPodsMountNoServiceAccountToken(t *testing.T) {
 		if got := d.Spec.Template.Spec.AutomountServiceAccountToken; got == nil || *got {
 			t.Errorf("%s pods: automountServiceAccountToken %v, want false", name, got)
 		}
+	}
+}
+
+func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
+	const kept = "default-facedetection-pipeline-1a2b3c4d"
+	for _, typ := range []pipelinev1beta1.StorageType{pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI} {
+		t.Run(string(typ), func(t *testing.T) {
+			p := testenv.Sample(t, "default")
+			p.Spec.ModelStorage.Type = typ
+			for _, tt := range []struct{ given, want string }{{"", PVName(p)}, {kept, kept}} {
+				pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, tt.given))
+				pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, tt.given))
+				if pv.Name != tt.want || pvc.Spec.VolumeName != tt.want {
+					t.Errorf("given %q: volume %q, claim bound to %q; want %q", tt.given, pv.Name, pvc.Spec.VolumeName, tt.want)
+				}
+				if pv.Spec.CSI != nil && pv.Spec.CSI.VolumeHandle != tt.want {
+					t.Errorf("given %q: volume handle %q, want the volume's name %q (a volume's source cannot change)",
+						tt.given, pv.Spec.CSI.VolumeHandle, tt.want)
+				}
+				if pvc.Name != ClaimName(p) || pv.Spec.ClaimRef.Name != ClaimName(p) {
+					t.Errorf("given %q: claim %q, claimRef %q; want %q", tt.given, pvc.Name, pv.Spec.ClaimRef.Name, ClaimName(p))
+				}
+			}
+		})
 	}
 }

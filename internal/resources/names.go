@@ -6,6 +6,7 @@ package resources
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -31,6 +32,9 @@ func childName(parts ...string) string {
 	return prefix + "-" + shortHash(name)
 }
 
+// maxVolumePrefixLength is the longest readable start of a PersistentVolume's name (PVName).
+const maxVolumePrefixLength = 63
+
 // shortHash is the first hashLength hex digits of the SHA-256 of the parts.
 func shortHash(parts ...string) string {
 	h := sha256.New()
@@ -39,6 +43,20 @@ func shortHash(parts ...string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:hashLength]
+}
+
+// fullHash is the SHA-256 of the parts, all 64 hex digits. Each part is preceded by its length
+// (8 bytes, big-endian): no two different lists of parts are hashed from the same bytes, whatever
+// characters the parts hold.
+func fullHash(parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // StepName is the step's name, step-<1-based index> when the spec gives none.
@@ -66,6 +84,13 @@ func IngressName(p *pipelinev1beta1.Pipeline) string {
 // a claim's spec cannot change in place, so a different storage spec means new objects with
 // new names, and the old ones are removed once the steps have moved over.
 func storageKey(p *pipelinev1beta1.Pipeline) string {
+	return shortHash(storageIdentity(p)...)
+}
+
+// storageIdentity is what identifies the storage of p: its namespace and name, then the storage
+// spec with its defaults (type, class, capacity, access modes, every csiParameter entry in the
+// order of the keys).
+func storageIdentity(p *pipelinev1beta1.Pipeline) []string {
 	s := p.Spec.ModelStorage
 	size := capacity(p)
 	parts := []string{p.Namespace, p.Name, string(StorageType(p)), s.StorageClassName, size.String()}
@@ -80,13 +105,22 @@ func storageKey(p *pipelinev1beta1.Pipeline) string {
 	for _, k := range keys {
 		parts = append(parts, k+"="+s.CSIParameter[k])
 	}
-	return shortHash(parts...)
+	return parts
 }
 
-// PVName names the model PersistentVolume: cluster-wide unique, since the key covers the
-// namespace and name of the Pipeline.
+// PVName names the model PersistentVolume of a new Pipeline, or of one whose storage changed.
+// A PersistentVolume is cluster-scoped: its name must not be one another namespace's Pipeline
+// can be made to want. It is the Pipeline's namespace and name (cut to maxVolumePrefixLength,
+// to stay readable) followed by fullHash of storageIdentity: two Pipelines that differ in
+// namespace, name or storage share it only through a SHA-256 collision. At most
+// maxVolumePrefixLength+65 characters, a DNS subdomain. A volume an earlier version named
+// otherwise is kept under its name (see PV).
 func PVName(p *pipelinev1beta1.Pipeline) string {
-	return childName(p.Namespace, p.Name, storageKey(p))
+	prefix := p.Namespace + "-" + p.Name
+	if len(prefix) > maxVolumePrefixLength {
+		prefix = strings.TrimRight(prefix[:maxVolumePrefixLength], "-.")
+	}
+	return prefix + "-" + fullHash(storageIdentity(p)...)
 }
 
 // ClaimName is the claim every step mounts: the user's for existingClaim, else the operator's.

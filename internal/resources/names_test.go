@@ -87,9 +87,88 @@ func TestStorageNames(t *testing.T) {
 
 	p.Name = strings.Repeat("n", 63)
 	p.Namespace = strings.Repeat("s", 63)
-	for _, n := range []string{PVName(p), ClaimName(p), StepObjectName(p, 0)} {
+	for _, n := range []string{ClaimName(p), StepObjectName(p, 0)} {
 		if len(n) > maxNameLength {
 			t.Errorf("name %q has %d characters", n, len(n))
 		}
+	}
+}
+
+// oldPVName is the name an earlier version gave the model PersistentVolume: namespace, name and
+// the 8-digit storage key joined, cut to a DNS label.
+func oldPVName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Namespace, p.Name, storageKey(p))
+}
+
+func TestPVName(t *testing.T) {
+	pipeline := func(ns, name string, edits ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+		p := testenv.Sample(t, ns)
+		p.Name = name
+		for _, e := range edits {
+			e(p)
+		}
+		return p
+	}
+	share := func(s string) func(*pipelinev1beta1.Pipeline) {
+		return func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = s }
+	}
+	tests := []struct {
+		name string
+		a, b *pipelinev1beta1.Pipeline
+		// oldCollided marks inputs to which the earlier names gave the same volume name.
+		oldCollided bool
+	}{
+		{
+			// Found by trying names: the joined names agree in their first 54 characters, and
+			// the 32-bit hashes of the whole joined names are equal.
+			name:        "two namespaces whose earlier names collided",
+			a:           pipeline("team-a", "facedetection-pipeline-for-the-edge-sites-of-the-lab-dda0"),
+			b:           pipeline("team", "a-facedetection-pipeline-for-the-edge-sites-of-the-lab-259c"),
+			oldCollided: true,
+		},
+		{name: "the same joined start in two namespaces", a: pipeline("a-b", "c"), b: pipeline("a", "b-c")},
+		{name: "the same Pipeline in two namespaces", a: pipeline("default", "p"), b: pipeline("edge", "p")},
+		{name: "two storage specs of one Pipeline", a: pipeline("default", "p"), b: pipeline("default", "p", share("/elsewhere"))},
+		{
+			// The earlier hash separated the parts with a NUL character, which a value may hold.
+			name: "a csiParameter value that spells the next entry",
+			a: pipeline("default", "p", share("/m"), func(p *pipelinev1beta1.Pipeline) {
+				p.Spec.ModelStorage.CSIParameter["tail"] = "x"
+			}),
+			b:           pipeline("default", "p", share("/m\x00tail=x")),
+			oldCollided: true,
+		},
+		{name: "longest namespace and name", a: pipeline(strings.Repeat("s", 63), strings.Repeat("n", 63)),
+			b: pipeline(strings.Repeat("s", 63), strings.Repeat("n", 62)+"m")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := oldPVName(tt.a) == oldPVName(tt.b); got != tt.oldCollided {
+				t.Fatalf("the earlier names collide: %v, want %v (%q, %q)", got, tt.oldCollided, oldPVName(tt.a), oldPVName(tt.b))
+			}
+			a, b := PVName(tt.a), PVName(tt.b)
+			if a == b {
+				t.Errorf("%s/%s and %s/%s share the volume name %q", tt.a.Namespace, tt.a.Name, tt.b.Namespace, tt.b.Name, a)
+			}
+			for _, p := range []*pipelinev1beta1.Pipeline{tt.a, tt.b} {
+				n := PVName(p)
+				if len(n) > maxVolumePrefixLength+1+64 || len(n) > validation.DNS1123SubdomainMaxLength {
+					t.Errorf("%q has %d characters", n, len(n))
+				}
+				if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+					t.Errorf("%q is not a DNS subdomain: %v", n, errs)
+				}
+				prefix, sum, _ := strings.Cut(n[len(n)-65:], "-")
+				if prefix != "" || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+					t.Errorf("%q does not end in a SHA-256", n)
+				}
+				if want := p.Namespace + "-" + p.Name; !strings.HasPrefix(want, strings.TrimSuffix(n, "-"+sum)) {
+					t.Errorf("%q does not start with %q", n, want)
+				}
+				if PVName(p) != n {
+					t.Errorf("PVName(%s/%s) is not deterministic", p.Namespace, p.Name)
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,10 +10,12 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
-// PV is the model PersistentVolume of p (nfs and csi storage), pre-bound to the claim
-// of PVC so that no other claim can take it.
-func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguration {
+// PV is the model PersistentVolume of p (nfs and csi storage), named name, pre-bound to the
+// claim of PVC so that no other claim can take it. name is PVName(p) (empty is that too), or the
+// name of the volume an earlier version made for the claim, which keeps it.
+func PV(p *pipelinev1beta1.Pipeline, name string) *corev1ac.PersistentVolumeApplyConfiguration {
 	s := p.Spec.ModelStorage
+	name = cmp.Or(name, PVName(p))
 	spec := corev1ac.PersistentVolumeSpec().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}).
 		WithAccessModes(accessModes(p)...).
@@ -34,7 +37,7 @@ func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguratio
 		delete(attrs, pipelinev1beta1.CSIDriverParameter)
 		spec.WithCSI(corev1ac.CSIPersistentVolumeSource().
 			WithDriver(driver).
-			WithVolumeHandle(PVName(p)).
+			WithVolumeHandle(name).
 			WithReadOnly(true).
 			WithVolumeAttributes(attrs))
 	default:
@@ -44,14 +47,24 @@ func PV(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeApplyConfiguratio
 			WithReadOnly(true))
 	}
 
-	return corev1ac.PersistentVolume(PVName(p)).
+	return corev1ac.PersistentVolume(name).
 		WithLabels(storageLabels(p)).
 		WithSpec(spec)
 }
 
-// PVC is the claim every step of p mounts: bound to PV for nfs and csi storage,
-// provisioned by storageClassName for storageClass storage.
-func PVC(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+// VolumeMadeFor reports whether pv is a volume the operator made for p and its claim pvc: it
+// carries the labels of p's storage (managed by the operator, p's name and namespace) and is
+// reserved (claimRef) for pvc by namespace and name.
+func VolumeMadeFor(p *pipelinev1beta1.Pipeline, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) bool {
+	l := pv.Labels
+	ref := pv.Spec.ClaimRef
+	return l[LabelManagedBy] == ManagedBy && l[LabelPipeline] == p.Name && l[LabelPipelineNamespace] == p.Namespace &&
+		ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name && pvc.Namespace == p.Namespace
+}
+
+// PVC is the claim every step of p mounts: bound to the volume named volume (as PV; empty is
+// PVName(p)) for nfs and csi storage, provisioned by storageClassName for storageClass storage.
+func PVC(p *pipelinev1beta1.Pipeline, volume string) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	spec := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(accessModes(p)...).
 		WithResources(corev1ac.VolumeResourceRequirements().
@@ -59,7 +72,7 @@ func PVC(p *pipelinev1beta1.Pipeline) *corev1ac.PersistentVolumeClaimApplyConfig
 	if StorageType(p) == pipelinev1beta1.StorageTypeStorageClass {
 		spec.WithStorageClassName(p.Spec.ModelStorage.StorageClassName)
 	} else {
-		spec.WithStorageClassName("").WithVolumeName(PVName(p))
+		spec.WithStorageClassName("").WithVolumeName(cmp.Or(volume, PVName(p)))
 	}
 	return corev1ac.PersistentVolumeClaim(ClaimName(p), p.Namespace).
 		WithLabels(storageLabels(p)).

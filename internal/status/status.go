@@ -24,6 +24,10 @@ import (
 type Observed struct {
 	// PV is the model PersistentVolume; nil when missing or when the storage type has none.
 	PV *corev1.PersistentVolume
+	// PVName is the name of the model PersistentVolume the pass wants (nfs and csi storage):
+	// resources.PVName, or the name of the volume an earlier version made for the current claim;
+	// empty is resources.PVName.
+	PVName string
 	// PVC is the claim the steps mount; nil when missing.
 	PVC *corev1.PersistentVolumeClaim
 	// Deployments and services are indexed like spec.steps; nil entries are missing.
@@ -72,7 +76,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 
 	// Storage.
 	if resources.OwnsVolume(p) {
-		st.PVName = resources.PVName(p)
+		st.PVName = cmp.Or(obs.PVName, resources.PVName(p))
 		if obs.PV == nil {
 			waiting = append(waiting, fmt.Sprintf("PersistentVolume %s does not exist yet", st.PVName))
 		} else {

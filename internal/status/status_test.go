@@ -212,6 +212,20 @@ func TestComputeStatusStepsPhase(t *testing.T) {
 	}
 }
 
+func TestComputeStatusNamesTheVolumeThePassWants(t *testing.T) {
+	p := testenv.Sample(t, "edge")
+	for _, tt := range []struct{ observed, want string }{
+		{"", resources.PVName(p)},
+		{"edge-facedetection-pipeline-1a2b3c4d", "edge-facedetection-pipeline-1a2b3c4d"},
+	} {
+		o := convergedWorld()
+		o.PVName = tt.observed
+		if got := Compute(p, o).PVName; got != tt.want {
+			t.Errorf("observed volume name %q: status.pvName %q, want %q", tt.observed, got, tt.want)
+		}
+	}
+}
+
 func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
 	p := testenv.Sample(t, "default")
 	p.Generation = 1

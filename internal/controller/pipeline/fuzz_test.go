@@ -235,10 +235,10 @@ func FuzzPipeline(f *testing.F) {
 		}
 		var children []runtime.ApplyConfiguration
 		if resources.OwnsVolume(p) {
-			children = append(children, resources.PV(p))
+			children = append(children, resources.PV(p, ""))
 		}
 		if resources.OwnsStorage(p) {
-			children = append(children, resources.PVC(p))
+			children = append(children, resources.PVC(p, ""))
 		}
 		for i := range p.Spec.Steps {
 			for _, msg := range validation.IsDNS1035Label(resources.StepObjectName(p, i)) {

@@ -47,6 +47,9 @@ type scope struct {
 	routerConfigErr error
 	// stepsApplied is true once every step's children were applied in this pass.
 	stepsApplied bool
+	// volumeName is the name of the model PersistentVolume (nfs and csi storage) this pass
+	// wants, set by reconcileStorage (see volumeName); empty until then.
+	volumeName string
 	// budgets are indexed like spec.steps: whether the step gets a PodDisruptionBudget.
 	budgets []bool
 	// created are the children this pass created, by "Kind name", for one event.

@@ -31,7 +31,9 @@ func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 	reconciled := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
 	if reconciled == nil || reconciled.Status != metav1.ConditionTrue || reconciled.ObservedGeneration != p.Generation ||
 		st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
-		st.PVCName != resources.ClaimName(p) || (resources.OwnsVolume(p) && st.PVName != resources.PVName(p)) || (!resources.OwnsVolume(p) && st.PVName != "") ||
+		// The volume's name follows from the claim's (a claim stays bound to its volume): a
+		// volume kept under the name an earlier version gave it is not a stale one.
+		st.PVCName != resources.ClaimName(p) || resources.OwnsVolume(p) != (st.PVName != "") ||
 		(resources.IngressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") ||
 		resources.RouterEnabled(p) != (st.DetailPhase.RouterPhase != "") {
 		return true
@@ -94,8 +96,10 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	deleteUnwanted(&networkingv1.IngressList{}, "Ingress", func(o client.Object) bool {
 		return resources.IngressSpec(p) != nil && o.GetName() == resources.IngressName(p)
 	}, inNamespace...)
+	// Without the name this pass wants (s.volumeName), every volume of p is kept: it may be the
+	// one the claim is bound to.
 	deleteUnwanted(&corev1.PersistentVolumeList{}, "PersistentVolume", func(o client.Object) bool {
-		return resources.OwnsVolume(p) && o.GetName() == resources.PVName(p)
+		return resources.OwnsVolume(p) && (s.volumeName == "" || o.GetName() == s.volumeName)
 	}, volumeSelector(p))
 	return errors.Join(errs...)
 }

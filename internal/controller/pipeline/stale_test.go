@@ -75,6 +75,25 @@ func TestMayHaveStaleChildren(t *testing.T) {
 	}
 }
 
+func TestMayHaveStaleVolume(t *testing.T) {
+	p := testenv.Sample(t, "default")
+	p.Generation = 2
+	o := convergedWorld()
+	o.PVName = "default-facedetection-pipeline-1a2b3c4d"
+	p.Status = status.Compute(p, o)
+	if mayHaveStaleChildren(p) {
+		t.Errorf("a converged Pipeline on the volume an earlier version named looks for stale children")
+	}
+	p.Spec.ModelStorage.CSIParameter["share"] = "/elsewhere"
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a storage change (a new claim) does not start the stale search")
+	}
+	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: p.Status.PVCName}
+	if !mayHaveStaleChildren(p) {
+		t.Errorf("a volume in the status of storage that has none does not start the stale search")
+	}
+}
+
 func TestMayHaveStaleRouter(t *testing.T) {
 	p := testenv.RoutedSample(t)
 	p.Generation = 2

@@ -25,6 +25,13 @@ const claimRecheckInterval = 15 * time.Second
 func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if resources.OwnsStorage(p) {
+		if resources.OwnsVolume(p) {
+			name, err := r.volumeName(ctx, p)
+			if err != nil {
+				return err
+			}
+			s.volumeName, s.obs.PVName = name, name
+		}
 		// The volume and the claim name each other; they are written together.
 		var pvErr error
 		var wg sync.WaitGroup
@@ -36,7 +43,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 			})
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
-		ok, err := r.applyChild(ctx, s, pvc, resources.PVC(p))
+		ok, err := r.applyChild(ctx, s, pvc, resources.PVC(p, s.volumeName))
 		if ok {
 			s.obs.PVC = pvc
 		}
@@ -63,6 +70,43 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	return nil
 }
 
+// volumeName is the name of the model PersistentVolume of p: resources.PVName(p), unless p's
+// current claim already exists and is bound (spec.volumeName, which cannot change) to another
+// volume that an earlier version of the operator made for it under the name it gave volumes
+// then: that volume keeps its name, so that an upgrade neither rebinds nor restarts anything.
+// Such a volume is labelled for p and reserved for the claim (resources.VolumeMadeFor); one that
+// is gone is made again under the claim's name, as the claim can bind to no other. A new
+// Pipeline, or a storage change (which names a new claim), gets resources.PVName(p). Both are
+// read from the cache, which holds the operator's claims and volumes.
+func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1beta1.Pipeline) (string, error) {
+	name := resources.PVName(p)
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.ClaimName(p)}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return name, nil
+	case err != nil:
+		return "", fmt.Errorf("get claim %s: %w", resources.ClaimName(p), err)
+	}
+	bound := pvc.Spec.VolumeName
+	if bound == "" || bound == name || !resources.OwnedBy(p, pvc) {
+		return name, nil
+	}
+	pv := &corev1.PersistentVolume{}
+	err = r.Client.Get(ctx, types.NamespacedName{Name: bound}, pv)
+	switch {
+	case apierrors.IsNotFound(err):
+		return bound, nil
+	case err != nil:
+		return "", fmt.Errorf("get persistent volume %s: %w", bound, err)
+	case !resources.VolumeMadeFor(p, pvc, pv):
+		// Someone else's volume: never taken over. The claim, bound to it by name, cannot
+		// follow a volume of another name: the refusal of its update says so.
+		return name, nil
+	}
+	return bound, nil
+}
+
 // reconcileVolume makes the model PersistentVolume exist as the spec says. A Released volume
 // was bound to a claim that is gone (deleted by someone, or left by an earlier Pipeline of the
 // same name whose finalizer was removed by hand): it can never bind to the current claim, and
@@ -70,7 +114,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 // it is), and its deletion event starts the pass that makes a new one.
 func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope) error {
 	pv := &corev1.PersistentVolume{}
-	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline))
+	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline, s.volumeName))
 	switch {
 	case !ok:
 		return err

@@ -118,7 +118,7 @@ var _ = Describe("Model storage data", func() {
 		earlier := p.DeepCopy()
 		earlier.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("2Gi"))
 		Expect(resources.ClaimName(earlier)).NotTo(Equal(resources.ClaimName(p)))
-		Expect(k8sClient.Apply(ctx, resources.PVC(earlier), client.FieldOwner(apply.FieldManager))).To(Succeed())
+		Expect(k8sClient.Apply(ctx, resources.PVC(earlier, ""), client.FieldOwner(apply.FieldManager))).To(Succeed())
 		left := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(earlier))
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
 		Eventually(func(g Gomega) {
