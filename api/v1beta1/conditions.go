@@ -60,7 +60,14 @@ const (
 	ReasonNodeAmbiguous = "NodeAmbiguous"
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
-	ReasonNameConflict  = "NameConflict"
+	// ReasonModelStorageClassNotFound means the ModelStorageClass that modelStorageClassName
+	// names does not exist: the operator creates no volume or claim for the storage.
+	ReasonModelStorageClassNotFound = "ModelStorageClassNotFound"
+	// ReasonModelStorageClassNotPermitted means the namespaceSelector of the ModelStorageClass
+	// that modelStorageClassName names does not select the Pipeline's namespace: the operator
+	// creates no volume or claim for the storage, and keeps those it already made.
+	ReasonModelStorageClassNotPermitted = "ModelStorageClassNotPermitted"
+	ReasonNameConflict                  = "NameConflict"
 	// ReasonRouterFailed means the router's Deployment exceeded its progress deadline or
 	// cannot create pods.
 	ReasonRouterFailed = "RouterFailed"

@@ -7,7 +7,7 @@ import (
 )
 
 // StorageType says where the models of a Pipeline live and how the operator provides them.
-// +kubebuilder:validation:Enum=nfs;csi;storageClass;existingClaim
+// +kubebuilder:validation:Enum=nfs;csi;storageClass;existingClaim;modelStorageClass
 type StorageType string
 
 const (
@@ -21,6 +21,10 @@ const (
 	StorageTypeStorageClass StorageType = "storageClass"
 	// StorageTypeExistingClaim is a PersistentVolumeClaim the user owns; the operator only mounts it.
 	StorageTypeExistingClaim StorageType = "existingClaim"
+	// StorageTypeModelStorageClass is the storage a cluster administrator published as the
+	// ModelStorageClass modelStorageClassName: the operator creates a PersistentVolume from it,
+	// as for nfs and csi, when the class selects the Pipeline's namespace.
+	StorageTypeModelStorageClass StorageType = "modelStorageClass"
 )
 
 // DefaultCSIDriver is the CSI driver of type csi storage when csiParameter.driver is not set.
@@ -256,12 +260,16 @@ type HeaderName string
 // +kubebuilder:validation:XValidation:rule="self.type != 'csi' || (has(self.csiParameter) && self.csiParameter.exists(k, k != 'driver'))",message="modelStorage of type csi needs the driver's volume attributes in csiParameter (and optionally csiParameter.driver)"
 // +kubebuilder:validation:XValidation:rule="self.type != 'storageClass' || has(self.storageClassName)",message="modelStorage of type storageClass needs storageClassName"
 // +kubebuilder:validation:XValidation:rule="self.type != 'existingClaim' || has(self.claimName)",message="modelStorage of type existingClaim needs claimName"
+// +kubebuilder:validation:XValidation:rule="self.type != 'modelStorageClass' || has(self.modelStorageClassName)",message="modelStorage of type modelStorageClass needs modelStorageClassName: the name of a ModelStorageClass (kubectl get modelstorageclasses)"
+// +kubebuilder:validation:XValidation:rule="self.type != 'modelStorageClass' || !has(self.csiParameter) || size(self.csiParameter) == 0",message="modelStorage of type modelStorageClass takes its source from the ModelStorageClass: remove csiParameter"
+// +kubebuilder:validation:XValidation:rule="!has(self.modelStorageClassName) || self.type == 'modelStorageClass'",message="modelStorageClassName is only read by modelStorage.type modelStorageClass: set that type or remove modelStorageClassName"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.type) || oldSelf.type != 'storageClass' || (has(self.type) && self.type == 'storageClass' && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName) && (has(self.capacity) ? self.capacity : '1Gi') == (has(oldSelf.capacity) ? oldSelf.capacity : '1Gi') && (has(self.accessModes) && size(self.accessModes) > 0 ? self.accessModes : ['ReadOnlyMany']) == (has(oldSelf.accessModes) && size(oldSelf.accessModes) > 0 ? oldSelf.accessModes : ['ReadOnlyMany']) && (has(self.csiParameter) ? self.csiParameter : {}) == (has(oldSelf.csiParameter) ? oldSelf.csiParameter : {}))",message="modelStorage of type storageClass cannot change its type, storageClassName, capacity, accessModes or csiParameter (only mountPath): its claim holds the models and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim and claimName"
 type ModelStorage struct {
-	// type is how the model storage is provided: nfs, csi, storageClass or existingClaim.
+	// type is how the model storage is provided: nfs, csi, storageClass, existingClaim or
+	// modelStorageClass.
 	// +optional
 	// +kubebuilder:default=nfs
-	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:nfs","urn:alm:descriptor:com.tectonic.ui:select:csi","urn:alm:descriptor:com.tectonic.ui:select:storageClass","urn:alm:descriptor:com.tectonic.ui:select:existingClaim"}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:nfs","urn:alm:descriptor:com.tectonic.ui:select:csi","urn:alm:descriptor:com.tectonic.ui:select:storageClass","urn:alm:descriptor:com.tectonic.ui:select:existingClaim","urn:alm:descriptor:com.tectonic.ui:select:modelStorageClass"}
 	Type StorageType `json:"type,omitempty"`
 
 	// csiParameter describes the volume. For nfs: server and share. For csi: driver
@@ -286,6 +294,15 @@ type ModelStorage struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Existing Claim",xDescriptors="urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"
 	ClaimName string `json:"claimName,omitempty"`
+
+	// modelStorageClassName is the ModelStorageClass, published by a cluster administrator,
+	// that the operator makes the PersistentVolume from (type modelStorageClass). The class
+	// must select the Pipeline's namespace.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model Storage Class",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	ModelStorageClassName string `json:"modelStorageClassName,omitempty"`
 
 	// capacity is the size of the volume and of the claim. Defaults to 1Gi.
 	// +optional

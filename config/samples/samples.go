@@ -1,5 +1,5 @@
-// Package samples gives Go code the sample Pipeline that users apply: the tests run exactly
-// the resource that config/samples ships.
+// Package samples gives Go code the samples that users apply (a Pipeline and a
+// ModelStorageClass): the tests run exactly the resources that config/samples ships.
 package samples
 
 import (
@@ -21,4 +21,16 @@ func Pipeline(ns string) (*pipelinev1beta1.Pipeline, error) {
 	}
 	p.Namespace = ns
 	return p, nil
+}
+
+//go:embed distri-infer_v1beta1_modelstorageclass.yaml
+var modelStorageClassYAML []byte
+
+// ModelStorageClass decodes the sample ModelStorageClass, strictly.
+func ModelStorageClass() (*pipelinev1beta1.ModelStorageClass, error) {
+	c := &pipelinev1beta1.ModelStorageClass{}
+	if err := yaml.UnmarshalStrict(modelStorageClassYAML, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

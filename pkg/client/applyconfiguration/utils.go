@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=distri-infer.ndsl.cn, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithKind("CSIModelStorageSource"):
+		return &apiv1beta1.CSIModelStorageSourceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DetailPhase"):
 		return &apiv1beta1.DetailPhaseApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Expose"):
@@ -42,6 +44,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.IngressExposeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ModelStorage"):
 		return &apiv1beta1.ModelStorageApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ModelStorageClass"):
+		return &apiv1beta1.ModelStorageClassApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ModelStorageClassSpec"):
+		return &apiv1beta1.ModelStorageClassSpecApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NFSModelStorageSource"):
+		return &apiv1beta1.NFSModelStorageSourceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Pipeline"):
 		return &apiv1beta1.PipelineApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PipelineSpec"):

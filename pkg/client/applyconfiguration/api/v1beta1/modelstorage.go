@@ -29,7 +29,8 @@ import (
 //
 // ModelStorage is the shared storage the steps load their models from.
 type ModelStorageApplyConfiguration struct {
-	// type is how the model storage is provided: nfs, csi, storageClass or existingClaim.
+	// type is how the model storage is provided: nfs, csi, storageClass, existingClaim or
+	// modelStorageClass.
 	Type *apiv1beta1.StorageType `json:"type,omitempty"`
 	// csiParameter describes the volume. For nfs: server and share. For csi: driver
 	// (default nfs.csi.k8s.io) and the driver's volume attributes (for nfs.csi.k8s.io,
@@ -40,6 +41,10 @@ type ModelStorageApplyConfiguration struct {
 	// claimName is the PersistentVolumeClaim, in the Pipeline's namespace, that holds the
 	// models (type existingClaim). The operator mounts it and never changes or deletes it.
 	ClaimName *string `json:"claimName,omitempty"`
+	// modelStorageClassName is the ModelStorageClass, published by a cluster administrator,
+	// that the operator makes the PersistentVolume from (type modelStorageClass). The class
+	// must select the Pipeline's namespace.
+	ModelStorageClassName *string `json:"modelStorageClassName,omitempty"`
 	// capacity is the size of the volume and of the claim. Defaults to 1Gi.
 	Capacity *resource.Quantity `json:"capacity,omitempty"`
 	// accessModes of the volume and the claim. Defaults to [ReadOnlyMany].
@@ -89,6 +94,14 @@ func (b *ModelStorageApplyConfiguration) WithStorageClassName(value string) *Mod
 // If called multiple times, the ClaimName field is set to the value of the last call.
 func (b *ModelStorageApplyConfiguration) WithClaimName(value string) *ModelStorageApplyConfiguration {
 	b.ClaimName = &value
+	return b
+}
+
+// WithModelStorageClassName sets the ModelStorageClassName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ModelStorageClassName field is set to the value of the last call.
+func (b *ModelStorageApplyConfiguration) WithModelStorageClassName(value string) *ModelStorageApplyConfiguration {
+	b.ModelStorageClassName = &value
 	return b
 }
 

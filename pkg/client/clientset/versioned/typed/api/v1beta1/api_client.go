@@ -28,12 +28,17 @@ import (
 
 type DistriInferV1beta1Interface interface {
 	RESTClient() rest.Interface
+	ModelStorageClassesGetter
 	PipelinesGetter
 }
 
 // DistriInferV1beta1Client is used to interact with features provided by the distri-infer.ndsl.cn group.
 type DistriInferV1beta1Client struct {
 	restClient rest.Interface
+}
+
+func (c *DistriInferV1beta1Client) ModelStorageClasses() ModelStorageClassInterface {
+	return newModelStorageClasses(c)
 }
 
 func (c *DistriInferV1beta1Client) Pipelines(namespace string) PipelineInterface {

@@ -28,6 +28,10 @@ type FakeDistriInferV1beta1 struct {
 	*testing.Fake
 }
 
+func (c *FakeDistriInferV1beta1) ModelStorageClasses() v1beta1.ModelStorageClassInterface {
+	return newFakeModelStorageClasses(c)
+}
+
 func (c *FakeDistriInferV1beta1) Pipelines(namespace string) v1beta1.PipelineInterface {
 	return newFakePipelines(c, namespace)
 }
