@@ -30,7 +30,7 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	children := []runtime.ApplyConfiguration{resources.PV(p, ""), resources.PVC(p, ""), resources.Ingress(p),
+	children := []runtime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, ""), resources.Ingress(p),
 		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config, "node-a"), resources.RouterService(p),
 		resources.StepHPA(p, 1), resources.StepPDB(p, 1)}
 	for i := range p.Spec.Steps {

@@ -76,7 +76,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(create(ctx, resources.StepDeployment(p, 0, "", "node-a"))).To(Succeed())
 		Expect(create(ctx, resources.StepDeployment(p, 1, resources.PodSecurityRestricted, ""))).To(Succeed())
 		Expect(create(ctx, resources.RouterDeployment(p, testenv.RouterImage, config, "node-b"))).To(Succeed())
-		Expect(create(ctx, resources.PV(p, ""))).To(Succeed())
+		Expect(create(ctx, resources.PV(p, "", resources.InlineVolumeSource(p)))).To(Succeed())
 	})
 
 	It("refuses the operator anything else, with the reason", func(ctx SpecContext) {

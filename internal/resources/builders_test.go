@@ -240,7 +240,7 @@ func TestDesiredStorage(t *testing.T) {
 			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, ""))
 			var pv *corev1.PersistentVolume
 			if OwnsVolume(p) {
-				pv = testenv.Typed[corev1.PersistentVolume](t, PV(p, ""))
+				pv = testenv.Typed[corev1.PersistentVolume](t, PV(p, "", InlineVolumeSource(p)))
 				if pvc.Spec.VolumeName != pv.Name || ptr.Deref(pvc.Spec.StorageClassName, "x") != "" {
 					t.Errorf("claim is not bound to the volume: volumeName %q class %v", pvc.Spec.VolumeName, pvc.Spec.StorageClassName)
 				}
@@ -291,7 +291,7 @@ func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			p.Spec.ModelStorage.Type = typ
 			for _, tt := range []struct{ given, want string }{{"", PVName(p)}, {kept, kept}} {
-				pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, tt.given))
+				pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, tt.given, InlineVolumeSource(p)))
 				pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, tt.given))
 				if pv.Name != tt.want || pvc.Spec.VolumeName != tt.want {
 					t.Errorf("given %q: volume %q, claim bound to %q; want %q", tt.given, pv.Name, pvc.Spec.VolumeName, tt.want)

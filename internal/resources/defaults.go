@@ -33,7 +33,16 @@ func OwnsStorage(p *pipelinev1beta1.Pipeline) bool {
 // OwnsVolume is true when the operator creates the PersistentVolume.
 func OwnsVolume(p *pipelinev1beta1.Pipeline) bool {
 	t := StorageType(p)
-	return t == pipelinev1beta1.StorageTypeNFS || t == pipelinev1beta1.StorageTypeCSI
+	return t == pipelinev1beta1.StorageTypeNFS || t == pipelinev1beta1.StorageTypeCSI || t == pipelinev1beta1.StorageTypeModelStorageClass
+}
+
+// ModelStorageClassName is the name of the ModelStorageClass the storage of p is made from; empty
+// unless the type is modelStorageClass.
+func ModelStorageClassName(p *pipelinev1beta1.Pipeline) string {
+	if StorageType(p) != pipelinev1beta1.StorageTypeModelStorageClass {
+		return ""
+	}
+	return p.Spec.ModelStorage.ModelStorageClassName
 }
 
 func capacity(p *pipelinev1beta1.Pipeline) resource.Quantity {

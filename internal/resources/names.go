@@ -105,6 +105,11 @@ func storageIdentity(p *pipelinev1beta1.Pipeline) []string {
 	for _, k := range keys {
 		parts = append(parts, k+"="+s.CSIParameter[k])
 	}
+	// Only storage of type modelStorageClass has a class (and no csiParameter): the identity of
+	// the other types stays what it was before the type existed.
+	if class := ModelStorageClassName(p); class != "" {
+		parts = append(parts, "modelStorageClass="+class)
+	}
 	return parts
 }
 

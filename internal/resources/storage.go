@@ -3,6 +3,7 @@ package resources
 import (
 	"cmp"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -10,11 +11,55 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
-// PV is the model PersistentVolume of p (nfs and csi storage), named name, pre-bound to the
-// claim of PVC so that no other claim can take it. name is PVName(p) (empty is that too), or the
-// name of the volume an earlier version made for the claim, which keeps it.
-func PV(p *pipelinev1beta1.Pipeline, name string) *corev1ac.PersistentVolumeApplyConfiguration {
-	s := p.Spec.ModelStorage
+// VolumeSource is where the model PersistentVolume of a Pipeline finds its data, resolved
+// either from the spec (nfs and csi storage: InlineVolumeSource) or from the ModelStorageClass
+// the spec names (ClassVolumeSource). Exactly one of NFS and CSI is set.
+type VolumeSource struct {
+	// NFS is an NFS export.
+	NFS *corev1.NFSVolumeSource
+	// CSI is a volume a CSI driver mounts; an empty VolumeHandle is the PersistentVolume's name.
+	CSI *corev1.CSIPersistentVolumeSource
+	// MountOptions are the PersistentVolume's mount options.
+	MountOptions []string
+}
+
+// InlineVolumeSource is the source that the csiParameter of nfs or csi storage describes,
+// read-only: for csi, csiParameter.driver (default nfs.csi.k8s.io) and the other entries as
+// volume attributes; for nfs, csiParameter.server and csiParameter.share.
+func InlineVolumeSource(p *pipelinev1beta1.Pipeline) VolumeSource {
+	params := p.Spec.ModelStorage.CSIParameter
+	if StorageType(p) == pipelinev1beta1.StorageTypeCSI {
+		driver := params[pipelinev1beta1.CSIDriverParameter]
+		if driver == "" {
+			driver = pipelinev1beta1.DefaultCSIDriver
+		}
+		attrs := maps.Clone(params)
+		delete(attrs, pipelinev1beta1.CSIDriverParameter)
+		return VolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, ReadOnly: true, VolumeAttributes: attrs}}
+	}
+	return VolumeSource{NFS: &corev1.NFSVolumeSource{Server: params["server"], Path: params["share"], ReadOnly: true}}
+}
+
+// ClassVolumeSource is the source a ModelStorageClass publishes: its NFS export or CSI volume,
+// read-only as the class says, with its mount options.
+func ClassVolumeSource(c *pipelinev1beta1.ModelStorageClass) VolumeSource {
+	src := VolumeSource{MountOptions: slices.Clone(c.Spec.MountOptions)}
+	readOnly := c.EffectiveReadOnly()
+	switch {
+	case c.Spec.CSI != nil:
+		src.CSI = &corev1.CSIPersistentVolumeSource{Driver: c.Spec.CSI.Driver, VolumeHandle: c.Spec.CSI.VolumeHandle,
+			ReadOnly: readOnly, VolumeAttributes: maps.Clone(c.Spec.CSI.VolumeAttributes)}
+	case c.Spec.NFS != nil:
+		src.NFS = &corev1.NFSVolumeSource{Server: c.Spec.NFS.Server, Path: c.Spec.NFS.Path, ReadOnly: readOnly}
+	}
+	return src
+}
+
+// PV is the model PersistentVolume of p (nfs, csi and modelStorageClass storage) with the
+// source src, named name, pre-bound to the claim of PVC so that no other claim can take it. name
+// is PVName(p) (empty is that too), or the name of the volume an earlier version made for the
+// claim, which keeps it.
+func PV(p *pipelinev1beta1.Pipeline, name string, src VolumeSource) *corev1ac.PersistentVolumeApplyConfiguration {
 	name = cmp.Or(name, PVName(p))
 	spec := corev1ac.PersistentVolumeSpec().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}).
@@ -26,25 +71,25 @@ func PV(p *pipelinev1beta1.Pipeline, name string) *corev1ac.PersistentVolumeAppl
 			WithAPIVersion("v1").
 			WithNamespace(p.Namespace).
 			WithName(ClaimName(p)))
+	if len(src.MountOptions) > 0 {
+		spec.WithMountOptions(src.MountOptions...)
+	}
 
-	switch StorageType(p) {
-	case pipelinev1beta1.StorageTypeCSI:
-		driver := s.CSIParameter[pipelinev1beta1.CSIDriverParameter]
-		if driver == "" {
-			driver = pipelinev1beta1.DefaultCSIDriver
+	switch {
+	case src.CSI != nil:
+		csi := corev1ac.CSIPersistentVolumeSource().
+			WithDriver(src.CSI.Driver).
+			WithVolumeHandle(cmp.Or(src.CSI.VolumeHandle, name)).
+			WithReadOnly(src.CSI.ReadOnly)
+		if len(src.CSI.VolumeAttributes) > 0 {
+			csi.WithVolumeAttributes(src.CSI.VolumeAttributes)
 		}
-		attrs := maps.Clone(s.CSIParameter)
-		delete(attrs, pipelinev1beta1.CSIDriverParameter)
-		spec.WithCSI(corev1ac.CSIPersistentVolumeSource().
-			WithDriver(driver).
-			WithVolumeHandle(name).
-			WithReadOnly(true).
-			WithVolumeAttributes(attrs))
-	default:
+		spec.WithCSI(csi)
+	case src.NFS != nil:
 		spec.WithNFS(corev1ac.NFSVolumeSource().
-			WithServer(s.CSIParameter["server"]).
-			WithPath(s.CSIParameter["share"]).
-			WithReadOnly(true))
+			WithServer(src.NFS.Server).
+			WithPath(src.NFS.Path).
+			WithReadOnly(src.NFS.ReadOnly))
 	}
 
 	return corev1ac.PersistentVolume(name).

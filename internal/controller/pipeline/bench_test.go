@@ -185,7 +185,7 @@ func benchFloor(t *testing.T, n int) time.Duration {
 		if err := c.Patch(ctx, p, patch); err != nil {
 			return err
 		}
-		desired := []apiruntime.ApplyConfiguration{resources.PV(p, ""), resources.PVC(p, "")}
+		desired := []apiruntime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, "")}
 		for s := range p.Spec.Steps {
 			desired = append(desired, resources.StepDeployment(p, s, "", ""), resources.StepService(p, s))
 		}

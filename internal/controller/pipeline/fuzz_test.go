@@ -235,7 +235,7 @@ func FuzzPipeline(f *testing.F) {
 		}
 		var children []runtime.ApplyConfiguration
 		if resources.OwnsVolume(p) {
-			children = append(children, resources.PV(p, ""))
+			children = append(children, resources.PV(p, "", resources.InlineVolumeSource(p)))
 		}
 		if resources.OwnsStorage(p) {
 			children = append(children, resources.PVC(p, ""))

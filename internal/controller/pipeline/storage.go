@@ -114,7 +114,7 @@ func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1beta1.Pipeline
 // it is), and its deletion event starts the pass that makes a new one.
 func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope) error {
 	pv := &corev1.PersistentVolume{}
-	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline, s.volumeName))
+	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline, s.volumeName, resources.InlineVolumeSource(s.pipeline)))
 	switch {
 	case !ok:
 		return err

@@ -42,7 +42,7 @@ var _ = Describe("Model volume names", func() {
 		p = getPipeline(ctx, p)
 		earlier := earlierVolumeName(p)
 		Expect(earlier).NotTo(Equal(resources.PVName(p)))
-		for _, obj := range []runtime.ApplyConfiguration{resources.PV(p, earlier), resources.PVC(p, earlier)} {
+		for _, obj := range []runtime.ApplyConfiguration{resources.PV(p, earlier, resources.InlineVolumeSource(p)), resources.PVC(p, earlier)} {
 			stamped, err := apply.Stamped(obj)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(stamped), client.FieldOwner(apply.FieldManager))).To(Succeed())
@@ -94,7 +94,7 @@ var _ = Describe("Model volume names", func() {
 		By("the claim is bound by name to a volume labelled for a Pipeline of another namespace")
 		other := p.DeepCopy()
 		other.Namespace = ns + "-other"
-		squatter := resources.PV(other, earlier)
+		squatter := resources.PV(other, earlier, resources.InlineVolumeSource(other))
 		Expect(k8sClient.Apply(ctx, squatter, client.FieldOwner("someone"))).To(Succeed())
 		DeferCleanup(func(ctx context.Context) {
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: earlier}}))).To(Succeed())
