@@ -58,8 +58,8 @@ func TestVolumeFromModelStorageClass(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := classPipeline(t, "shared")
 			class := &pipelinev1beta1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: tt.class}
-			pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, ClassVolumeSource(class)))
-			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p))
+			pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, "", ClassVolumeSource(class)))
+			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, ""))
 
 			want := tt.want.DeepCopy()
 			if want.CSI != nil && want.CSI.VolumeHandle == "" {
