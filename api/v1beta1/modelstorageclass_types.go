@@ -1,7 +1,10 @@
 package v1beta1
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // ModelStorageSourceType names the kind of source a ModelStorageClass publishes.
@@ -138,4 +141,17 @@ func (c *ModelStorageClass) SourceType() ModelStorageSourceType {
 // EffectiveReadOnly is whether the volume source is read-only: true unless the class says false.
 func (c *ModelStorageClass) EffectiveReadOnly() bool {
 	return c.Spec.ReadOnly == nil || *c.Spec.ReadOnly
+}
+
+// Selects reports whether the class's namespaceSelector selects a namespace with the labels
+// nsLabels. A missing selector selects nothing; an invalid one selects nothing and says why.
+func (c *ModelStorageClass) Selects(nsLabels map[string]string) (bool, error) {
+	if c.Spec.NamespaceSelector == nil {
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(c.Spec.NamespaceSelector)
+	if err != nil {
+		return false, fmt.Errorf("invalid namespaceSelector: %w", err)
+	}
+	return sel.Matches(labels.Set(nsLabels)), nil
 }

@@ -4,6 +4,7 @@ package status
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -44,6 +45,10 @@ type Observed struct {
 	Placements []Placement
 	// Problems found while reconciling (name conflicts, missing nodes or claims).
 	Problems []problem.Problem
+	// StorageHeld is true when the pass could not make the storage the spec asks for (its
+	// ModelStorageClass is missing or does not select the namespace): Reconciled is False with
+	// the reason, and the spec is observed (a verdict on it, as for a refused child).
+	StorageHeld bool
 	// Err is the error that stopped the pass, if any.
 	Err error
 }
@@ -131,7 +136,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 	setProgressing(&st, p.Generation, allAvailable, failed, waiting)
 	setPlacementStatus(&st, p, obs.Placements)
 	setDegraded(&st, p.Generation, problems)
-	SetReconciled(&st, p.Generation, obs.Err)
+	SetReconciled(&st, p.Generation, cmp.Or(obs.Err, heldStorage(obs)))
 
 	switch {
 	case !p.DeletionTimestamp.IsZero():
@@ -145,6 +150,20 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 	}
 	setHealth(&st, p.Generation)
 	return st
+}
+
+// heldStorage is what Reconciled reports of a pass that held the storage back (nil when it did
+// not): the storage problem, since the children do not match the spec.
+func heldStorage(obs *Observed) error {
+	if !obs.StorageHeld {
+		return nil
+	}
+	for _, pr := range obs.Problems {
+		if pr.Reason == pipelinev1beta1.ReasonModelStorageClassNotFound || pr.Reason == pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+			return problem.WithReason(pr.Reason, errors.New(pr.Message))
+		}
+	}
+	return problem.WithReason(pipelinev1beta1.ReasonReconcileFailed, errors.New("the model storage the spec asks for could not be made"))
 }
 
 // observedGeneration is the generation the pass acted on: p's when it succeeded, or when all

@@ -255,3 +255,31 @@ func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
 		t.Errorf("Reconciled kept its transition time across a transition")
 	}
 }
+
+// A pass that could not make the storage a ModelStorageClass should provide reports why, fails
+// the Pipeline, and says in Reconciled that the children do not match the spec.
+func TestComputeStatusWithStorageHeld(t *testing.T) {
+	p := testenv.Sample(t, "team-a")
+	p.Generation, p.Status.ObservedGeneration = 3, 2
+	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared"}
+	o := convergedWorld()
+	o.StorageHeld = true
+	o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonModelStorageClassNotPermitted,
+		Message: "ModelStorageClass shared may not be used in namespace team-a"}}
+	st := Compute(p, o)
+	deg := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
+	if st.Phase != pipelinev1beta1.PipelinePhaseFailed || deg == nil || deg.Status != metav1.ConditionTrue ||
+		deg.Reason != pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+		t.Errorf("phase %s, Degraded %+v", st.Phase, deg)
+	}
+	if st.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration %d, want 3: the verdict is about generation 3", st.ObservedGeneration)
+	}
+	if rec := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled); rec == nil || rec.Status != metav1.ConditionFalse ||
+		rec.Reason != pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+		t.Errorf("Reconciled %+v, want False for the held storage: the children do not match the spec", rec)
+	}
+	if st.PVName != resources.PVName(p) {
+		t.Errorf("pvName %q, want %q", st.PVName, resources.PVName(p))
+	}
+}

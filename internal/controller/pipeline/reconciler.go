@@ -52,6 +52,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines/status,verbs=patch
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=modelstorageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete

@@ -75,6 +75,16 @@ func (s *scope) add(pr problem.Problem) {
 	s.obs.Problems = append(s.obs.Problems, pr)
 }
 
+// holdStorage records that the pass may not make the storage the spec describes (its
+// ModelStorageClass is missing or does not select the namespace): the volumes and claims that
+// exist stay, stale or not (reconcileStale), and the pass does not count as having applied the
+// spec (status.Observed.StorageHeld).
+func (s *scope) holdStorage() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.obs.StorageHeld = true
+}
+
 // requeueWithin asks for another pass within d, whatever else of the pass asks for.
 func (s *scope) requeueWithin(d time.Duration) {
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,7 +52,7 @@ func WithMaxConcurrentReconciles(n int) func(*builder.Builder) {
 
 // SetupWithManager registers the reconciler: it watches Pipelines, their children, the nodes
 // (whole objects, cached stripped to what placement reads: a node added or removed, its Ready
-// condition, cordon and taints) and the Pod Security level of namespaces. It first registers the
+// condition, cordon and taints), the labels of namespaces and ModelStorageClasses. It first registers the
 // cache indexes that node lookups and node events read through (setupIndexes).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -66,9 +67,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 
 // watches adds what the Pipeline controller watches besides Pipelines: their children, the
 // nodes' changes that matter for placement (appearance, Ready condition, cordon, taints; nodes
-// are watched as whole objects and the cache keeps only those fields), and namespaces whose Pod
-// Security level changes (the step pods' security context depends on it). Namespaces alone are
-// watched as metadata only.
+// are watched as whole objects and the cache keeps only those fields), namespaces whose labels
+// change (the step pods' security context depends on the Pod Security level, and a
+// ModelStorageClass selects namespaces by their labels), and ModelStorageClasses (their
+// Pipelines make their volumes from them). Namespaces alone are watched as metadata only.
 func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
 	return b.
 		Owns(&appsv1.Deployment{}).
@@ -82,7 +84,8 @@ func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
 			builder.WithPredicates(nodes.PlacementChanged())).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
-			builder.WithPredicates(podSecurityLevelChanged())).
+			builder.WithPredicates(namespaceLabelsChanged())).
+		Watches(&pipelinev1beta1.ModelStorageClass{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfClass)).
 		Named("pipeline")
 }
 
@@ -135,27 +138,62 @@ func (r *Reconciler) pipelinesInNamespace(ctx context.Context, obj client.Object
 	return reqs
 }
 
-// podSecurityLevelChanged passes namespace updates that change the enforced Pod Security
-// level. A new namespace holds no Pipeline yet, and the Pipelines of a deleted one go with it.
-func podSecurityLevelChanged() predicate.Predicate {
+// namespaceLabelsChanged passes namespace updates that change the namespace's labels: its
+// enforced Pod Security level, or whether a ModelStorageClass selects it. A new namespace holds
+// no Pipeline yet, and the Pipelines of a deleted one go with it.
+func namespaceLabelsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return resources.NamespacePodSecurity(e.ObjectOld.GetLabels()) != resources.NamespacePodSecurity(e.ObjectNew.GetLabels())
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
 
+// pipelinesOfClass maps a ModelStorageClass to the Pipelines whose storage names it, through
+// the cache's index: a class that appears, changes its namespaceSelector or goes changes what
+// their storage may be.
+func (r *Reconciler) pipelinesOfClass(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &pipelinev1beta1.PipelineList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{indexModelStorageClass: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
 // setupIndexes registers the cache indexes the reconciler reads through: those of node lookups
-// and node events (nodes.SetupIndexes), and indexBudgetSteps.
+// and node events (nodes.SetupIndexes), indexBudgetSteps and indexModelStorageClass.
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := nodes.SetupIndexes(ctx, indexer); err != nil {
 		return err
 	}
 	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, indexBudgetSteps, budgetSteps); err != nil {
 		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, indexModelStorageClass, modelStorageClassOf); err != nil {
+		return fmt.Errorf("index Pipelines by ModelStorageClass: %w", err)
+	}
+	return nil
+}
+
+// indexModelStorageClass indexes Pipelines by the ModelStorageClass their storage is made from.
+const indexModelStorageClass = "pipeline.modelStorageClassName"
+
+// modelStorageClassOf is the value of indexModelStorageClass for a Pipeline: none unless its
+// storage type is modelStorageClass.
+func modelStorageClassOf(obj client.Object) []string {
+	p, ok := obj.(*pipelinev1beta1.Pipeline)
+	if !ok {
+		return nil
+	}
+	if name := resources.ModelStorageClassName(p); name != "" {
+		return []string{name}
 	}
 	return nil
 }

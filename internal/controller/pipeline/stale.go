@@ -47,8 +47,9 @@ func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
 }
 
 // reconcileStale deletes the children the spec no longer describes: steps that were removed
-// or renamed, autoscalers and disruption budgets the steps no longer need, nfs or csi storage
-// that was replaced (never a claim a StorageClass provisioned), an Ingress the spec dropped and
+// or renamed, autoscalers and disruption budgets the steps no longer need, nfs, csi or
+// modelStorageClass storage that was replaced (never a claim a StorageClass provisioned, nor
+// any storage while the pass holds it: see scope.holdStorage), an Ingress the spec dropped and
 // a router it disabled.
 func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
@@ -91,7 +92,7 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	// refuses the changes that would replace it.
 	deleteUnwanted(&corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
 		pvc, ok := o.(*corev1.PersistentVolumeClaim)
-		return (resources.OwnsStorage(p) && o.GetName() == resources.ClaimName(p)) || (ok && ptr.Deref(pvc.Spec.StorageClassName, "") != "")
+		return s.obs.StorageHeld || (resources.OwnsStorage(p) && o.GetName() == resources.ClaimName(p)) || (ok && ptr.Deref(pvc.Spec.StorageClassName, "") != "")
 	}, inNamespace...)
 	deleteUnwanted(&networkingv1.IngressList{}, "Ingress", func(o client.Object) bool {
 		return resources.IngressSpec(p) != nil && o.GetName() == resources.IngressName(p)
@@ -99,7 +100,7 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	// Without the name this pass wants (s.volumeName), every volume of p is kept: it may be the
 	// one the claim is bound to.
 	deleteUnwanted(&corev1.PersistentVolumeList{}, "PersistentVolume", func(o client.Object) bool {
-		return resources.OwnsVolume(p) && (s.volumeName == "" || o.GetName() == s.volumeName)
+		return s.obs.StorageHeld || (resources.OwnsVolume(p) && (s.volumeName == "" || o.GetName() == s.volumeName))
 	}, volumeSelector(p))
 	return errors.Join(errs...)
 }

@@ -88,9 +88,18 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *scope) error {
 	return err
 }
 
-// podSecurityLevel is the Pod Security level namespace ns enforces, read from the cached
-// namespace metadata (the apiserver when the cache does not hold the namespace yet).
+// podSecurityLevel is the Pod Security level namespace ns enforces.
 func (r *Reconciler) podSecurityLevel(ctx context.Context, ns string) (resources.PodSecurityLevel, error) {
+	labels, err := r.namespaceLabels(ctx, ns)
+	if err != nil {
+		return "", err
+	}
+	return resources.NamespacePodSecurity(labels), nil
+}
+
+// namespaceLabels are the labels of namespace ns, read from the cached namespace metadata (the
+// apiserver when the cache does not hold the namespace yet).
+func (r *Reconciler) namespaceLabels(ctx context.Context, ns string) (map[string]string, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, m)
@@ -98,7 +107,7 @@ func (r *Reconciler) podSecurityLevel(ctx context.Context, ns string) (resources
 		err = r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, m)
 	}
 	if err != nil {
-		return "", fmt.Errorf("get namespace %s: %w", ns, err)
+		return nil, fmt.Errorf("get namespace %s: %w", ns, err)
 	}
-	return resources.NamespacePodSecurity(m.GetLabels()), nil
+	return m.GetLabels(), nil
 }

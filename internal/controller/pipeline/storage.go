@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,15 +23,23 @@ import (
 const claimRecheckInterval = 15 * time.Second
 
 // reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
+// The volume of modelStorageClass storage is made from the class, only while the class exists
+// and selects the Pipeline's namespace: otherwise nothing new is made, what exists is kept
+// (also by reconcileStale), and the status says why.
 func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if resources.OwnsStorage(p) {
+		var src resources.VolumeSource
 		if resources.OwnsVolume(p) {
 			name, err := r.volumeName(ctx, p)
 			if err != nil {
 				return err
 			}
 			s.volumeName, s.obs.PVName = name, name
+			var usable bool
+			if src, usable, err = r.volumeSource(ctx, s); err != nil || !usable {
+				return errors.Join(err, r.observeStorage(ctx, s))
+			}
 		}
 		// The volume and the claim name each other; they are written together.
 		var pvErr error
@@ -39,7 +48,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 		defer wg.Wait()
 		if resources.OwnsVolume(p) {
 			wg.Go(func() {
-				pvErr = recoverPanic(ctx, "persistent volume", func() error { return r.reconcileVolume(ctx, s) })
+				pvErr = recoverPanic(ctx, "persistent volume", func() error { return r.reconcileVolume(ctx, s, src) })
 			})
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -112,9 +121,9 @@ func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1beta1.Pipeline
 // same name whose finalizer was removed by hand): it can never bind to the current claim, and
 // is not taken over. It is deleted (its reclaim policy is Retain: the model data stays where
 // it is), and its deletion event starts the pass that makes a new one.
-func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope, src resources.VolumeSource) error {
 	pv := &corev1.PersistentVolume{}
-	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline, s.volumeName, resources.InlineVolumeSource(s.pipeline)))
+	ok, err := r.applyChild(ctx, s, pv, resources.PV(s.pipeline, s.volumeName, src))
 	switch {
 	case !ok:
 		return err
@@ -136,4 +145,72 @@ func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope) error {
 	}
 	s.obs.PV = pv
 	return nil
+}
+
+// volumeSource is the source of the model PersistentVolume: the spec's for nfs and csi storage,
+// the ModelStorageClass's for modelStorageClass storage. The class is read from the manager's
+// cache (the controller watches classes). It returns false, having recorded the problem and
+// held the storage (scope.holdStorage), when the class does not exist or does not select
+// the Pipeline's namespace.
+func (r *Reconciler) volumeSource(ctx context.Context, s *scope) (resources.VolumeSource, bool, error) {
+	p := s.pipeline
+	name := resources.ModelStorageClassName(p)
+	if name == "" {
+		return resources.InlineVolumeSource(p), true, nil
+	}
+	class := &pipelinev1beta1.ModelStorageClass{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, class)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.holdStorage()
+		s.addProblem(pipelinev1beta1.ReasonModelStorageClassNotFound,
+			"ModelStorageClass %s named by modelStorage.modelStorageClassName does not exist: no volume is made for namespace %s "+
+				"until a cluster administrator creates the class, or the Pipeline names one that exists", name, p.Namespace)
+		return resources.VolumeSource{}, false, nil
+	case err != nil:
+		return resources.VolumeSource{}, false, fmt.Errorf("get ModelStorageClass %s: %w", name, err)
+	}
+	labels, err := r.namespaceLabels(ctx, p.Namespace)
+	if err != nil {
+		return resources.VolumeSource{}, false, err
+	}
+	if selected, err := class.Selects(labels); !selected {
+		why := "its namespaceSelector does not select the namespace"
+		if err != nil {
+			why = err.Error()
+		}
+		s.holdStorage()
+		s.addProblem(pipelinev1beta1.ReasonModelStorageClassNotPermitted,
+			"ModelStorageClass %s may not be used in namespace %s: %s; no new volume is made from it, and an existing one is kept. "+
+				"Ask a cluster administrator to add namespace %s to the namespaceSelector of ModelStorageClass %s",
+			name, p.Namespace, why, p.Namespace, name)
+		return resources.VolumeSource{}, false, nil
+	}
+	return resources.ClassVolumeSource(class), true, nil
+}
+
+// observeStorage records the model volume and claim as they are, from the cache, for a pass
+// that does not write them.
+func (r *Reconciler) observeStorage(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	pv, pvc := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
+	volume := cmp.Or(s.volumeName, resources.PVName(p))
+	pvErr := r.Client.Get(ctx, client.ObjectKey{Name: volume}, pv)
+	if pvErr == nil {
+		s.obs.PV = pv
+	}
+	pvcErr := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: resources.ClaimName(p)}, pvc)
+	if pvcErr == nil {
+		s.obs.PVC = pvc
+	}
+	return errors.Join(ignoreNotFound(pvErr, "get PersistentVolume "+volume),
+		ignoreNotFound(pvcErr, "get claim "+resources.ClaimName(p)))
+}
+
+// ignoreNotFound is nil for nil or a NotFound error, else err wrapped with what.
+func ignoreNotFound(err error, what string) error {
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

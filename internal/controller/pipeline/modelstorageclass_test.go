@@ -1,0 +1,193 @@
+package pipeline
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+)
+
+// publishedLabel is the namespace label the test classes select.
+const publishedLabel = "models.distri-infer.ndsl.cn/shared"
+
+// createClass creates the cluster-scoped ModelStorageClass name with spec, removed after the test.
+func createClass(ctx context.Context, name string, spec pipelinev1beta1.ModelStorageClassSpec) *pipelinev1beta1.ModelStorageClass {
+	GinkgoHelper()
+	c := &pipelinev1beta1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	Expect(k8sClient.Create(ctx, c)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, c))).To(Succeed())
+	})
+	return c
+}
+
+// selecting is a namespaceSelector that selects the namespaces labelled publishedLabel=ns.
+func selecting(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{publishedLabel: ns}}
+}
+
+// labelNamespace sets label key=value on namespace ns ("" removes it).
+func labelNamespace(ctx context.Context, ns, key, value string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		n := &corev1.Namespace{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		if value == "" {
+			delete(n.Labels, key)
+		} else {
+			n.Labels[key] = value
+		}
+		return k8sClient.Update(ctx, n)
+	}).Should(Succeed())
+}
+
+// fromClass makes the storage of a Pipeline the ModelStorageClass name.
+func fromClass(name string) func(*pipelinev1beta1.Pipeline) {
+	return func(p *pipelinev1beta1.Pipeline) {
+		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: name}
+	}
+}
+
+var _ = Describe("Storage from a ModelStorageClass", func() {
+	var (
+		ctx   context.Context
+		ns    string
+		class string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+		class = ns + "-models"
+		labelNamespace(ctx, ns, publishedLabel, ns)
+	})
+
+	It("makes the volume from the class's NFS export, bound to the Pipeline's claim", func() {
+		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
+			NFS:          &pipelinev1beta1.NFSModelStorageSource{Server: "nfs.models.example.com", Path: "/exports/models"},
+			MountOptions: []string{"nfsvers=4.1", "hard"}, NamespaceSelector: selecting(ns)})
+		p := runningSample(ctx, ns, fromClass(class))
+
+		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
+		Expect(pv.Spec.NFS).To(Equal(&corev1.NFSVolumeSource{Server: "nfs.models.example.com", Path: "/exports/models", ReadOnly: true}))
+		Expect(pv.Spec.CSI).To(BeNil())
+		Expect(pv.Spec.MountOptions).To(Equal([]string{"nfsvers=4.1", "hard"}))
+		Expect(pv.Spec.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
+		Expect(pv.Spec.ClaimRef).NotTo(BeNil())
+		Expect(pv.Spec.ClaimRef.Namespace).To(Equal(ns))
+		Expect(pv.Spec.ClaimRef.Name).To(Equal(resources.ClaimName(p)))
+		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
+		Expect(pvc.Spec.VolumeName).To(Equal(pv.Name))
+		Expect(getPipeline(ctx, p).Status.PVName).To(Equal(pv.Name))
+
+		By("deleting the Pipeline removes its volume, as for nfs storage")
+		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv.Name) }).Should(BeTrue())
+	})
+
+	It("makes the volume from the class's CSI driver and attributes, writable when the class says so", func() {
+		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
+			CSI: &pipelinev1beta1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io",
+				VolumeAttributes: map[string]string{"server": "nfs.models.example.com", "share": "/models"}},
+			ReadOnly: ptr.To(false), NamespaceSelector: &metav1.LabelSelector{}})
+		p := runningSample(ctx, ns, fromClass(class))
+
+		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
+		Expect(pv.Spec.CSI).NotTo(BeNil())
+		Expect(pv.Spec.CSI.Driver).To(Equal("nfs.csi.k8s.io"))
+		Expect(pv.Spec.CSI.VolumeHandle).To(Equal(pv.Name))
+		Expect(pv.Spec.CSI.ReadOnly).To(BeFalse())
+		Expect(pv.Spec.CSI.VolumeAttributes).To(Equal(map[string]string{"server": "nfs.models.example.com", "share": "/models"}))
+		Expect(pv.Spec.NFS).To(BeNil())
+	})
+
+	It("reports a missing class, makes no storage, and converges once the class is created", func() {
+		p := createSample(ctx, ns, fromClass(class))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Status).To(Equal(metav1.ConditionTrue))
+		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Expect(deg.Message).To(And(ContainSubstring("ModelStorageClass "+class), ContainSubstring("namespace "+ns)))
+		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)) }, "500ms").Should(BeTrue())
+		Expect(gone(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))).To(BeTrue())
+
+		By("the class's creation starts a pass that makes the storage")
+		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
+			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
+		Expect(pv.Spec.NFS.Server).To(Equal("10.0.0.9"))
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Status).To(Equal(metav1.ConditionFalse))
+	})
+
+	It("keeps the volume of a namespace the class stops selecting, reports it, and recovers when selected again", func() {
+		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
+			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		p := runningSample(ctx, ns, fromClass(class))
+		pv := resources.PVName(p)
+
+		labelNamespace(ctx, ns, publishedLabel, "")
+		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotPermitted))
+		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Expect(deg.Message).To(And(ContainSubstring("ModelStorageClass "+class), ContainSubstring("namespace "+ns),
+			ContainSubstring("namespaceSelector")))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }, "500ms").Should(BeFalse())
+
+		labelNamespace(ctx, ns, publishedLabel, ns)
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("reports a class deleted under a Pipeline and keeps its volume", func() {
+		c := createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
+			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		p := runningSample(ctx, ns, fromClass(class))
+
+		Expect(k8sClient.Delete(ctx, c)).To(Succeed())
+		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Expect(gone(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))).To(BeFalse())
+	})
+
+	It("moves to new storage when the Pipeline names another class, and removes the old", func() {
+		spec := pipelinev1beta1.ModelStorageClassSpec{
+			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)}
+		createClass(ctx, class, spec)
+		p := runningSample(ctx, ns, fromClass(class))
+		oldPV, oldClaim := resources.PVName(p), resources.ClaimName(p)
+
+		By("a class that does not exist yet: the old storage stays")
+		updatePipeline(ctx, p, fromClass(class+"-v2"))
+		p = getPipeline(ctx, p)
+		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Expect(resources.PVName(p)).NotTo(Equal(oldPV))
+		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", oldPV) }, "500ms").Should(BeFalse())
+
+		By("once it exists, the new storage is made and the old one goes")
+		spec.NFS.Path = "/models-v2"
+		createClass(ctx, class+"-v2", spec)
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		Eventually(func() any { return getPipeline(ctx, p).Status }).Should(HaveField("Phase", pipelinev1beta1.PipelinePhaseRunning))
+		Expect(child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)).Spec.NFS.Path).To(Equal("/models-v2"))
+		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", oldPV) }).Should(BeTrue())
+		Eventually(func() bool {
+			return gone(ctx, &corev1.PersistentVolumeClaim{}, ns, oldClaim)
+		}).Should(BeTrue())
+	})
+})
