@@ -55,6 +55,9 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 		{"storageClass to the omitted type (nfs)", byClass, func(m *pipelinev1beta1.ModelStorage) {
 			*m = pipelinev1beta1.ModelStorage{CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
 		}, "spec.modelStorage.type"},
+		{"storageClass to modelStorageClass", byClass, func(m *pipelinev1beta1.ModelStorage) {
+			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		}, "spec.modelStorage.type"},
 		{"storageClass: mountPath moved", byClass, func(m *pipelinev1beta1.ModelStorage) { m.MountPath = "/data/models" }, ""},
 		{"storageClass: the default capacity written out", func(m *pipelinev1beta1.ModelStorage) {
 			byClass(m)
@@ -63,6 +66,12 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 		{"nfs: another server", nfs, func(m *pipelinev1beta1.ModelStorage) { m.CSIParameter["server"] = "10.0.0.3" }, ""},
 		{"nfs: capacity raised", nfs, func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }, ""},
 		{"nfs to storageClass", nfs, byClass, ""},
+		{"nfs to modelStorageClass", nfs, func(m *pipelinev1beta1.ModelStorage) {
+			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		}, ""},
+		{"modelStorageClass: another class", func(m *pipelinev1beta1.ModelStorage) {
+			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		}, func(m *pipelinev1beta1.ModelStorage) { m.ModelStorageClassName = "other-models" }, ""},
 		{"csi: another share", func(m *pipelinev1beta1.ModelStorage) {
 			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
 				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}

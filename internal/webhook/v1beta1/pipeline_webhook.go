@@ -25,11 +25,12 @@ import (
 // and indexes them by hostname once the Pipeline controller is set up on the same manager
 // (nodes.SetupIndexes); a reader without that index is asked with a label selector. The
 // manager's client asks the apiserver whether the requester may create the PersistentVolume an
-// inline storage source stands for (SubjectAccessReviews).
+// inline storage source stands for (SubjectAccessReviews); its API reader reads the
+// ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh.
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient()}).
+		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Classes: mgr.GetAPIReader()}).
 		Complete()
 }
 
@@ -87,6 +88,10 @@ type Validator struct {
 	// Reviews creates the SubjectAccessReviews that check the requester of an inline storage
 	// source (see storageAccess); nil turns that check off.
 	Reviews client.Client
+	// Classes reads ModelStorageClasses and Namespaces, to check that the class a Pipeline's
+	// storage names is published to its namespace (see modelStorageClassAccess); nil turns that
+	// check off.
+	Classes client.Reader
 }
 
 // ValidateCreate implements admission.Validator.
@@ -122,6 +127,9 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
 	if err := v.storageAccess(ctx, p, old); err != nil {
+		return nil, err
+	}
+	if err := v.modelStorageClassAccess(ctx, p, old); err != nil {
 		return nil, err
 	}
 	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil

@@ -173,7 +173,7 @@ func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.Erro
 }
 
 // validateStorageSource checks what says where the models are: the NFS export, the CSI driver,
-// the StorageClass or the claim.
+// the StorageClass, the claim or the ModelStorageClass.
 func validateStorageSource(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	params := mp.Child("csiParameter")
@@ -199,6 +199,10 @@ func validateStorageSource(m *pipelinev1beta1.ModelStorage, mp *field.Path) fiel
 	case pipelinev1beta1.StorageTypeExistingClaim:
 		for _, msg := range validation.IsDNS1123Subdomain(m.ClaimName) {
 			errs = append(errs, field.Invalid(mp.Child("claimName"), m.ClaimName, "not a valid claim name: "+msg))
+		}
+	case pipelinev1beta1.StorageTypeModelStorageClass:
+		for _, msg := range validation.IsDNS1123Subdomain(m.ModelStorageClassName) {
+			errs = append(errs, field.Invalid(mp.Child("modelStorageClassName"), m.ModelStorageClassName, "not a valid ModelStorageClass name: "+msg))
 		}
 	}
 	return errs
@@ -312,7 +316,7 @@ func storageChangeWarning(was, is *pipelinev1beta1.ModelStorage) string {
 		w = "modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)"
 	}
 	switch was.EffectiveType() {
-	case pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI:
+	case pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI, pipelinev1beta1.StorageTypeModelStorageClass:
 		w += "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
 	case pipelinev1beta1.StorageTypeExistingClaim:
 		if is.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim || is.ClaimName != was.ClaimName {

@@ -199,6 +199,8 @@ func TestStorageChangeWarnings(t *testing.T) {
 	byClass := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
 	claimA := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
 	claimB := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-b"}
+	published := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+	otherPublished := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "other-models"}
 	const retained = "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
 	for _, tc := range []struct {
 		name    string
@@ -217,6 +219,12 @@ func TestStorageChangeWarnings(t *testing.T) {
 		{"existingClaim to nfs", claimA, nfs,
 			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart); " +
 				"claim models-a stays as it is"},
+		{"nfs to modelStorageClass", nfs, published,
+			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)" + retained},
+		{"modelStorageClass to another class", published, otherPublished,
+			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)" + retained},
+		{"modelStorageClass to existingClaim", published, claimA,
+			"modelStorage changed: every step moves to claim models-a (the steps' pods restart)" + retained},
 		{"storageClass with a claimName it does not read", byClass, func() pipelinev1beta1.ModelStorage {
 			m := byClass
 			m.ClaimName = "ignored"

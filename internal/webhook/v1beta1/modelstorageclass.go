@@ -1,0 +1,60 @@
+package v1beta1
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+)
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=modelstorageclasses,verbs=get
+
+// modelStorageClassAccess accepts storage of type modelStorageClass only when the class exists
+// and its namespaceSelector selects the Pipeline's namespace: a cluster administrator published
+// the class to that namespace, so its author needs no right on PersistentVolumes. It checks on
+// create and whenever the storage changes, like storageAccess; a namespace that a class stops
+// selecting later keeps its Pipelines (the operator then makes no new volume and says so).
+func (v *Validator) modelStorageClassAccess(ctx context.Context, p, old *pipelinev1beta1.Pipeline) error {
+	m := &p.Spec.ModelStorage
+	if v.Classes == nil || m.EffectiveType() != pipelinev1beta1.StorageTypeModelStorageClass {
+		return nil
+	}
+	if old != nil && equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
+		return nil
+	}
+	name := m.ModelStorageClassName
+	namePath := field.NewPath("spec", "modelStorage", "modelStorageClassName")
+	class := &pipelinev1beta1.ModelStorageClass{}
+	err := v.Classes.Get(ctx, client.ObjectKey{Name: name}, class)
+	switch {
+	case apierrors.IsNotFound(err):
+		return apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, field.ErrorList{
+			field.Invalid(namePath, name, fmt.Sprintf("ModelStorageClass %s does not exist: ask a cluster administrator to create it "+
+				"with a namespaceSelector that selects namespace %s, or name a class that exists", name, p.Namespace))})
+	case err != nil:
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("cannot read ModelStorageClass %s: %v; try again", name, err))
+	}
+	ns := &corev1.Namespace{}
+	if err := v.Classes.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("cannot read the labels of namespace %s, which ModelStorageClass %s selects by: %v; try again",
+			p.Namespace, name, err))
+	}
+	selected, err := class.Selects(ns.Labels)
+	if selected {
+		return nil
+	}
+	why := "its namespaceSelector does not select the namespace's labels"
+	if err != nil {
+		why = err.Error()
+	}
+	return apierrors.NewForbidden(pipelinev1beta1.Resource("pipelines"), p.Name, field.Forbidden(namePath, fmt.Sprintf(
+		"ModelStorageClass %s is not published to namespace %s (%s): ask a cluster administrator to add namespace %s "+
+			"to the namespaceSelector of ModelStorageClass %s", name, p.Namespace, why, p.Namespace, name)))
+}
