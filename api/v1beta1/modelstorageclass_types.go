@@ -99,6 +99,11 @@ type ModelStorageClassSpec struct {
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
 }
 
+// ModelStorageClassStatus is the observed state of a ModelStorageClass. A class has no state of
+// its own (the Pipelines that use it report theirs), so it is empty; it is there so that
+// catalogs (the OLM ClusterServiceVersion) can describe the kind like every other.
+type ModelStorageClassStatus struct{}
+
 // ModelStorageClass is storage a cluster administrator publishes to tenants: Pipelines in the
 // namespaces its namespaceSelector selects use it with modelStorage.type modelStorageClass, and
 // the operator makes their PersistentVolume from it, without the Pipeline's author needing the
@@ -112,7 +117,7 @@ type ModelStorageClassSpec struct {
 // +kubebuilder:printcolumn:name="CSI Driver",type=string,JSONPath=`.spec.csi.driver`
 // +kubebuilder:printcolumn:name="Read Only",type=boolean,JSONPath=`.spec.readOnly`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Model Storage Class"
+// +operator-sdk:csv:customresourcedefinitions:displayName="Model Storage Class",resources={{PersistentVolume,v1}}
 type ModelStorageClass struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -120,6 +125,10 @@ type ModelStorageClass struct {
 	// spec is the published storage and the namespaces that may use it.
 	// +required
 	Spec ModelStorageClassSpec `json:"spec"`
+
+	// status is empty: see ModelStorageClassStatus.
+	// +optional
+	Status ModelStorageClassStatus `json:"status,omitzero"`
 }
 
 // ModelStorageClassList is a list of ModelStorageClasses.

@@ -19,6 +19,7 @@ limitations under the License.
 package v1beta1
 
 import (
+	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	types "k8s.io/apimachinery/pkg/types"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -36,6 +37,8 @@ type ModelStorageClassApplyConfiguration struct {
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// spec is the published storage and the namespaces that may use it.
 	Spec *ModelStorageClassSpecApplyConfiguration `json:"spec,omitempty"`
+	// status is empty: see ModelStorageClassStatus.
+	Status *apiv1beta1.ModelStorageClassStatus `json:"status,omitempty"`
 }
 
 // ModelStorageClass constructs a declarative configuration of the ModelStorageClass type for use with
@@ -213,6 +216,14 @@ func (b *ModelStorageClassApplyConfiguration) ensureObjectMetaApplyConfiguration
 // If called multiple times, the Spec field is set to the value of the last call.
 func (b *ModelStorageClassApplyConfiguration) WithSpec(value *ModelStorageClassSpecApplyConfiguration) *ModelStorageClassApplyConfiguration {
 	b.Spec = value
+	return b
+}
+
+// WithStatus sets the Status field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Status field is set to the value of the last call.
+func (b *ModelStorageClassApplyConfiguration) WithStatus(value apiv1beta1.ModelStorageClassStatus) *ModelStorageClassApplyConfiguration {
+	b.Status = &value
 	return b
 }
 

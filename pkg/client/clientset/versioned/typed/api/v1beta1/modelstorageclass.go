@@ -40,6 +40,8 @@ type ModelStorageClassesGetter interface {
 type ModelStorageClassInterface interface {
 	Create(ctx context.Context, modelStorageClass *apiv1beta1.ModelStorageClass, opts v1.CreateOptions) (*apiv1beta1.ModelStorageClass, error)
 	Update(ctx context.Context, modelStorageClass *apiv1beta1.ModelStorageClass, opts v1.UpdateOptions) (*apiv1beta1.ModelStorageClass, error)
+	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
+	UpdateStatus(ctx context.Context, modelStorageClass *apiv1beta1.ModelStorageClass, opts v1.UpdateOptions) (*apiv1beta1.ModelStorageClass, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	DeleteCollection(ctx context.Context, opts v1.DeleteOptions, listOpts v1.ListOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*apiv1beta1.ModelStorageClass, error)
@@ -47,6 +49,8 @@ type ModelStorageClassInterface interface {
 	Watch(ctx context.Context, opts v1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts v1.PatchOptions, subresources ...string) (result *apiv1beta1.ModelStorageClass, err error)
 	Apply(ctx context.Context, modelStorageClass *applyconfigurationapiv1beta1.ModelStorageClassApplyConfiguration, opts v1.ApplyOptions) (result *apiv1beta1.ModelStorageClass, err error)
+	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
+	ApplyStatus(ctx context.Context, modelStorageClass *applyconfigurationapiv1beta1.ModelStorageClassApplyConfiguration, opts v1.ApplyOptions) (result *apiv1beta1.ModelStorageClass, err error)
 	ModelStorageClassExpansion
 }
 
