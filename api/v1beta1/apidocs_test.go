@@ -12,36 +12,68 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	crdFile     = "../../config/crd/bases/distri-infer.ndsl.cn_pipelines.yaml"
-	apiDocsFile = "../../docs/api.md"
-)
+const apiDocsFile = "../../docs/api.md"
 
-// embeddedTypeFields are the fields whose type is a Kubernetes core type embedded in the
-// Pipeline: docs/api.md documents the field itself, not its sub-fields.
-var embeddedTypeFields = map[string]bool{
-	"spec.steps[].resources":       true,
-	"spec.steps[].env":             true,
-	"spec.steps[].nodeSelector":    true,
-	"spec.steps[].tolerations":     true,
-	"spec.steps[].securityContext": true,
-	"spec.router.resources":        true,
-	"status.conditions":            true,
-}
+// classSection starts the part of docs/api.md that documents the ModelStorageClass; what comes
+// before it documents the Pipeline.
+const classSection = "\n## ModelStorageClass\n"
+
+// documentedCRDs are the CRDs docs/api.md documents: the file of each, the part of the docs
+// about it, and the fields whose type is a Kubernetes type embedded in it (docs/api.md documents
+// the field itself, not its sub-fields).
+var documentedCRDs = []struct {
+	kind     string
+	crdFile  string
+	section  func(docs string) string
+	embedded map[string]bool
+}{{
+	kind:    "Pipeline",
+	crdFile: "../../config/crd/bases/distri-infer.ndsl.cn_pipelines.yaml",
+	section: func(docs string) string { before, _, _ := strings.Cut(docs, classSection); return before },
+	embedded: map[string]bool{
+		"spec.steps[].resources":       true,
+		"spec.steps[].env":             true,
+		"spec.steps[].nodeSelector":    true,
+		"spec.steps[].tolerations":     true,
+		"spec.steps[].securityContext": true,
+		"spec.router.resources":        true,
+		"status.conditions":            true,
+	},
+}, {
+	kind:    "ModelStorageClass",
+	crdFile: "../../config/crd/bases/distri-infer.ndsl.cn_modelstorageclasses.yaml",
+	section: func(docs string) string { _, after, _ := strings.Cut(docs, classSection); return after },
+	embedded: map[string]bool{
+		"spec.namespaceSelector": true,
+	},
+}}
 
 // docPath is a backquoted spec or status field path.
 var docPath = regexp.MustCompile("`((?:spec|status)\\.[^`]*)`")
 
-// TestAPIDocsMatchCRD checks that docs/api.md documents every field of the Pipeline CRD under
-// spec and status, and that its field tables name no field the CRD does not have.
+// TestAPIDocsMatchCRD checks that docs/api.md documents every field of the Pipeline and
+// ModelStorageClass CRDs under spec and status, each in its own part, and that the field tables
+// of each part name no field its CRD does not have.
 func TestAPIDocsMatchCRD(t *testing.T) {
-	crdPaths := crdFieldPaths(t)
 	data, err := os.ReadFile(apiDocsFile)
 	if err != nil {
 		t.Fatalf("read %s: %v", apiDocsFile, err)
 	}
-	docs := string(data)
+	for _, c := range documentedCRDs {
+		t.Run(c.kind, func(t *testing.T) {
+			docs := c.section(string(data))
+			if docs == "" {
+				t.Fatalf("%s has no part about %s (%q)", apiDocsFile, c.kind, strings.TrimSpace(classSection))
+			}
+			checkDocs(t, docs, c.crdFile, c.embedded)
+		})
+	}
+}
 
+// checkDocs compares the fields of the CRD in crdFile with the part docs of docs/api.md.
+func checkDocs(t *testing.T, docs, crdFile string, embeddedTypeFields map[string]bool) {
+	t.Helper()
+	crdPaths := crdFieldPaths(t, crdFile, embeddedTypeFields)
 	for p := range embeddedTypeFields {
 		if !crdPaths[p] {
 			t.Errorf("%s is listed as an embedded core type but is not a field of the CRD", p)
@@ -72,7 +104,7 @@ func TestAPIDocsMatchCRD(t *testing.T) {
 }
 
 // crdFieldPaths reads the CRD and returns the paths of every field under spec and status.
-func crdFieldPaths(t *testing.T) map[string]bool {
+func crdFieldPaths(t *testing.T, crdFile string, embeddedTypeFields map[string]bool) map[string]bool {
 	t.Helper()
 	data, err := os.ReadFile(crdFile)
 	if err != nil {
@@ -97,7 +129,7 @@ func crdFieldPaths(t *testing.T) map[string]bool {
 		if !ok {
 			t.Fatalf("%s: the v1beta1 schema has no %s", crdFile, top)
 		}
-		walkSchema(top, &s, paths)
+		walkSchema(top, &s, paths, embeddedTypeFields)
 	}
 	return paths
 }
@@ -105,7 +137,7 @@ func crdFieldPaths(t *testing.T) map[string]bool {
 // walkSchema adds the path of every property of s, below prefix, to paths. It descends into
 // objects and into lists of objects (as prefix.list[].field), but not into maps (documented as
 // a whole), fields that preserve unknown fields, or embedded core types.
-func walkSchema(prefix string, s *apiextensionsv1.JSONSchemaProps, paths map[string]bool) {
+func walkSchema(prefix string, s *apiextensionsv1.JSONSchemaProps, paths, embeddedTypeFields map[string]bool) {
 	for name, prop := range s.Properties {
 		p := prefix + "." + name
 		paths[p] = true
@@ -114,9 +146,9 @@ func walkSchema(prefix string, s *apiextensionsv1.JSONSchemaProps, paths map[str
 		}
 		switch {
 		case len(prop.Properties) > 0:
-			walkSchema(p, &prop, paths)
+			walkSchema(p, &prop, paths, embeddedTypeFields)
 		case prop.Items != nil && prop.Items.Schema != nil && len(prop.Items.Schema.Properties) > 0:
-			walkSchema(p+"[]", prop.Items.Schema, paths)
+			walkSchema(p+"[]", prop.Items.Schema, paths, embeddedTypeFields)
 		}
 	}
 }
