@@ -93,9 +93,13 @@ func TestInlineVolumeSourceIsReadOnlyWithoutMountOptions(t *testing.T) {
 
 func TestStorageNamesOfModelStorageClass(t *testing.T) {
 	sample := testenv.Sample(t, "default")
-	// The names of the other types do not depend on the new field: an upgrade renames nothing.
-	if got := PVName(sample); got != "default-facedetection-pipeline-1b5df996" {
-		t.Errorf("the sample's volume is now %q: existing volumes would be replaced", got)
+	// The names of the other types do not depend on the new field: an upgrade renames nothing
+	// (the claim keeps its name, and with it the volume it is bound to).
+	if got := ClaimName(sample); got != "facedetection-pipeline-models-1b5df996" {
+		t.Errorf("the sample's claim is now %q: existing claims would be replaced", got)
+	}
+	if got := PVName(sample); got != "default-facedetection-pipeline-0f0888c56431f7876a54a7e92ecac5160cd8961c9108a891e974f8a4be85ea4b" {
+		t.Errorf("the sample's new volume name is now %q", got)
 	}
 	if ModelStorageClassName(sample) != "" {
 		t.Errorf("nfs storage names class %q", ModelStorageClassName(sample))
