@@ -55,6 +55,7 @@ const (
 var (
 	scheme    = runtime.NewScheme()
 	admin     client.WithWatch // the cluster admin, for the tests' own reads and writes
+	adminCfg  *rest.Config     // admin's configuration, which tenants impersonate from
 	clientset *kubernetes.Clientset
 	forbidden refusals
 	stopMgr   context.CancelFunc
@@ -106,7 +107,8 @@ var _ = BeforeSuite(func() {
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(scheme)).To(Succeed())
 
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("E2E_KUBECONFIG"))
+	var err error
+	adminCfg, err = clientcmd.BuildConfigFromFlags("", os.Getenv("E2E_KUBECONFIG"))
 	Expect(err).NotTo(HaveOccurred())
 	admin, err = client.NewWithWatch(adminCfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
