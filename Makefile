@@ -3,6 +3,10 @@
 VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/ndsl-cn/pipeline-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+# IMAGE_DIGESTS=true: make bundle and make deploy name the manager image (which also runs every
+# Pipeline's router) as $(IMG)'s repository by the digest its registry serves for $(IMG) now,
+# asked by hack/imagedigest, and fail when the registry cannot tell (docs/security.md#images).
+IMAGE_DIGESTS ?= false
 # OLM: the bundle image, its channels and the file-based catalog image.
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
@@ -108,8 +112,9 @@ verify: manifests generate fmt bundle catalog ## Regenerate code, manifests, bun
 test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
-test-unit: manifests generate fmt vet ## Pure unit tests (no apiserver).
-	go test ./api/... ./internal/... ./cmd/... -run 'Test[^I]' -skip 'TestIntegration' -count=1
+test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) ## Pure unit tests (no apiserver; the image digests against an in-memory registry on loopback).
+	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) \
+		go test ./api/... ./internal/... ./cmd/... ./hack/imagedigest/ -run 'Test[^I]' -skip 'TestIntegration' -count=1
 
 .PHONY: test-rules
 test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.
@@ -257,8 +262,8 @@ uninstall: manifests $(KUSTOMIZE) $(KUBECTL) $(KUBECTL) ## Remove the CRD from t
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG.
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG (IMAGE_DIGESTS=true: $(IMG) by digest).
+	IMAGE_DIGESTS=$(IMAGE_DIGESTS) hack/set-image.sh $(KUSTOMIZE) $(IMG) config/manager >/dev/null
 	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
@@ -268,17 +273,16 @@ undeploy: $(KUSTOMIZE) $(KUBECTL) ## Remove the operator from the cluster of $$K
 ##@ OLM
 
 .PHONY: bundle
-bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile for $(IMG) at $(VERSION), then validate them.
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate bundle/ and bundle.Dockerfile for $(IMG) at $(VERSION), then validate them (IMAGE_DIGESTS=true: $(IMG) by digest).
 	$(OPERATOR_SDK) generate kustomize manifests -q
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	cd config/manifests && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
-	@# The generator stamps the time of every run (the bundle must be a function of the sources),
-	@# and lists in relatedImages only RELATED_IMAGE_* variables (the router, which runs from the
-	@# manager's image): the manager image goes there too, for mirroring to disconnected registries.
-	sed -i -e '/^    createdAt: /d' -e 's|^  relatedImages:$$|&\n  - image: $(IMG)\n    name: manager|' \
-		bundle/manifests/pipeline-operator.clusterserviceversion.yaml
-	$(OPERATOR_SDK) bundle validate ./bundle
+	IMAGE_DIGESTS=$(IMAGE_DIGESTS) hack/bundle.sh $(OPERATOR_SDK) $(KUSTOMIZE) $(IMG) $(VERSION) $(BUNDLE_METADATA_OPTS)
+
+# The Dockerfiles whose FROM lines make pin-base-images pins.
+DOCKERFILES := Dockerfile bundle.Dockerfile catalog.Dockerfile
+
+.PHONY: pin-base-images
+pin-base-images: ## Pin the base images of the Dockerfiles to the digests their tags point at now (asks their registries; at release).
+	go run ./hack/imagedigest -pin $(DOCKERFILES)
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image $(BUNDLE_IMG) from bundle/ with buildah into $(IMAGE_DIR)/bundle.tar (OCI archive).
