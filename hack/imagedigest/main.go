@@ -22,10 +22,12 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "imagedigest:", err)
-		}
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "imagedigest:", err)
 		os.Exit(1)
 	}
 }
@@ -35,8 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("imagedigest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: imagedigest [-timeout D] IMAGE")
-		fmt.Fprintln(stderr, "       imagedigest [-timeout D] -pin DOCKERFILE...")
+		// Nothing is left to report when the usage cannot be written either.
+		_, _ = fmt.Fprint(stderr, "usage: imagedigest [-timeout D] IMAGE\n       imagedigest [-timeout D] -pin DOCKERFILE...\n")
 		fs.PrintDefaults()
 	}
 	pin := fs.Bool("pin", false, "Rewrite the FROM lines of the Dockerfiles named as arguments to tag@digest.")
