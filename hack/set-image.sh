@@ -15,7 +15,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${IMAGE_DIGESTS:-false}" in
 false) ;;
 true)
-	if ! resolved="$(go -C "$root" run ./hack/imagedigest "$image")"; then
+	bin="$(mktemp -d)"
+	trap 'rm -rf "$bin"' EXIT
+	go -C "$root" build -o "$bin/imagedigest" ./hack/imagedigest
+	if ! resolved="$("$bin/imagedigest" "$image")"; then
 		echo "IMAGE_DIGESTS=true: the digest of $image could not be resolved (above): nothing names the image by tag instead" >&2
 		exit 1
 	fi
