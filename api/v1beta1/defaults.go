@@ -29,8 +29,9 @@ const (
 	// DefaultAccessMode is the access mode of the model volume and claim: every step mounts it
 	// read-only, from any node.
 	DefaultAccessMode = corev1.ReadOnlyMany
-	// DefaultRouterReplicas is the number of router pods.
-	DefaultRouterReplicas int32 = 1
+	// DefaultRouterReplicas is the number of router pods: two, so that the pipeline's entry
+	// outlives one pod or one node.
+	DefaultRouterReplicas int32 = 2
 )
 
 // RouterEnabled reports whether the spec asks for the router.

@@ -204,7 +204,8 @@ type Step struct {
 // retries, enforces per-step deadlines and exports per-step metrics.
 type Router struct {
 	// enabled makes the operator run the router: a ConfigMap, a Deployment and a Service
-	// named <pipeline>-router. spec.expose then points at the router instead of the first step.
+	// named <pipeline>-router. spec.expose then points at the router instead of the first step,
+	// and every step's NEXT_STEP_URL is empty: the router calls the steps, none forwards.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Enabled",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Enabled bool `json:"enabled,omitempty"`
@@ -217,9 +218,9 @@ type Router struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Location string `json:"location,omitempty"`
 
-	// replicas is the number of router pods.
+	// replicas is the number of router pods, spread over nodes when location is empty.
 	// +optional
-	// +kubebuilder:default=1
+	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Replicas",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
@@ -464,7 +465,7 @@ type Failover struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.router) || !has(self.router.enabled) || !self.router.enabled || self.steps.all(s, !has(s.name) || s.name != 'router')",message="a step named router would share the name <pipeline>-router with the router's Deployment and Service: rename the step, or disable spec.router"
 type PipelineSpec struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
-	// Service URL of the step after it.
+	// Service URL of the step after it (empty for the last step, and for all with the router).
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32

@@ -151,7 +151,6 @@ func StripDeployment(obj any) (any, error) {
 		}
 		pod := &d.Spec.Template.Spec
 		pod.RestartPolicy, pod.DNSPolicy, pod.SchedulerName = "", "", ""
-		pod.TerminationGracePeriodSeconds = nil
 		pod.SecurityContext = shared(pod.SecurityContext, sharedPodSecurity)
 		for i := range pod.Containers {
 			c := &pod.Containers[i]

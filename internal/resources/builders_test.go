@@ -307,3 +307,21 @@ func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 		})
 	}
 }
+
+// With the router, the router calls every step: a step that also forwarded by itself would have
+// the later steps run twice. One data path, never both.
+func TestWithTheRouterNoStepForwards(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	for i := range p.Spec.Steps {
+		d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", ""))
+		env := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)
+		if next, ok := env[pipelinev1beta1.EnvNextStepURL]; !ok || next != "" {
+			t.Errorf("step %d: %s=%q (present %v), want present and empty", i+1, pipelinev1beta1.EnvNextStepURL, next, ok)
+		}
+	}
+	p.Spec.Router.Enabled = false
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
+	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1beta1.EnvNextStepURL]; next != StepURL(p, 1) {
+		t.Errorf("without the router step 1 forwards to %q, want %q", next, StepURL(p, 1))
+	}
+}

@@ -46,11 +46,40 @@ const (
 
 // A router pod that is replaced keeps serving for routerShutdownDelay after SIGTERM while its
 // readiness fails (endpoints and proxies stop sending it requests), then gives the requests in
-// flight up to routerShutdownTimeout: together within the pod's default 30 s grace period.
+// flight up to RouterDrainTimeout; its grace period covers both, and routerGraceMargin more.
 const (
-	routerShutdownDelay   = 5 * time.Second
-	routerShutdownTimeout = 20 * time.Second
+	routerShutdownDelay = 5 * time.Second
+	routerGraceMargin   = 5 * time.Second
+	// routerMaxDrain caps the drain: a rollout or a node drain waits that long at most for a
+	// router pod, whatever the steps' timeouts.
+	routerMaxDrain = 10 * time.Minute
+	// routerDefaultStepTimeout is the router's deadline of a step without timeoutSeconds.
+	routerDefaultStepTimeout = 30 * time.Second
+	// routerRetryWait bounds the router's default back-off before a retry.
+	routerRetryWait = 1500 * time.Millisecond
 )
+
+// RouterDrainTimeout is how long a stopping router pod lets the requests in flight run: the
+// longest one request may take — every step's timeout, once per attempt (retries + 1), and the
+// back-off before each retry — capped at routerMaxDrain.
+func RouterDrainTimeout(p *pipelinev1beta1.Pipeline) time.Duration {
+	var total time.Duration
+	for _, s := range p.Spec.Steps {
+		timeout := routerDefaultStepTimeout
+		if s.TimeoutSeconds != nil {
+			timeout = time.Duration(*s.TimeoutSeconds) * time.Second
+		}
+		retries := time.Duration(0)
+		if s.Retries != nil {
+			retries = time.Duration(*s.Retries)
+		}
+		total += timeout*(retries+1) + routerRetryWait*retries
+		if total >= routerMaxDrain {
+			return routerMaxDrain
+		}
+	}
+	return total
+}
 
 // routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
 // given to the Go runtime as GOMEMLIMIT.
@@ -166,7 +195,7 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 			"--listen=:"+strconv.Itoa(int(routerPort)),
 			"--metrics-listen=:"+strconv.Itoa(int(routerMetricsPort)),
 			"--shutdown-delay="+routerShutdownDelay.String(),
-			"--shutdown-timeout="+routerShutdownTimeout.String(),
+			"--shutdown-timeout="+RouterDrainTimeout(p).String(),
 		).
 		WithPorts(
 			corev1ac.ContainerPort().WithName(portName).WithContainerPort(routerPort).WithProtocol(corev1.ProtocolTCP),
@@ -196,8 +225,17 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 		WithVolumes(corev1ac.Volume().
 			WithName(routerConfigVolume).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(RouterObjectName(p))))
+	grace := routerShutdownDelay + RouterDrainTimeout(p) + routerGraceMargin
+	pod.WithTerminationGracePeriodSeconds(int64(grace / time.Second))
 	if node = cmp.Or(node, rt.Location); node != "" {
 		pod.WithAffinity(pinnedTo(node))
+	} else {
+		// Spread over nodes where the cluster allows it: one node's failure leaves a router.
+		pod.WithTopologySpreadConstraints(corev1ac.TopologySpreadConstraint().
+			WithMaxSkew(1).
+			WithTopologyKey(corev1.LabelHostname).
+			WithWhenUnsatisfiable(corev1.ScheduleAnyway).
+			WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(RouterSelector(p))))
 	}
 
 	return appsv1ac.Deployment(RouterObjectName(p), p.Namespace).

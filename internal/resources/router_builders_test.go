@@ -2,12 +2,14 @@ package resources
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -140,9 +142,17 @@ func TestDesiredRouterDeployment(t *testing.T) {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
 	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090",
-		"--shutdown-delay=5s", "--shutdown-timeout=20s"}
+		"--shutdown-delay=5s", "--shutdown-timeout=48s"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	// Step 1: 5 s, 3 attempts and 2 back-offs of at most 1.5 s; step 2: 30 s. The shutdown delay
+	// (5 s), the drain (48 s) and a margin (5 s).
+	if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); got != 58 {
+		t.Errorf("termination grace period %d s, want 58", got)
+	}
+	if len(pod.TopologySpreadConstraints) != 0 {
+		t.Errorf("a router pinned to a node is spread: %+v", pod.TopologySpreadConstraints)
 	}
 	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/pipeline-router" || !c.VolumeMounts[0].ReadOnly {
 		t.Errorf("volume mounts %+v", c.VolumeMounts)
@@ -175,15 +185,21 @@ func TestDesiredRouterDeployment(t *testing.T) {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
 
-	t.Run("without a location the scheduler chooses, and one replica is the default", func(t *testing.T) {
+	t.Run("without a location the scheduler chooses, spreading the two replicas of the default over nodes", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
 		p.Spec.Router.Location = ""
 		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
-		if d.Spec.Template.Spec.NodeSelector != nil {
-			t.Errorf("node selector %v", d.Spec.Template.Spec.NodeSelector)
+		pod := d.Spec.Template.Spec
+		if pod.NodeSelector != nil || pod.Affinity != nil {
+			t.Errorf("node selector %v, affinity %v", pod.NodeSelector, pod.Affinity)
 		}
-		if ptr.Deref(d.Spec.Replicas, 0) != 1 {
+		if ptr.Deref(d.Spec.Replicas, 0) != 2 {
 			t.Errorf("replicas %v", d.Spec.Replicas)
+		}
+		want := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: RouterSelector(p)}}}
+		if diff := cmp.Diff(want, pod.TopologySpreadConstraints); diff != "" {
+			t.Errorf("spread (-want +got):\n%s", diff)
 		}
 	})
 
@@ -277,4 +293,23 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 			t.Errorf("backend %+v, want the router's Service on port 80", b)
 		}
 	})
+}
+
+func TestRouterDrainTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []pipelinev1beta1.Step
+		want  time.Duration
+	}{
+		{"defaults", []pipelinev1beta1.Step{{}, {}}, 60 * time.Second},
+		{"timeouts and retries", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](10), Retries: ptr.To[int32](1)}, {TimeoutSeconds: ptr.To[int32](2)}},
+			10*time.Second*2 + 1500*time.Millisecond + 2*time.Second},
+		{"capped", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](3600), Retries: ptr.To[int32](10)}}, 10 * time.Minute},
+	} {
+		p := testenv.RoutedSample(t)
+		p.Spec.Steps = tc.steps
+		if got := RouterDrainTimeout(p); got != tc.want {
+			t.Errorf("%s: drain %s, want %s", tc.name, got, tc.want)
+		}
+	}
 }

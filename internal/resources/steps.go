@@ -29,9 +29,12 @@ func StepURL(p *pipelinev1beta1.Pipeline, i int) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", StepObjectName(p, i), p.Namespace, StepPort(p, i))
 }
 
-// nextStepURL is the URL step i forwards to: the next step's Service, empty for the last step.
+// nextStepURL is the URL step i forwards to: the next step's Service; empty for the last step,
+// and for every step when the router calls them.
 func nextStepURL(p *pipelinev1beta1.Pipeline, i int) string {
-	if i+1 >= len(p.Spec.Steps) {
+	// With the router, the router calls every step: a step that also forwarded by itself would
+	// have the later steps run twice. Every step then sees what the last one sees, no next step.
+	if i+1 >= len(p.Spec.Steps) || RouterEnabled(p) {
 		return ""
 	}
 	return StepURL(p, i+1)

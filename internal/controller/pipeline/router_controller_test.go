@@ -82,7 +82,11 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionAvailable)()).Message }).
 			Should(ContainSubstring("router: Deployment facedetection-pipeline-router"))
 		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
-		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(1)), "defaulted at admission")
+		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)), "defaulted at admission: two router pods")
+		for i := range p.Spec.Steps {
+			Expect(envOf(deploymentOf(ctx, p, i))).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, ""),
+				"the router calls every step: none forwards by itself")
+		}
 
 		By("writing a configuration the router accepts, naming the step Services")
 		cfg, data := routerConfigOf(ctx, p)
@@ -139,7 +143,7 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			d := routerDeploymentOf(ctx, p)
-			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testenv.RouterImage))
 		}).Should(Succeed())
 
@@ -152,6 +156,10 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(BeTrue())
 		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeNodePort))
 		Eventually(routerPhase(ctx, p)).Should(BeEmpty())
+		By("having the steps forward by themselves again")
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1beta1.EnvNextStepURL] }).
+			Should(Equal(resources.StepURL(p, 1)))
+		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
 	})
 

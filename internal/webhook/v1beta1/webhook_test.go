@@ -215,7 +215,7 @@ var _ = Describe("Pipeline admission", func() {
 		By("the router can be added, disabled, next to that step")
 		p.Spec.Router = &pipelinev1beta1.Router{Location: "xx-test-node236"}
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		Expect(p.Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		Expect(p.Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
 
 		By("enabling it is refused until the step is renamed")
 		p.Spec.Router.Enabled = true

@@ -24,7 +24,7 @@ package v1beta1
 // PipelineSpec is the desired state of a Pipeline.
 type PipelineSpecApplyConfiguration struct {
 	// steps are the stages of the pipeline, in order: each step's NEXT_STEP_URL is the
-	// Service URL of the step after it.
+	// Service URL of the step after it (empty for the last step, and for all with the router).
 	Steps []StepApplyConfiguration `json:"steps,omitempty"`
 	// modelStorage is the shared storage every step mounts read-only. Of type storageClass it
 	// cannot change once created, but for mountPath: its claim holds the models.

@@ -31,12 +31,13 @@ import (
 // retries, enforces per-step deadlines and exports per-step metrics.
 type RouterApplyConfiguration struct {
 	// enabled makes the operator run the router: a ConfigMap, a Deployment and a Service
-	// named <pipeline>-router. spec.expose then points at the router instead of the first step.
+	// named <pipeline>-router. spec.expose then points at the router instead of the first step,
+	// and every step's NEXT_STEP_URL is empty: the router calls the steps, none forwards.
 	Enabled *bool `json:"enabled,omitempty"`
 	// location is the name of the node the router must run on, resolved and pinned as a
 	// step's location is. Empty lets the scheduler choose.
 	Location *string `json:"location,omitempty"`
-	// replicas is the number of router pods.
+	// replicas is the number of router pods, spread over nodes when location is empty.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// resources are the compute resources of the router's container.
 	Resources *v1.ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
