@@ -69,11 +69,13 @@ type ModelStorageClassSpec struct {
 	// nfs is an NFS export. Exactly one of nfs and csi is set. It cannot change: create a new
 	// class for another source.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="NFS Export"
 	NFS *NFSModelStorageSource `json:"nfs,omitempty"`
 
 	// csi is a volume a CSI driver mounts. Exactly one of nfs and csi is set. It cannot change:
 	// create a new class for another source.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="CSI Volume"
 	CSI *CSIModelStorageSource `json:"csi,omitempty"`
 
 	// mountOptions are the mount options of the PersistentVolumes made from the class (e.g.
@@ -83,6 +85,7 @@ type ModelStorageClassSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mount Options",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	MountOptions []string `json:"mountOptions,omitempty"`
 
 	// readOnly makes the volume source read-only (the NFS or CSI source of every
@@ -90,12 +93,14 @@ type ModelStorageClassSpec struct {
 	// read-only. It cannot change: create a new class instead.
 	// +optional
 	// +kubebuilder:default=true
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Read Only",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	ReadOnly *bool `json:"readOnly,omitempty"`
 
 	// namespaceSelector selects the namespaces whose Pipelines may use the class, by the
 	// namespaces' labels: {} selects every namespace. An administrator may change it at any
 	// time; a namespace it no longer selects gets no new volume from the class.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Namespace Selector",xDescriptors="urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Namespace"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
 }
 
