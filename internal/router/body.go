@@ -70,23 +70,19 @@ func (b *buffer) grow(limit int64) error {
 }
 
 // readBody reads r whole into a buffer of at most limit bytes. size is the announced length
-// (-1 when unknown): a known length is read with one allocation. A body longer than limit is
-// errBodyTooLarge, one the budget cannot hold errBudgetExceeded.
+// (-1 when unknown): it refuses a body over limit at once and bounds the buffer, but the
+// buffer, and its charge on the budget, grow only as bytes arrive (doubling from
+// minBufferBytes), so that a caller that announces a large body and sends little holds little.
+// A body longer than limit is errBodyTooLarge, one the budget cannot hold errBudgetExceeded.
 func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 	if size > limit {
 		return nil, errBodyTooLarge
 	}
 	buf := &buffer{budget: bg}
-	if size > 0 {
-		if !bg.tryAcquire(size) {
-			return nil, errBudgetExceeded
-		}
-		buf.data, buf.held = make([]byte, 0, size), size
-	}
 	var probe [1]byte
 	for {
 		if len(buf.data) == cap(buf.data) {
-			// Full: read one byte more to know whether the body goes on.
+			// Full (or nothing allocated yet): read one byte to know whether the body goes on.
 			n, err := io.ReadFull(r, probe[:])
 			if n == 0 {
 				if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -99,7 +95,12 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 				buf.release()
 				return nil, errBodyTooLarge
 			}
-			if err := buf.grow(limit); err != nil {
+			// A body of known length needs no more room than that length.
+			target := limit
+			if int64(len(buf.data)) < size {
+				target = size
+			}
+			if err := buf.grow(target); err != nil {
 				buf.release()
 				return nil, err
 			}

@@ -13,6 +13,7 @@ import (
 
 // servedRouter is a Server run on loopback listeners until the test stops it.
 type servedRouter struct {
+	router        *Router
 	url, adminURL string
 	stop          context.CancelFunc
 	done          chan struct{} // closed when Serve returned, with err
@@ -20,6 +21,12 @@ type servedRouter struct {
 }
 
 func serveRouter(t *testing.T, cfg Config, shutdownTimeout time.Duration) *servedRouter {
+	t.Helper()
+	return serveRouterWith(t, cfg, func(s *Server) { s.ShutdownTimeout = shutdownTimeout })
+}
+
+// serveRouterWith serves cfg with a Server that configure adjusts.
+func serveRouterWith(t *testing.T, cfg Config, configure func(*Server)) *servedRouter {
 	t.Helper()
 	r, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -34,9 +41,12 @@ func serveRouter(t *testing.T, cfg Config, shutdownTimeout time.Duration) *serve
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &servedRouter{url: "http://" + ln.Addr().String(), adminURL: "http://" + adminLn.Addr().String(), stop: stop,
+	s := &servedRouter{router: r, url: "http://" + ln.Addr().String(), adminURL: "http://" + adminLn.Addr().String(), stop: stop,
 		done: make(chan struct{})}
-	srv := &Server{Router: r, ShutdownTimeout: shutdownTimeout}
+	srv := &Server{Router: r}
+	if configure != nil {
+		configure(srv)
+	}
 	go func() {
 		s.err = srv.Serve(ctx, ln, adminLn)
 		close(s.done)
