@@ -48,7 +48,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		shutdownDelay   = fs.Duration("shutdown-delay", 0, "How long to keep serving after SIGTERM while /readyz fails.")
 		shutdownTimeout = fs.Duration("shutdown-timeout", router.DefaultShutdownTimeout,
 			"How long requests in flight may take to finish after SIGTERM.")
-		logJSON = fs.Bool("log-json", false, "Write the logs as JSON lines.")
+		maxInFlight = fs.Int("max-in-flight", router.DefaultMaxInFlight,
+			"How many requests are served at once; more are answered 503 with Retry-After: 1.")
+		minBodyRate = fs.Int64("min-body-rate", router.DefaultMinBodyRate,
+			"Bytes of its body a caller must send per 10 s after the first second, else 408 (negative: no minimum).")
+		writeTimeout = fs.Duration("write-timeout", router.DefaultWriteTimeout, "How long writing one answer may take.")
+		logJSON      = fs.Bool("log-json", false, "Write the logs as JSON lines.")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,7 +86,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("router serving", "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
 		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
-	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout}
+	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout,
+		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout}
 	start := time.Now()
 	err = srv.Serve(ctx, ln, adminLn)
 	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)

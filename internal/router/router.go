@@ -127,6 +127,10 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 			Error: fmt.Sprintf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit), RequestID: id})
 	case errors.Is(err, errBudgetExceeded):
 		return writeError(w, http.StatusServiceUnavailable, errorBody{Error: errBudgetExceeded.Error(), RequestID: id})
+	case errors.Is(err, errBodyTooSlow):
+		r.log.Warn("pipeline request refused", "pipeline", r.pipeline, "status", http.StatusRequestTimeout,
+			"requestID", id, "error", fmt.Errorf("read the request body: %w", err))
+		return writeError(w, http.StatusRequestTimeout, errorBody{Error: errBodyTooSlow.Error(), RequestID: id})
 	case err != nil:
 		if req.Context().Err() != nil {
 			return statusClientClosedRequest

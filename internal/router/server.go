@@ -28,6 +28,20 @@ type Server struct {
 	// ShutdownTimeout bounds the wait for requests in flight (DefaultShutdownTimeout when 0);
 	// requests still running then are cut.
 	ShutdownTimeout time.Duration
+	// MaxInFlight is how many requests are served at once (DefaultMaxInFlight when 0); a
+	// request over it is answered 503 with Retry-After: 1.
+	MaxInFlight int
+	// MinBodyRate is how many bytes of its body a caller must send per 10 s after the first
+	// second (DefaultMinBodyRate when 0, no minimum when negative); a caller that falls behind
+	// is answered 408 and what its body held is released.
+	MinBodyRate int64
+	// WriteTimeout bounds the writing of one answer, from its first byte
+	// (DefaultWriteTimeout when 0).
+	WriteTimeout time.Duration
+
+	// bodyRateWindow replaces bodyRateWindow (and a tenth of it bodyRateGrace) when set: tests
+	// shorten it.
+	bodyRateWindow time.Duration
 
 	ready atomic.Bool
 }
@@ -38,9 +52,9 @@ const bodyReadTimeout = 2 * time.Minute
 // Serve serves until ctx ends, then stops accepting, waits for the requests in flight (at most
 // ShutdownTimeout) and returns. It closes both listeners.
 func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
-	// The read timeout bounds how long a caller may take to send its body, which holds its share
-	// of the body budget from the first byte.
-	main := &http.Server{Handler: s.Router, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
+	// The read timeout bounds how long a caller may take to send its request; the guard keeps
+	// its body to a minimum rate, and bounds the writing of each answer.
+	main := &http.Server{Handler: s.guard(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
@@ -74,6 +88,28 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	}
 	_ = admin.Close()
 	return err
+}
+
+// guard is the handler that puts the server's limits in front of the router.
+func (s *Server) guard() *guard {
+	g := &guard{router: s.Router, maxInFlight: int64(s.MaxInFlight), minBodyRate: s.MinBodyRate,
+		window: bodyRateWindow, grace: bodyRateGrace, writeTimeout: s.WriteTimeout}
+	if g.maxInFlight <= 0 {
+		g.maxInFlight = DefaultMaxInFlight
+	}
+	switch {
+	case g.minBodyRate == 0:
+		g.minBodyRate = DefaultMinBodyRate
+	case g.minBodyRate < 0:
+		g.minBodyRate = 0
+	}
+	if g.writeTimeout <= 0 {
+		g.writeTimeout = DefaultWriteTimeout
+	}
+	if s.bodyRateWindow > 0 {
+		g.window, g.grace = s.bodyRateWindow, s.bodyRateWindow/10
+	}
+	return g
 }
 
 func serve(srv *http.Server, ln net.Listener, what string) error {

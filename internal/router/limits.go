@@ -1,0 +1,137 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the Server's limits on callers.
+const (
+	// DefaultMaxInFlight is how many requests the router serves at once when
+	// Server.MaxInFlight is 0; more are answered 503 with Retry-After: 1.
+	DefaultMaxInFlight = 1024
+	// DefaultMinBodyRate is how many bytes of its body a caller must send per 10 s, after the
+	// first second, when Server.MinBodyRate is 0: 64 KiB.
+	DefaultMinBodyRate = 64 << 10
+	// DefaultWriteTimeout bounds the writing of one answer when Server.WriteTimeout is 0.
+	DefaultWriteTimeout = time.Minute
+)
+
+// The body rate is measured over bodyRateWindow after a grace of bodyRateGrace: a caller
+// must have sent n × MinBodyRate bytes by bodyRateGrace + (n+1) × bodyRateWindow.
+const (
+	bodyRateWindow = 10 * time.Second
+	bodyRateGrace  = time.Second
+)
+
+// errBodyTooSlow is a request body that did not arrive at the minimum rate.
+var errBodyTooSlow = errors.New("the request body arrived slower than the minimum rate")
+
+// guard is the handler in front of the router: it caps the requests in flight, cuts request
+// bodies that arrive too slowly and bounds how long writing an answer may take, so that slow
+// or idle callers cannot hold the router's memory or connections.
+type guard struct {
+	router       *Router
+	maxInFlight  int64
+	minBodyRate  int64 // bytes per window; 0 disables the check
+	window       time.Duration
+	grace        time.Duration
+	writeTimeout time.Duration
+	inFlight     atomic.Int64
+}
+
+// guarded is one request's guards, allocated together.
+type guarded struct {
+	w guardedWriter
+	b guardedBody
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if g.inFlight.Add(1) > g.maxInFlight {
+		g.inFlight.Add(-1)
+		id := requestID(req.Header)
+		w.Header()[HeaderRequestID] = []string{id}
+		g.router.metrics.answered(writeError(w, http.StatusServiceUnavailable, errorBody{
+			Error: "the router serves as many requests as it may at once", RequestID: id}))
+		return
+	}
+	defer g.inFlight.Add(-1)
+	now := time.Now()
+	rc := http.NewResponseController(w)
+	// A deadline left on the connection by its previous answer does not apply to this one.
+	_ = rc.SetWriteDeadline(time.Time{})
+	gd := &guarded{w: guardedWriter{ResponseWriter: w, rc: rc, timeout: g.writeTimeout}}
+	if g.minBodyRate > 0 && req.Body != nil && req.Body != http.NoBody {
+		gd.b = guardedBody{body: req.Body, rc: rc, start: now, g: g}
+		req.Body = &gd.b
+	}
+	g.router.ServeHTTP(&gd.w, req)
+}
+
+// guardedWriter starts the write timeout when the answer starts.
+type guardedWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   bool
+}
+
+func (w *guardedWriter) arm() {
+	if !w.armed {
+		w.armed = true
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+// WriteHeader starts the write timeout and writes the status.
+func (w *guardedWriter) WriteHeader(code int) {
+	w.arm()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes the answer, under the write timeout.
+func (w *guardedWriter) Write(p []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap is the server's writer, for http.ResponseController.
+func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// guardedBody reads a request body under a read deadline that moves with the bytes received:
+// the caller must keep to the minimum rate, and finish within bodyReadTimeout.
+type guardedBody struct {
+	body     io.ReadCloser
+	rc       *http.ResponseController
+	g        *guard
+	start    time.Time
+	deadline time.Time
+	read     int64
+}
+
+// Read reads the body, failing with errBodyTooSlow once the caller falls behind.
+func (b *guardedBody) Read(p []byte) (int, error) {
+	owed := time.Duration(float64(b.read) / float64(b.g.minBodyRate) * float64(b.g.window))
+	deadline := b.start.Add(min(b.g.grace+b.g.window+owed, bodyReadTimeout))
+	if !deadline.Equal(b.deadline) {
+		b.deadline = deadline
+		_ = b.rc.SetReadDeadline(deadline)
+	}
+	n, err := b.body.Read(p)
+	b.read += int64(n)
+	var nerr net.Error
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout())) {
+		return n, fmt.Errorf("%w: %d bytes in %s: %w", errBodyTooSlow, b.read,
+			time.Since(b.start).Round(time.Millisecond), err)
+	}
+	return n, err
+}
+
+// Close closes the body.
+func (b *guardedBody) Close() error { return b.body.Close() }
