@@ -212,13 +212,26 @@ func (s *step) fail(reason, message string, err error) *failure {
 	return &failure{step: s.name, index: s.index, url: s.url, reason: reason, status: status, message: message, err: err}
 }
 
-// stops evaluates the step's stopWhen on its response.
-func (s *step) stops(ctx context.Context, resp *stepResponse) (bool, *failure) {
+// stops evaluates the step's stopWhen on its response. The decoded JSON document is held
+// against bg while it is evaluated.
+func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool, *failure) {
 	if s.stopWhen == nil {
 		return false, nil
 	}
+	var response any
+	if isJSON(resp.contentType) {
+		cost := jsonDecodeCost(resp.body.Bytes())
+		if !bg.tryAcquire(cost) {
+			s.metrics.failed(ReasonBufferBudget)
+			return false, s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
+				" could not be evaluated: the router holds maxBufferedBytes of bodies already",
+				fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
+		}
+		defer bg.release(cost)
+		response = decodeJSON(resp.body.Bytes())
+	}
 	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
-		Response: decodeJSON(resp.contentType, resp.body.Bytes()),
+		Response: response,
 		Status:   resp.status,
 		Headers:  firstValues(resp.header),
 	})
@@ -230,13 +243,14 @@ func (s *step) stops(ctx context.Context, resp *stepResponse) (bool, *failure) {
 	return stop, nil
 }
 
-// decodeJSON is the body decoded when its content type is JSON (application/json or
-// anything+json) and it parses; nil otherwise.
-func decodeJSON(contentType string, body []byte) any {
+// isJSON reports whether contentType is JSON: application/json or anything+json.
+func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return nil
-	}
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// decodeJSON is the body decoded, nil when it does not parse.
+func decodeJSON(body []byte) any {
 	var v any
 	if json.Unmarshal(body, &v) != nil {
 		return nil
