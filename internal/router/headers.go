@@ -23,7 +23,7 @@ var traceHeaders = []string{"Traceparent", "Tracestate", "Baggage"}
 // from the caller would be wrong.
 func reservedHeader(name string) bool {
 	switch http.CanonicalHeaderKey(name) {
-	case "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
+	case "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
 		"Te", "Trailer", "Upgrade", "Proxy-Connection", HeaderRequestID, HeaderLastStep:
 		return true
 	}
@@ -82,4 +82,36 @@ func firstValues(h http.Header) map[string]string {
 		}
 	}
 	return m
+}
+
+// answerHeader reports whether a header of the last step's answer goes back to the caller: not
+// a hop-by-hop header (those of RFC 9110 section 7.6.1, every Proxy-* header, and those the
+// answer's Connection header names), nor one the router sets itself.
+func answerHeader(name string, connection []string) bool {
+	switch name {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Content-Length", HeaderRequestID, HeaderLastStep:
+		return false
+	}
+	if strings.HasPrefix(name, "Proxy-") {
+		return false
+	}
+	for _, v := range connection {
+		for f := range strings.SplitSeq(v, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// copyAnswerHeaders sets on dst the headers of a step's answer that go back to the caller.
+func copyAnswerHeaders(dst, src http.Header) {
+	connection := src["Connection"]
+	for k, v := range src {
+		if answerHeader(k, connection) {
+			dst[k] = v
+		}
+	}
 }

@@ -141,7 +141,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 		return writeError(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read", RequestID: id})
 	}
 	resp, last, f := r.run(req.Context(), stepHeaders(req.Header, r.propagate, id),
-		payload{body: body, contentType: req.Header.Get("Content-Type")})
+		payload{body: body, contentType: req.Header.Get("Content-Type"), contentEncoding: req.Header.Get("Content-Encoding")})
 	if f != nil {
 		if f.status != statusClientClosedRequest {
 			r.log.Warn("pipeline request failed", "pipeline", r.pipeline, "step", f.step, "stepIndex", f.index,
@@ -156,6 +156,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 		status = resp.status
 	}
 	h := w.Header()
+	copyAnswerHeaders(h, resp.header)
 	h[HeaderLastStep] = []string{last}
 	// An empty Content-Type stays empty: the step's body is not sniffed.
 	h["Content-Type"] = nil

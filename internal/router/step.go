@@ -41,6 +41,9 @@ type step struct {
 type payload struct {
 	body        *buffer
 	contentType string
+	// contentEncoding is the body's Content-Encoding, passed on with it (the router neither
+	// decodes nor encodes bodies).
+	contentEncoding string
 }
 
 // stepResponse is what a step answered: a 2xx or a 4xx (which is passed back, not retried).
@@ -118,6 +121,9 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	if in.contentType != "" {
 		req.Header["Content-Type"] = []string{in.contentType}
 	}
+	if in.contentEncoding != "" {
+		req.Header["Content-Encoding"] = []string{in.contentEncoding}
+	}
 	res, err := r.client.Do(req)
 	if err != nil {
 		return nil, classify(ctx, err, s.timeout)
@@ -151,7 +157,7 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 		return nil, classify(ctx, fmt.Errorf("read the response of POST %s: %w", s.url, err), s.timeout)
 	}
 	return &stepResponse{
-		payload: payload{body: body, contentType: res.Header.Get("Content-Type")},
+		payload: payload{body: body, contentType: res.Header.Get("Content-Type"), contentEncoding: res.Header.Get("Content-Encoding")},
 		status:  res.StatusCode,
 		header:  res.Header,
 	}, nil
