@@ -19,6 +19,8 @@ const (
 	DefaultTimeoutSeconds = 30
 	// MaxTimeoutSeconds is the longest deadline a step may have.
 	MaxTimeoutSeconds = 3600
+	// MaxRequestTimeoutSeconds is the longest deadline a request through the pipeline may have.
+	MaxRequestTimeoutSeconds = 86400
 	// MaxRetries is the most retries a step may have.
 	MaxRetries = 10
 	// MaxSteps is the most steps a pipeline may have.
@@ -44,6 +46,10 @@ type Config struct {
 	// maxBufferedBytes bounds the bytes of bodies all requests in flight hold together
 	// (4 × maxBodyBytes when 0). A request that would exceed it gets 503.
 	MaxBufferedBytes int64 `json:"maxBufferedBytes,omitempty"`
+	// requestTimeoutSeconds is the deadline of a request through the whole pipeline, retries
+	// and their waits included, in seconds (when 0: what every step's attempts may take, see
+	// RequestTimeout).
+	RequestTimeoutSeconds float64 `json:"requestTimeoutSeconds,omitempty"`
 }
 
 // Step is one step of the pipeline as the router calls it.
@@ -61,7 +67,13 @@ type Step struct {
 	// stopWhen is a CEL expression over response, status and headers: when it is true the
 	// pipeline ends with this step's response.
 	StopWhen string `json:"stopWhen,omitempty"`
+	// idempotent tells whether the step may get the same request twice (true when absent).
+	// When false, only an attempt that sent nothing (the connection was not made) is retried.
+	Idempotent *bool `json:"idempotent,omitempty"`
 }
+
+// IsIdempotent is idempotent with the default applied.
+func (s Step) IsIdempotent() bool { return s.Idempotent == nil || *s.Idempotent }
 
 // Timeout is the step's deadline per attempt, with the default applied.
 func (s Step) Timeout() time.Duration {
@@ -69,6 +81,20 @@ func (s Step) Timeout() time.Duration {
 		return DefaultTimeoutSeconds * time.Second
 	}
 	return time.Duration(s.TimeoutSeconds * float64(time.Second))
+}
+
+// RequestTimeout is requestTimeoutSeconds with the default applied: when unset, what every
+// step's attempts may take (timeoutSeconds × (retries + 1)) plus the longest backoff before
+// each retry (1.5 s).
+func (c Config) RequestTimeout() time.Duration {
+	if c.RequestTimeoutSeconds > 0 {
+		return time.Duration(c.RequestTimeoutSeconds * float64(time.Second))
+	}
+	var d time.Duration
+	for _, s := range c.Steps {
+		d += time.Duration(s.Retries+1)*s.Timeout() + time.Duration(s.Retries)*maxBackoff*3/2
+	}
+	return d
 }
 
 // BodyLimit is maxBodyBytes with the default applied.
@@ -140,6 +166,10 @@ func (c Config) Validate() error {
 		if err := CheckPropagatedHeader(h); err != nil {
 			errs = append(errs, fmt.Errorf("propagateHeaders[%d]: %w", i, err))
 		}
+	}
+	if c.RequestTimeoutSeconds < 0 || c.RequestTimeoutSeconds > MaxRequestTimeoutSeconds {
+		errs = append(errs, fmt.Errorf("requestTimeoutSeconds: must be between 0 and %d, got %g",
+			MaxRequestTimeoutSeconds, c.RequestTimeoutSeconds))
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxBodyBytes: must not be negative, got %d", c.MaxBodyBytes))

@@ -78,6 +78,21 @@ func TestConfigDefaults(t *testing.T) {
 	if got := (Step{TimeoutSeconds: 0.25}).Timeout(); got != 250*time.Millisecond {
 		t.Errorf("timeoutSeconds 0.25 is %s", got)
 	}
+	if !cfg.Steps[0].IsIdempotent() {
+		t.Error("a step without idempotent is not idempotent")
+	}
+	no := false
+	if (Step{Idempotent: &no}).IsIdempotent() {
+		t.Error("idempotent: false is idempotent")
+	}
+	two := Config{Steps: []Step{{TimeoutSeconds: 5, Retries: 2}, {}}}
+	if got, want := two.RequestTimeout(), 3*5*time.Second+2*1500*time.Millisecond+30*time.Second; got != want {
+		t.Errorf("requestTimeoutSeconds default %s, want %s", got, want)
+	}
+	two.RequestTimeoutSeconds = 7.5
+	if got := two.RequestTimeout(); got != 7500*time.Millisecond {
+		t.Errorf("requestTimeoutSeconds 7.5 is %s", got)
+	}
 }
 
 func TestParseConfigRefusesWhatCannotWork(t *testing.T) {
@@ -100,6 +115,10 @@ func TestParseConfigRefusesWhatCannotWork(t *testing.T) {
 		"negative body":   {`{"steps": [{"name": "a", "url": "http://h/"}], "maxBodyBytes": -1}`, "maxBodyBytes: must not be negative"},
 		"small buffer": {`{"steps": [{"name": "a", "url": "http://h/"}], "maxBodyBytes": 100, "maxBufferedBytes": 150}`,
 			"at least twice maxBodyBytes"},
+		"request timeout too long": {`{"steps": [{"name": "a", "url": "http://h/"}], "requestTimeoutSeconds": 86401}`,
+			"requestTimeoutSeconds: must be between 0 and 86400"},
+		"content-encoding header": {`{"steps": [{"name": "a", "url": "http://h/"}], "propagateHeaders": ["Content-Encoding"]}`,
+			"set by the router"},
 		"two documents": {`{"steps": [{"name": "a", "url": "http://h/"}]} {}`, "more than one JSON document"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -73,12 +73,22 @@ func newLoggedTestRouter(t testing.TB, cfg Config) (*testRouter, *logBuffer) {
 
 func newTestRouterLoggingTo(t testing.TB, cfg Config, log io.Writer) *testRouter {
 	t.Helper()
+	return newTestRouterWith(t, cfg, log, nil)
+}
+
+// newTestRouterWith is a test router whose options configure adjusts.
+func newTestRouterWith(t testing.TB, cfg Config, log io.Writer, configure func(*Options)) *testRouter {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	r, err := New(cfg, Options{
+	opts := Options{
 		Logger:     slog.New(slog.NewTextHandler(log, nil)),
 		Registerer: reg,
 		Backoff:    func(int) time.Duration { return time.Millisecond },
-	})
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	r, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +177,8 @@ func (tr *testRouter) counter(t *testing.T, name string, labels ...string) float
 		c = tr.metrics.stepRetries.WithLabelValues(labels...)
 	case "errors":
 		c = tr.metrics.stepErrors.WithLabelValues(labels...)
+	case "budget_exhausted":
+		c = tr.metrics.stepRetriesBudgetExhausted.WithLabelValues(labels...)
 	default:
 		t.Fatalf("no counter %s", name)
 	}

@@ -25,6 +25,8 @@ type metrics struct {
 	stepDuration *prometheus.HistogramVec
 	stepRetries  *prometheus.CounterVec
 	stepErrors   *prometheus.CounterVec
+	// stepRetriesBudgetExhausted counts retries the step's retry budget refused.
+	stepRetriesBudgetExhausted *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,14 +42,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"step"}),
 		stepRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_router_step_retries_total",
-			Help: "Calls to a step made again after a 5xx, a connection error or a timeout.",
+			Help: "Calls to a step made again after a connection error, a timeout, a 502, 503 or 504, or a 429 with Retry-After.",
+		}, []string{"step"}),
+		stepRetriesBudgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_router_step_retries_budget_exhausted_total",
+			Help: "Retries of a step not made because its retry budget (20% of its requests in the last 10 s, plus 3) was used up.",
 		}, []string{"step"}),
 		stepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_router_step_errors_total",
 			Help: "Failed calls to a step (each attempt counts), by reason.",
 		}, []string{"step", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors} {
+	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors, m.stepRetriesBudgetExhausted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -60,6 +66,8 @@ type stepMetrics struct {
 	duration prometheus.Observer
 	retries  prometheus.Counter
 	errors   *prometheus.CounterVec
+	// budgetExhausted counts retries the retry budget refused.
+	budgetExhausted prometheus.Counter
 }
 
 func (m *metrics) forStep(name string) stepMetrics {
@@ -68,9 +76,10 @@ func (m *metrics) forStep(name string) stepMetrics {
 	m.stepErrors.WithLabelValues(name, ReasonServerError)
 	m.stepErrors.WithLabelValues(name, ReasonConnection)
 	return stepMetrics{
-		duration: m.stepDuration.WithLabelValues(name),
-		retries:  m.stepRetries.WithLabelValues(name),
-		errors:   m.stepErrors.MustCurryWith(prometheus.Labels{"step": name}),
+		duration:        m.stepDuration.WithLabelValues(name),
+		retries:         m.stepRetries.WithLabelValues(name),
+		budgetExhausted: m.stepRetriesBudgetExhausted.WithLabelValues(name),
+		errors:          m.stepErrors.MustCurryWith(prometheus.Labels{"step": name}),
 	}
 }
 

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Backoff is the wait before retry n, counted from 0 (jittered exponential when nil).
 	Backoff func(n int) time.Duration
+	// Clock is the time of day for the retry budgets and Retry-After dates (time.Now when nil).
+	Clock func() time.Time
 }
 
 // Router carries requests through the steps of a pipeline; it is an http.Handler.
@@ -41,6 +44,9 @@ type Router struct {
 	gatherer  prometheus.Gatherer
 	log       *slog.Logger
 	backoff   func(int) time.Duration
+	now       func() time.Time
+	// requestTimeout is the deadline of a request through the whole pipeline.
+	requestTimeout time.Duration
 }
 
 // New validates cfg, compiles its stopWhen expressions and makes the router.
@@ -55,6 +61,12 @@ func New(cfg Config, opts Options) (*Router, error) {
 		budget:    &budget{limit: cfg.BufferLimit()},
 		log:       opts.Logger,
 		backoff:   opts.Backoff,
+		now:       opts.Clock,
+
+		requestTimeout: cfg.RequestTimeout(),
+	}
+	if r.now == nil {
+		r.now = time.Now
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -79,7 +91,8 @@ func New(cfg Config, opts Options) (*Router, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	for i, s := range cfg.Steps {
-		st := &step{name: s.Name, index: i + 1, url: s.URL, timeout: s.Timeout(), retries: s.Retries, metrics: m.forStep(s.Name)}
+		st := &step{name: s.Name, index: i + 1, url: s.URL, timeout: s.Timeout(), retries: s.Retries,
+			idempotent: s.IsIdempotent(), budget: newRetryBudget(r.now), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
@@ -140,7 +153,9 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 			"requestID", id, "error", fmt.Errorf("read the request body: %w", err))
 		return writeError(w, http.StatusBadRequest, errorBody{Error: "the request body could not be read", RequestID: id})
 	}
-	resp, last, f := r.run(req.Context(), stepHeaders(req.Header, r.propagate, id),
+	ctx, cancel := context.WithTimeoutCause(req.Context(), r.requestTimeout, errRequestDeadline)
+	defer cancel()
+	resp, last, f := r.run(ctx, stepHeaders(req.Header, r.propagate, id),
 		payload{body: body, contentType: req.Header.Get("Content-Type"), contentEncoding: req.Header.Get("Content-Encoding")})
 	if f != nil {
 		if f.status != statusClientClosedRequest {
@@ -148,7 +163,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 				"url", f.url, "reason", f.reason, "status", f.status, "requestID", id, "error", f.err)
 		}
 		return writeError(w, f.status, errorBody{Error: f.message, Step: f.step, StepIndex: f.index,
-			Reason: f.reason, RequestID: id})
+			Reason: f.reason, RequestID: id, retryAfter: f.retryAfter})
 	}
 	defer resp.body.release()
 	status := http.StatusOK
@@ -209,6 +224,8 @@ type errorBody struct {
 	Reason string `json:"reason,omitempty"`
 	// RequestID is the request's X-Request-Id, the caller's or the one the router made.
 	RequestID string `json:"requestId"`
+	// retryAfter is the Retry-After header of a 503 (1 when empty).
+	retryAfter string
 }
 
 func writeError(w http.ResponseWriter, status int, e errorBody) int {
@@ -223,7 +240,7 @@ func writeError(w http.ResponseWriter, status int, e errorBody) int {
 		h[HeaderLastStep] = []string{e.Step}
 	}
 	if status == http.StatusServiceUnavailable {
-		h["Retry-After"] = []string{"1"}
+		h["Retry-After"] = []string{cmp.Or(e.retryAfter, "1")}
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

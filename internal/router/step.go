@@ -28,13 +28,17 @@ const (
 
 // step is a configured step with its compiled stopWhen and its metrics.
 type step struct {
-	name     string
-	index    int // 1-based position in the pipeline
-	url      string
-	timeout  time.Duration
-	retries  int
-	stopWhen *StopWhen
-	metrics  stepMetrics
+	name    string
+	index   int // 1-based position in the pipeline
+	url     string
+	timeout time.Duration
+	retries int
+	// idempotent is false for a step that must not get a request twice: only attempts that
+	// sent nothing are made again.
+	idempotent bool
+	budget     *retryBudget
+	stopWhen   *StopWhen
+	metrics    stepMetrics
 }
 
 // payload is a body on its way to a step, or back from one.
@@ -66,6 +70,8 @@ type failure struct {
 	message string
 	// err is the detail, addresses and expressions included: for the router's log only.
 	err error
+	// retryAfter is the step's Retry-After, passed back with a 503 the router gave up on.
+	retryAfter string
 }
 
 // Error is the failure with its detail, for the router's log; the caller gets message.
@@ -75,42 +81,23 @@ func (f *failure) Error() string { return fmt.Sprintf("%s: %v", f.message, f.err
 type attemptError struct {
 	reason    string
 	retryable bool
+	// unsent is true when the request did not leave the router (the connection was not made):
+	// even a step that is not idempotent may get it again.
+	unsent bool
+	// status is the step's answer, when it answered (5xx).
+	status int
+	// retryAfter is the Retry-After of a 503, raw.
+	retryAfter string
 	// what completes "step N (name) ..." for the caller, in fixed words.
 	what string
 	// err is the detail for the log.
 	err error
 }
 
-// call calls the step with in, retrying what may succeed another time.
-func (r *Router) call(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *failure) {
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		resp, aerr := r.attempt(ctx, s, header, in)
-		s.metrics.duration.Observe(time.Since(start).Seconds())
-		if aerr == nil {
-			if resp.status >= 400 {
-				s.metrics.failed(ReasonClientError)
-			}
-			return resp, nil
-		}
-		s.metrics.failed(aerr.reason)
-		if !aerr.retryable || attempt >= s.retries {
-			return nil, s.fail(aerr.reason, s.label()+" "+aerr.what, aerr.err)
-		}
-		s.metrics.retries.Inc()
-		t := time.NewTimer(r.backoff(attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			s.metrics.failed(ReasonCanceled)
-			return nil, s.fail(ReasonCanceled, "the caller went away", context.Cause(ctx))
-		case <-t.C:
-		}
-	}
-}
-
 // attempt makes one call to the step under its deadline and reads the response.
 func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
+	// The attempt ends at the step's timeout or at the request's deadline (ctx's), whichever
+	// is first.
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, bytes.NewReader(in.body.Bytes()))
@@ -135,9 +122,13 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	}()
 	switch {
 	case res.StatusCode >= 500:
-		return nil, &attemptError{reason: ReasonServerError, retryable: true,
-			what: "answered " + statusText(res.StatusCode),
-			err:  fmt.Errorf("POST %s answered %s", s.url, res.Status)}
+		ae := &attemptError{reason: ReasonServerError, retryable: retryableStatus(res.StatusCode),
+			status: res.StatusCode, what: "answered " + statusText(res.StatusCode),
+			err: fmt.Errorf("POST %s answered %s", s.url, res.Status)}
+		if res.StatusCode == http.StatusServiceUnavailable {
+			ae.retryAfter = res.Header.Get("Retry-After")
+		}
+		return nil, ae
 	case res.StatusCode < 200 || (res.StatusCode >= 300 && res.StatusCode < 400):
 		return nil, &attemptError{reason: ReasonUnexpectedStatus,
 			what: "answered " + statusText(res.StatusCode) + ", which is neither a success nor a client error",
@@ -163,19 +154,31 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	}, nil
 }
 
-// classify tells a timeout, a caller gone away and the kinds of connection error apart. err
-// keeps the detail (the step's address) for the log.
+// classify tells a timeout, the request's deadline, a caller gone away and the kinds of
+// connection error apart. err keeps the detail (the step's address) for the log.
 func classify(ctx context.Context, err error, timeout time.Duration) *attemptError {
 	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errRequestDeadline) {
+			return &attemptError{reason: ReasonTimeout, what: "timed out: the request's deadline passed",
+				err: fmt.Errorf("%w: %w", cause, err)}
+		}
 		return &attemptError{reason: ReasonCanceled, what: "was abandoned: the caller went away",
 			err: fmt.Errorf("the caller went away: %w", context.Cause(ctx))}
 	}
+	unsent := isDialError(err)
 	var nerr net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()) {
-		return &attemptError{reason: ReasonTimeout, retryable: true, what: "timed out after " + timeout.String(),
+		return &attemptError{reason: ReasonTimeout, retryable: true, unsent: unsent, what: "timed out after " + timeout.String(),
 			err: fmt.Errorf("no response within timeoutSeconds (%s): %w", timeout, err)}
 	}
-	return &attemptError{reason: ReasonConnection, retryable: true, what: connectionTrouble(err), err: err}
+	return &attemptError{reason: ReasonConnection, retryable: true, unsent: unsent, what: connectionTrouble(err), err: err}
+}
+
+// isDialError reports whether err happened while connecting (refused, name not resolved, no
+// route, connect timeout): nothing of the request was sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // connectionTrouble says in fixed words what went wrong with the connection to a step.
