@@ -46,8 +46,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		listen          = fs.String("listen", ":8080", "Address the pipeline is served on.")
 		metricsListen   = fs.String("metrics-listen", ":9090", "Address of /metrics, /healthz and /readyz.")
 		shutdownDelay   = fs.Duration("shutdown-delay", 0, "How long to keep serving after SIGTERM while /readyz fails.")
-		shutdownTimeout = fs.Duration("shutdown-timeout", router.DefaultShutdownTimeout,
-			"How long requests in flight may take to finish after SIGTERM.")
+		shutdownTimeout = fs.Duration("shutdown-timeout", 0,
+			"How long requests in flight may take to finish after SIGTERM (0: as long as a request may take).")
 		maxInFlight = fs.Int("max-in-flight", router.DefaultMaxInFlight,
 			"How many requests are served at once; more are answered 503 with Retry-After: 1.")
 		minBodyRate = fs.Int64("min-body-rate", router.DefaultMinBodyRate,

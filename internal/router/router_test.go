@@ -425,8 +425,9 @@ func TestRouterBoundsTheBytesRequestsHoldTogether(t *testing.T) {
 	}
 	entered.Wait()
 	a := post(t, tr.url, "", body, nil)
-	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
-		t.Errorf("a third body while two are held: %d %q, want 503 with Retry-After", a.status, a.body)
+	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "1" {
+		t.Errorf("a third body while two are held: %d (Retry-After %q) %q, want 503 with Retry-After: 1",
+			a.status, a.header.Get("Retry-After"), a.body)
 	}
 	close(release)
 	for range 2 {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,10 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultShutdownTimeout bounds how long requests in flight may take to finish once the
-// router is told to stop.
-const DefaultShutdownTimeout = 25 * time.Second
-
 // Server serves a Router on one listener and /metrics, /healthz and /readyz on another, and
 // shuts down gracefully.
 type Server struct {
@@ -25,8 +22,9 @@ type Server struct {
 	// ShutdownDelay is how long the server keeps accepting requests after it is told to stop
 	// while /readyz already fails, so that load balancers stop sending first.
 	ShutdownDelay time.Duration
-	// ShutdownTimeout bounds the wait for requests in flight (DefaultShutdownTimeout when 0);
-	// requests still running then are cut.
+	// ShutdownTimeout bounds the wait for requests in flight; requests still running then are
+	// cut. When 0, it is as long as a request may take (see LongestRequest): every request in
+	// flight runs to its own deadline.
 	ShutdownTimeout time.Duration
 	// MaxInFlight is how many requests are served at once (DefaultMaxInFlight when 0); a
 	// request over it is answered 503 with Retry-After: 1.
@@ -78,7 +76,7 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	}
 	timeout := s.ShutdownTimeout
 	if timeout == 0 {
-		timeout = DefaultShutdownTimeout
+		timeout = s.LongestRequest()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -88,6 +86,12 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	}
 	_ = admin.Close()
 	return err
+}
+
+// LongestRequest is the longest a request may take: bodyReadTimeout to send its body, the
+// router's request deadline (requestTimeoutSeconds) and the write timeout of its answer.
+func (s *Server) LongestRequest() time.Duration {
+	return bodyReadTimeout + s.Router.requestTimeout + cmp.Or(max(s.WriteTimeout, 0), DefaultWriteTimeout)
 }
 
 // guard is the handler that puts the server's limits in front of the router.

@@ -116,8 +116,11 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 		return nil, classify(ctx, err, s.timeout)
 	}
 	defer func() {
-		// Drain what is left of a small body so that the connection can be used again.
-		_, _ = io.CopyN(io.Discard, res.Body, drainBytes)
+		// Drain what is left of a small body so that the connection can be used again; after a
+		// 101 the connection is the step's other protocol, which the router does not wait for.
+		if res.StatusCode != http.StatusSwitchingProtocols {
+			_, _ = io.CopyN(io.Discard, res.Body, drainBytes)
+		}
 		_ = res.Body.Close()
 	}()
 	switch {
