@@ -32,7 +32,7 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 	}
 	children := []runtime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, ""), resources.Ingress(p),
 		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config, "node-a"), resources.RouterService(p),
-		resources.StepHPA(p, 1), resources.StepPDB(p, 1)}
+		resources.StepHPA(p, 1), resources.StepPDB(p, 1), resources.RouterPDB(p)}
 	for i := range p.Spec.Steps {
 		children = append(children, resources.StepDeployment(p, i, "", "node-a"),
 			resources.StepDeployment(p, i, resources.PodSecurityRestricted, ""), resources.StepService(p, i))

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -274,6 +276,27 @@ func RouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyConfigurat
 				WithProtocol(corev1.ProtocolTCP).
 				WithPort(RouterServicePort).
 				WithTargetPort(intstr.FromString(portName))))
+}
+
+// RouterPDB is the router's PodDisruptionBudget: one router pod at a time may be evicted, so
+// that a drain leaves the others serving. It exists only where it cannot block a drain
+// (RouterWantsDisruptionBudget, and two nodes that can hold the router's pods).
+func RouterPDB(p *pipelinev1beta1.Pipeline) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(RouterObjectName(p), p.Namespace).
+		WithLabels(routerLabels(p)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMaxUnavailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(RouterSelector(p))).
+			WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow))
+}
+
+// RouterWantsDisruptionBudget reports whether the spec allows the router a disruption budget:
+// more than one pod, not pinned to one node by location (its pods could then not move, and a
+// drain of that node would wait for ever).
+func RouterWantsDisruptionBudget(p *pipelinev1beta1.Pipeline) bool {
+	rt := p.Spec.Router
+	return RouterEnabled(p) && rt.EffectiveReplicas() > 1 && rt.Location == ""
 }
 
 // RouterConfigHash is the hash of the router's configuration config, on its pod template.

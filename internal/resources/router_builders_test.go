@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -311,5 +312,27 @@ func TestRouterDrainTimeout(t *testing.T) {
 		if got := RouterDrainTimeout(p); got != tc.want {
 			t.Errorf("%s: drain %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestRouterDisruptionBudget(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	if RouterWantsDisruptionBudget(p) {
+		t.Error("a router pinned to a node wants a disruption budget: a drain of that node would wait for ever")
+	}
+	p.Spec.Router.Location = ""
+	if !RouterWantsDisruptionBudget(p) {
+		t.Error("a router of two unpinned pods (the default) wants no disruption budget")
+	}
+	p.Spec.Router.Replicas = ptr.To[int32](1)
+	if RouterWantsDisruptionBudget(p) {
+		t.Error("a router of one pod wants a disruption budget: it would forbid every eviction")
+	}
+	p.Spec.Router.Replicas = nil
+	pdb := testenv.Typed[policyv1.PodDisruptionBudget](t, RouterPDB(p))
+	if pdb.Name != "facedetection-pipeline-router" || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 ||
+		!cmp.Equal(pdb.Spec.Selector.MatchLabels, RouterSelector(p)) || pdb.Spec.UnhealthyPodEvictionPolicy == nil ||
+		*pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Errorf("router budget %+v", pdb.Spec)
 	}
 }

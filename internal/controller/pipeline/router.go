@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,7 +113,31 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	return nil
+	return r.reconcileRouterBudget(ctx, s)
+}
+
+// reconcileRouterBudget gives the router a disruption budget where it cannot block a drain
+// (more than one pod, not pinned, two nodes that can hold them), and deletes one it no longer
+// needs.
+func (r *Reconciler) reconcileRouterBudget(ctx context.Context, s *scope) error {
+	p := s.pipeline
+	budget := resources.RouterWantsDisruptionBudget(p)
+	if budget {
+		var err error
+		if budget, err = r.twoNodesCanHold(ctx, nil, nil); err != nil {
+			return err
+		}
+	}
+	pdb := &policyv1.PodDisruptionBudget{}
+	if budget {
+		_, err := r.applyChild(ctx, s, pdb, resources.RouterPDB(p))
+		return err
+	}
+	owned, err := r.applier().Child(ctx, p, client.ObjectKey{Namespace: p.Namespace, Name: resources.RouterObjectName(p)}, pdb)
+	if owned && resources.IsRouterObject(pdb) {
+		err = r.applier().Delete(ctx, p, pdb, "PodDisruptionBudget")
+	}
+	return err
 }
 
 // observeRouter reads the router's Deployment and Service, as they are, into the pass's
@@ -151,7 +176,8 @@ func (r *Reconciler) deleteDisabledRouter(ctx context.Context, s *scope) error {
 		obj      client.Object
 		kind     string
 		stepKind bool
-	}{{&corev1.ConfigMap{}, "ConfigMap", false}, {&appsv1.Deployment{}, "Deployment", true}, {&corev1.Service{}, "Service", true}} {
+	}{{&corev1.ConfigMap{}, "ConfigMap", false}, {&appsv1.Deployment{}, "Deployment", true}, {&corev1.Service{}, "Service", true},
+		{&policyv1.PodDisruptionBudget{}, "PodDisruptionBudget", true}} {
 		if c.stepKind && stepWantsName {
 			continue
 		}

@@ -7,7 +7,9 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -161,6 +163,32 @@ var _ = Describe("The pipeline router", func() {
 			Should(Equal(resources.StepURL(p, 1)))
 		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("gives a router of two unpinned pods a disruption budget, and none to a pinned router or a disabled one", func() {
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = "" })
+		budget := func() *policyv1.PodDisruptionBudget {
+			pdb := &policyv1.PodDisruptionBudget{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, pdb); err != nil {
+				return nil
+			}
+			return pdb
+		}
+		Eventually(budget).ShouldNot(BeNil(), "two router pods, free to move between the suite's nodes")
+		pdb := budget()
+		Expect(pdb.Spec.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(resources.RouterSelector(p)))
+		Expect(metav1.IsControlledBy(pdb, getPipeline(ctx, p))).To(BeTrue())
+
+		By("pinning the router to a node: its pods cannot move, so a budget would block a drain of it")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = sampleNodes[0] })
+		Eventually(budget).Should(BeNil())
+
+		By("unpinning it again, then disabling the router")
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = "" })
+		Eventually(budget).ShouldNot(BeNil())
+		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Enabled = false })
+		Eventually(budget).Should(BeNil())
 	})
 
 	It("deploys nothing of the router and says why when it knows no router image, and removes one deployed before", func() {

@@ -56,13 +56,20 @@ func (r *Reconciler) needsDisruptionBudget(ctx context.Context, p *pipelinev1bet
 		return false, nil
 	}
 	step := &p.Spec.Steps[i]
+	return r.twoNodesCanHold(ctx, step.NodeSelector, step.Tolerations)
+}
+
+// twoNodesCanHold reports whether at least two nodes that are ready and schedulable for pods
+// with this node selector and these tolerations exist: where a disruption budget cannot block a
+// drain. Nodes are read from the cache, which holds them all (stripped to what placement reads).
+func (r *Reconciler) twoNodesCanHold(ctx context.Context, selector map[string]string, tolerations []corev1.Toleration) (bool, error) {
 	list := &corev1.NodeList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels(step.NodeSelector)); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingLabels(selector)); err != nil {
 		return false, fmt.Errorf("list nodes for the disruption budget: %w", err)
 	}
 	schedulable := 0
 	for j := range list.Items {
-		if nodes.Classify(&list.Items[j], step.Tolerations).Schedulable() {
+		if nodes.Classify(&list.Items[j], tolerations).Schedulable() {
 			schedulable++
 		}
 	}

@@ -86,7 +86,7 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	deleteUnwanted(&autoscalingv2.HorizontalPodAutoscalerList{}, "HorizontalPodAutoscaler",
 		func(o client.Object) bool { return autoscalers[o.GetName()] }, inNamespace...)
 	deleteUnwanted(&policyv1.PodDisruptionBudgetList{}, "PodDisruptionBudget",
-		func(o client.Object) bool { return budgets[o.GetName()] }, inNamespace...)
+		func(o client.Object) bool { return budgets[o.GetName()] || isRouter(o) }, inNamespace...)
 	// A claim a StorageClass provisioned (storageClass storage) holds the models, which would go
 	// with it: it is kept whatever the spec says now, and goes with the Pipeline. Admission
 	// refuses the changes that would replace it.
