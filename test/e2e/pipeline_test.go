@@ -274,11 +274,12 @@ var _ = Describe("The pipeline router on a local control plane", func() {
 		pods := &corev1.PodList{}
 		Expect(admin.List(ctx, pods, client.InNamespace(ns),
 			client.MatchingLabels{resources.LabelPipeline: p.Name, "app.kubernetes.io/component": "router"})).To(Succeed())
-		Expect(pods.Items).To(HaveLen(1))
-		pod := pods.Items[0]
-		Expect(pod.Spec.NodeName).To(Equal("xx-test-node239"))
-		Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-		Expect(pod.Spec.Containers[0].Image).To(Equal(routerImage))
+		Expect(pods.Items).To(HaveLen(2), "two router pods by default")
+		for _, pod := range pods.Items {
+			Expect(pod.Spec.NodeName).To(Equal("xx-test-node239"))
+			Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+			Expect(pod.Spec.Containers[0].Image).To(Equal(routerImage))
+		}
 
 		By("configuring it with the step Services, in order")
 		cm := &corev1.ConfigMap{}
