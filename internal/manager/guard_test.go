@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
@@ -38,8 +39,12 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(policy.Spec.MatchConditions[0].Expression).To(Equal(fmt.Sprintf("request.userInfo.username == '%s'", user)),
 			"the policy names the manager's ServiceAccount as config/default makes it")
 
+		labelPolicy := the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-label-guard")
+		Expect(labelPolicy.Spec.MatchConditions[1].Expression).To(ContainSubstring(fmt.Sprintf("request.userInfo.username != '%s'", user)),
+			"the label policy names the manager's ServiceAccount as config/default makes it")
 		for _, o := range []client.Object{
-			policy,
+			policy, labelPolicy,
+			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-label-guard"),
 			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-guard"),
 			the[rbacv1.ClusterRole](objs, "ClusterRole", "pipeline-operator-manager-role"),
 			the[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "pipeline-operator-manager-rolebinding"),
@@ -106,6 +111,43 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			WithAccessModes(corev1.ReadOnlyMany).
 			WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/etc")))
 		Expect(create(ctx, pv)).To(MatchError(ContainSubstring("the operator makes PersistentVolumes of NFS or CSI only")))
+	})
+
+	It("keeps the managed-by label the operator's: a tenant can neither create an object with it nor add it", func(ctx SpecContext) {
+		tenantCfg := rest.CopyConfig(cfg)
+		tenantCfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant", Groups: []string{"system:authenticated"}}
+		tenant, err := client.New(tenantCfg, client.Options{Scheme: testScheme})
+		Expect(err).NotTo(HaveOccurred())
+		// A namespace editor's rights on ConfigMaps.
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+				Verbs: []string{"get", "list", "create", "update", "patch", "delete"}}}}
+		Expect(k8sClient.Create(ctx, role)).To(Succeed())
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "tenant"}}}
+		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+		const refused = "the label app.kubernetes.io/managed-by=pipeline-operator is the operator's"
+		labelled := func(name string) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{resources.LabelManagedBy: resources.ManagedBy}}, Data: map[string]string{"k": "v"}}
+		}
+		Eventually(func() error { return tenant.Create(ctx, labelled("tenant-labelled")) }).
+			Should(MatchError(ContainSubstring(refused)))
+
+		By("putting the label on an object of theirs is refused too; their own objects are theirs")
+		own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tenant-own", Namespace: ns}, Data: map[string]string{"k": "v"}}
+		Expect(tenant.Create(ctx, own)).To(Succeed())
+		own.Labels = map[string]string{resources.LabelManagedBy: resources.ManagedBy}
+		Expect(tenant.Update(ctx, own)).To(MatchError(ContainSubstring(refused)))
+		own.Labels = map[string]string{resources.LabelManagedBy: "someone-else"}
+		Expect(tenant.Update(ctx, own)).To(Succeed())
+
+		By("the operator labels what it makes, and anyone may update an object that carries the label already")
+		made := labelled("operator-made")
+		Expect(operator.Create(ctx, made)).To(Succeed())
+		made.Data["k"] = "changed"
+		Expect(tenant.Update(ctx, made)).To(Succeed())
 	})
 
 	It("leaves everyone else to their own rights", func(ctx SpecContext) {
