@@ -7,6 +7,7 @@
 #   lifecycle: OLM's olm-operator (olm) and catalog-operator (catalog), and OLM's CRDs
 #         (crds/) from the same module (hack/tools/lifecycle)
 #   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
+#   kal:  golangci-lint with kube-api-linter built in, for make lint over api/v1 (hack/tools/kal)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
 kind=$1 dest=$2
@@ -99,6 +100,17 @@ kserve)
 	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/kserve-router" github.com/kserve/kserve/cmd/router
 	mv "$tmp/kserve-router" "$dest/kserve-router"
 	echo ">> KServe router built in $((SECONDS - start))s"
+	;;
+kal)
+	cd "$here/tools/kal"
+	[ -x "$dest/golangci-lint-kube-api-linter" ] && exit 0
+	version=$(awk '$1=="require" && $2=="sigs.k8s.io/kube-api-linter" {print $3}' go.mod)
+	echo ">> building kube-api-linter $version (a golangci-lint with it built in) from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/golangci-lint-kube-api-linter" \
+		sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
+	mv "$tmp/golangci-lint-kube-api-linter" "$dest/golangci-lint-kube-api-linter"
+	echo ">> kube-api-linter built in $((SECONDS - start))s"
 	;;
 *)
 	echo "build-tool.sh: unknown tool kind $kind" >&2

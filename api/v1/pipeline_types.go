@@ -1,0 +1,900 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations of v1beta1 that v1 turned into fields. A v1beta1 Pipeline that carries one with
+// the value "true" converts to a v1 Pipeline with the field set, and back.
+const (
+	// PausedAnnotation is v1beta1's spec.paused.
+	PausedAnnotation = "distri-infer.ndsl.cn/paused"
+	// FailbackAnnotation is v1beta1's spec.failover.failbackNow.
+	FailbackAnnotation = "distri-infer.ndsl.cn/failback"
+	// ConversionDataAnnotation holds, as JSON, what the other version of the Pipeline says and
+	// this one cannot hold, so that converting back gives the object converted. The conversion
+	// writes and removes it; do not edit it.
+	ConversionDataAnnotation = "distri-infer.ndsl.cn/conversion-data"
+)
+
+// PipelineSpec is the desired state of a Pipeline.
+// +kubebuilder:validation:XValidation:rule="!has(self.dataPath) || self.dataPath.mode != 'Router' || self.steps.all(s, s.name != 'router')",message="a step named router would share the name <pipeline>-router with the router's Deployment and Service: rename the step, or set dataPath.mode to Chain"
+type PipelineSpec struct {
+	// steps are the stages of the pipeline, in order, each with a name of its own.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	Steps []Step `json:"steps,omitempty"`
+
+	// modelStorage is the shared storage every step mounts read-only: exactly one kind of
+	// storage, named by type.
+	// +required
+	ModelStorage ModelStorage `json:"modelStorage,omitzero"`
+
+	// dataPath says how a request travels from step to step: the steps forward it themselves
+	// (Chain, the default) or the router calls them in order (Router).
+	// +optional
+	DataPath *DataPath `json:"dataPath,omitempty"`
+
+	// expose says how the pipeline's entry (the first step, or the router with dataPath.mode
+	// Router) is reached from outside the cluster. Without it every step has a ClusterIP
+	// Service only.
+	// +optional
+	Expose *Expose `json:"expose,omitempty"`
+
+	// failover says when steps with fallbackLocations move to another node and back. Without
+	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// +optional
+	Failover *Failover `json:"failover,omitempty"`
+
+	// paused true stops the operator from touching the Pipeline's children: drift is
+	// not repaired and spec changes are not applied until it is false or removed. Deleting a
+	// paused Pipeline still removes its children. v1beta1 says this with the annotation
+	// distri-infer.ndsl.cn/paused: "true".
+	// +optional
+	Paused *bool `json:"paused,omitempty"` //nolint:kubeapilinter // nobools: on or off, as v1beta1's annotation "true"; no third state is foreseen.
+}
+
+// Step is one stage of a Pipeline: a container that loads one model, pinned to one node.
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
+type Step struct {
+	// name identifies the step: it names the step's Deployment and Service
+	// (<pipeline>-<name>) and is its STEP_NAME. Unique among the steps.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// image is the container image of the step.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// location is the name of the node the step must run on: its pods are pinned by node name
+	// (a required node affinity on metadata.name). A location no node is named after names the
+	// one node whose kubernetes.io/hostname label it is. Without it the scheduler chooses.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Location string `json:"location,omitempty"`
+
+	// fallbackLocations are the nodes the step moves to, in order of preference, when the node
+	// it runs on has been not ready for spec.failover.afterSeconds: its Deployment is pinned to
+	// the first ready node of [location, fallbackLocations...]. Requires location.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(n, self.exists_one(m, m == n))",message="fallbackLocations must not name a node twice"
+	// +listType=atomic
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
+
+	// model is the model's directory inside the model storage; the step finds it at
+	// MODEL_PATH (<mountPath>/<model>).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.]?(/|$)')",message="model must not contain '.' or '..' path segments"
+	Model string `json:"model,omitempty"`
+
+	// port is the port the step's container listens on, and the port of its Service.
+	// +optional
+	// +kubebuilder:default=80
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// env are the environment variables of the step's container, after the ones the operator
+	// sets (MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX, NEXT_STEP_URL): an
+	// entry of one of those names replaces the operator's value. v1beta1's args are entries
+	// with a value.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:XValidation:rule="self.all(e, size(e.name) > 0 && !e.name.matches('[=[:space:]]'))",message="env names must be non-empty and contain no '=' or whitespace"
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// replicas is the number of pods of the step; 1 when unset. Excludes autoscaling.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// autoscaling makes a HorizontalPodAutoscaler own the step's number of pods;
+	// the operator then no longer sets the Deployment's replicas.
+	// +optional
+	Autoscaling *StepAutoscaling `json:"autoscaling,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1: absent means the step is not autoscaled.
+
+	// resources are the compute resources of the step's container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector adds node labels the step's pods require, besides location.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the step's pods run on tainted nodes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// securityContext is the security context of the step's container. When set it replaces
+	// the operator's defaults (allowPrivilegeEscalation false; in a namespace that enforces the
+	// restricted Pod Security level also runAsNonRoot true and every capability dropped).
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+
+	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
+	// unset). Read only with dataPath.mode Router.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// retries is how many times the router calls the step again after a 5xx answer, a
+	// connection error or a timeout (0 when unset). Read only with dataPath.mode Router.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	Retries *int32 `json:"retries,omitempty"`
+
+	// stopWhen is a CEL expression over the step's response (response, status, headers): when
+	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
+	// Read only with dataPath.mode Router.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	StopWhen string `json:"stopWhen,omitempty"`
+}
+
+// StepAutoscaling makes a HorizontalPodAutoscaler scale a step's pods between minReplicas and
+// maxReplicas on their CPU and memory utilization (a percentage of the container's requests).
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas"
+type StepAutoscaling struct {
+	// minReplicas is the fewest pods the step scales down to.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinReplicas *int32 `json:"minReplicas,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// maxReplicas is the most pods the step scales up to.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+
+	// targetCPUUtilizationPercentage is the average CPU use of the step's pods, as a percentage
+	// of their CPU request, that the autoscaler keeps them at. When neither this nor
+	// targetMemoryUtilizationPercentage is set, the target is 80% CPU.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// targetMemoryUtilizationPercentage is the average memory use of the step's pods, as a
+	// percentage of their memory request, that the autoscaler keeps them at. With both targets
+	// the autoscaler follows the one that asks for more pods.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+}
+
+// ModelStorageType names the kind of a Pipeline's model storage.
+// +kubebuilder:validation:Enum=NFS;CSI;StorageClass;ExistingClaim;ModelStorageClass
+type ModelStorageType string
+
+const (
+	// ModelStorageTypeNFS is an NFS export (modelStorage.nfs) mounted through an NFS
+	// PersistentVolume that the operator creates.
+	ModelStorageTypeNFS ModelStorageType = "NFS"
+	// ModelStorageTypeCSI is a CSI PersistentVolume that the operator creates (modelStorage.csi).
+	ModelStorageTypeCSI ModelStorageType = "CSI"
+	// ModelStorageTypeStorageClass is a claim that a StorageClass provisions
+	// (modelStorage.storageClass).
+	ModelStorageTypeStorageClass ModelStorageType = "StorageClass"
+	// ModelStorageTypeExistingClaim is a PersistentVolumeClaim the user owns
+	// (modelStorage.existingClaim); the operator only mounts it.
+	ModelStorageTypeExistingClaim ModelStorageType = "ExistingClaim"
+	// ModelStorageTypeModelStorageClass is storage a cluster administrator published as a
+	// ModelStorageClass (modelStorage.modelStorageClass).
+	ModelStorageTypeModelStorageClass ModelStorageType = "ModelStorageClass"
+)
+
+// ModelStorage is the shared storage the steps load their models from: a union of the kinds
+// of storage, type naming the one member that is set.
+// +union
+// +kubebuilder:validation:XValidation:rule="has(self.nfs) == (self.type == 'NFS')",message="modelStorage.nfs is set with modelStorage.type NFS, and only then: give nfs.server and nfs.path with type NFS, or remove nfs"
+// +kubebuilder:validation:XValidation:rule="has(self.csi) == (self.type == 'CSI')",message="modelStorage.csi is set with modelStorage.type CSI, and only then: give csi.driver and csi.volumeAttributes with type CSI, or remove csi"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClass) == (self.type == 'StorageClass')",message="modelStorage.storageClass is set with modelStorage.type StorageClass, and only then: give storageClass.name with type StorageClass, or remove storageClass"
+// +kubebuilder:validation:XValidation:rule="has(self.existingClaim) == (self.type == 'ExistingClaim')",message="modelStorage.existingClaim is set with modelStorage.type ExistingClaim, and only then: give existingClaim.name with type ExistingClaim, or remove existingClaim"
+// +kubebuilder:validation:XValidation:rule="has(self.modelStorageClass) == (self.type == 'ModelStorageClass')",message="modelStorage.modelStorageClass is set with modelStorage.type ModelStorageClass, and only then: give modelStorageClass.name (kubectl get modelstorageclasses) with type ModelStorageClass, or remove modelStorageClass"
+// +kubebuilder:validation:XValidation:rule="oldSelf.type != 'StorageClass' || (self.type == 'StorageClass' && has(self.storageClass) && has(oldSelf.storageClass) && self.storageClass == oldSelf.storageClass)",message="modelStorage of type StorageClass cannot change its type or storageClass (only mountPath): its claim holds the models and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, and point the Pipeline at it with modelStorage.type ExistingClaim and existingClaim.name"
+type ModelStorage struct {
+	// type names the kind of storage, and the one member below that describes it: NFS (nfs),
+	// CSI (csi), StorageClass (storageClass), ExistingClaim (existingClaim) or
+	// ModelStorageClass (modelStorageClass).
+	// +required
+	// +unionDiscriminator
+	Type ModelStorageType `json:"type,omitempty"`
+
+	// nfs is an NFS export; the operator creates a PersistentVolume and a claim bound to it.
+	// +optional
+	// +unionMember
+	NFS *NFSStorage `json:"nfs,omitempty"` //nolint:kubeapilinter // optionalfields: a union member is a pointer, absent unless type names it (the CEL rules test has()).
+
+	// csi is a volume a CSI driver mounts; the operator creates a PersistentVolume and a claim
+	// bound to it.
+	// +optional
+	// +unionMember
+	CSI *CSIStorage `json:"csi,omitempty"` //nolint:kubeapilinter // optionalfields: a union member is a pointer, absent unless type names it (the CEL rules test has()).
+
+	// storageClass is a claim the operator creates and a StorageClass provisions.
+	// +optional
+	// +unionMember
+	StorageClass *StorageClassStorage `json:"storageClass,omitempty"` //nolint:kubeapilinter // optionalfields: a union member is a pointer, absent unless type names it (the CEL rules test has()).
+
+	// existingClaim is a claim the user owns, in the Pipeline's namespace; the operator mounts
+	// it and never changes or deletes it.
+	// +optional
+	// +unionMember
+	ExistingClaim *ExistingClaimStorage `json:"existingClaim,omitempty"` //nolint:kubeapilinter // optionalfields: a union member is a pointer, absent unless type names it (the CEL rules test has()).
+
+	// modelStorageClass is storage a cluster administrator published as a ModelStorageClass;
+	// the operator creates a PersistentVolume from it and a claim bound to it, when the class
+	// selects the Pipeline's namespace.
+	// +optional
+	// +unionMember
+	ModelStorageClass *ModelStorageClassStorage `json:"modelStorageClass,omitempty"` //nolint:kubeapilinter // optionalfields: a union member is a pointer, absent unless type names it (the CEL rules test has()).
+
+	// mountPath is where every step finds the model storage.
+	// +optional
+	// +kubebuilder:default=/models
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// NFSStorage is an NFS export that holds the models.
+type NFSStorage struct {
+	// server is the NFS server: an IP address or a DNS name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server,omitempty"`
+
+	// path is the exported directory on the server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="nfs.path must be an absolute path on the NFS server, starting with '/'"
+	Path string `json:"path,omitempty"`
+
+	// capacity is the size of the PersistentVolume and of the claim.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// accessModes of the PersistentVolume and the claim.
+	// +optional
+	// +kubebuilder:default={ReadOnlyMany}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+}
+
+// CSIStorage is a volume a CSI driver mounts.
+type CSIStorage struct {
+	// driver is the name of the CSI driver, e.g. nfs.csi.k8s.io.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="csi.driver must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"
+	Driver string `json:"driver,omitempty"`
+
+	// volumeAttributes are handed to the driver as the volume's attributes (for
+	// nfs.csi.k8s.io, server and share).
+	// +required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=31
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && size(self[k]) <= 4096)",message="csi.volumeAttributes keys must be at most 253 characters and values at most 4096"
+	VolumeAttributes map[string]string `json:"volumeAttributes,omitempty"`
+
+	// capacity is the size of the PersistentVolume and of the claim.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// accessModes of the PersistentVolume and the claim.
+	// +optional
+	// +kubebuilder:default={ReadOnlyMany}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+}
+
+// StorageClassStorage is a claim a StorageClass provisions.
+type StorageClassStorage struct {
+	// name is the StorageClass that provisions the claim.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// capacity is the size of the claim.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// accessModes of the claim.
+	// +optional
+	// +kubebuilder:default={ReadOnlyMany}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+}
+
+// ExistingClaimStorage is a PersistentVolumeClaim the user owns.
+type ExistingClaimStorage struct {
+	// name is the claim, in the Pipeline's namespace, that holds the models.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+}
+
+// ModelStorageClassStorage is storage published as a ModelStorageClass.
+type ModelStorageClassStorage struct {
+	// name is the ModelStorageClass (kubectl get modelstorageclasses); it must select the
+	// Pipeline's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// capacity is the size of the PersistentVolume and of the claim.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// accessModes of the PersistentVolume and the claim.
+	// +optional
+	// +kubebuilder:default={ReadOnlyMany}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+}
+
+// DataPathMode says who passes a request from step to step.
+// +kubebuilder:validation:Enum=Chain;Router
+type DataPathMode string
+
+const (
+	// DataPathModeChain lets each step forward its answer to the next step itself, at
+	// NEXT_STEP_URL; the first step is the entry.
+	DataPathModeChain DataPathMode = "Chain"
+	// DataPathModeRouter runs the pipeline router (a ConfigMap, a Deployment and a Service
+	// named <pipeline>-router) as the entry: it calls the steps in order and passes each
+	// answer on to the next.
+	DataPathModeRouter DataPathMode = "Router"
+)
+
+// DataPath says how a request travels from step to step.
+// +union
+// +kubebuilder:validation:XValidation:rule="!has(self.router) || self.mode == 'Router'",message="dataPath.router configures the router, which runs only with dataPath.mode Router: set mode to Router, or remove router"
+type DataPath struct {
+	// mode is Chain (each step forwards to the next itself) or Router (the router calls the
+	// steps in order).
+	// +optional
+	// +unionDiscriminator
+	// +kubebuilder:default=Chain
+	Mode DataPathMode `json:"mode,omitempty"`
+
+	// router configures the router of mode Router; without it the router runs with its
+	// defaults.
+	// +optional
+	// +unionMember
+	Router *Router `json:"router,omitempty"`
+}
+
+// HeaderName is the name of an HTTP header.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:Pattern=`^[-!#$%&'*+.^_|~0-9A-Za-z]+$`
+type HeaderName string
+
+// Router is the pipeline router: a Deployment of the router (shipped in the operator's image)
+// that calls the steps in order, passes each answer on to the next step, retries, enforces
+// per-step deadlines and exports per-step metrics.
+type Router struct {
+	// location is the name of the node the router must run on, resolved and pinned as a
+	// step's location is. Without it the scheduler chooses.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Location string `json:"location,omitempty"`
+
+	// replicas is the number of router pods.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// resources are the compute resources of the router's container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// maxBodyBytes is the largest request body, and the largest step answer, the router
+	// accepts (64 MiB when unset).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1073741824
+	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// propagateHeaders are request headers the router passes on to every step, besides
+	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	PropagateHeaders []HeaderName `json:"propagateHeaders,omitempty"`
+}
+
+// ServiceType is the type of the Service in front of a Pipeline's entry.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+type ServiceType string
+
+const (
+	// ServiceTypeClusterIP makes the entry reachable inside the cluster only.
+	ServiceTypeClusterIP ServiceType = "ClusterIP"
+	// ServiceTypeNodePort also opens a port on every node.
+	ServiceTypeNodePort ServiceType = "NodePort"
+	// ServiceTypeLoadBalancer also asks the cluster's load balancer for an external address.
+	ServiceTypeLoadBalancer ServiceType = "LoadBalancer"
+)
+
+// IngressPathType is how an Ingress path matches request paths.
+// +kubebuilder:validation:Enum=Prefix;Exact
+type IngressPathType string
+
+const (
+	// IngressPathTypePrefix matches the path and every path below it, element by element.
+	IngressPathTypePrefix IngressPathType = "Prefix"
+	// IngressPathTypeExact matches the path exactly.
+	IngressPathTypeExact IngressPathType = "Exact"
+)
+
+// Expose says how the Pipeline's entry is reached from outside the cluster.
+type Expose struct {
+	// serviceType is the type of the entry's Service: ClusterIP, NodePort or LoadBalancer.
+	// The other Services stay ClusterIP.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	ServiceType ServiceType `json:"serviceType,omitempty"`
+
+	// ingress makes an Ingress that routes to the entry's Service.
+	// +optional
+	Ingress *IngressExpose `json:"ingress,omitempty"`
+}
+
+// IngressExpose is an Ingress that routes HTTP(S) traffic to the entry's Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsSecretName) || has(self.host)",message="ingress.tlsSecretName needs ingress.host: a TLS certificate is issued for a host name"
+type IngressExpose struct {
+	// host is the DNS name the Ingress answers for. Without it the Ingress accepts requests
+	// for any host (its load balancer address is then the way in).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="ingress.host must be a DNS name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'), such as infer.example.com"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9.]+$')",message="ingress.host must be a DNS name, not an IP address: leave host empty to accept requests for any address"
+	Host string `json:"host,omitempty"`
+
+	// path is the HTTP path routed to the entry.
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="ingress.path must start with '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('//|/[.][.]?(/|$)|%2[fF]')",message="ingress.path must not contain '//', '.' or '..' segments or an encoded '/' (%2F)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]?#]')",message="ingress.path must not contain spaces, '?' or '#'"
+	Path string `json:"path,omitempty"`
+
+	// pathType is how path matches request paths: Prefix (path and everything below it) or
+	// Exact.
+	// +optional
+	// +kubebuilder:default=Prefix
+	PathType IngressPathType `json:"pathType,omitempty"`
+
+	// className is the IngressClass that serves the Ingress. Without it the cluster's default
+	// class serves it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClassName string `json:"className,omitempty"`
+
+	// tlsSecretName is the Secret, in the Pipeline's namespace, holding the TLS certificate
+	// and key for host. Setting it serves the entry over HTTPS; it requires host.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+}
+
+// FailbackPolicy says whether a step that failed over returns to a more preferred node by itself.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type FailbackPolicy string
+
+const (
+	// FailbackAutomatic moves a step back to its most preferred node once that node has been
+	// ready for failbackAfterSeconds.
+	FailbackAutomatic FailbackPolicy = "Automatic"
+	// FailbackManual leaves a step where it failed over to until failover.failbackNow is true
+	// (or the step fails over again).
+	FailbackManual FailbackPolicy = "Manual"
+)
+
+// Failover says when the steps that have fallbackLocations move between their nodes.
+type Failover struct {
+	// afterSeconds is how long the node a step runs on must have been not ready (its Ready
+	// condition False or Unknown, or the node gone) before the step moves to the first ready
+	// node of [location, fallbackLocations...].
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	AfterSeconds *int32 `json:"afterSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// failback is Automatic (a step returns to a more preferred node once that node has been
+	// ready for failbackAfterSeconds) or Manual (it returns when failbackNow is set).
+	// +optional
+	// +kubebuilder:default=Automatic
+	Failback FailbackPolicy `json:"failback,omitempty"`
+
+	// failbackAfterSeconds is how long a more preferred node must have been ready before a step
+	// returns to it (failback Automatic).
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	FailbackAfterSeconds *int32 `json:"failbackAfterSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// failbackNow true, with failback Manual, returns every step on a fallback node at
+	// once to the most preferred node of its list that is ready. It is a one-shot request:
+	// once a pass has placed every step, the operator removes it. v1beta1 says this with the
+	// annotation distri-infer.ndsl.cn/failback: "true".
+	// +optional
+	FailbackNow *bool `json:"failbackNow,omitempty"` //nolint:kubeapilinter // nobools: a one-shot request, as v1beta1's annotation "true"; the operator clears it.
+}
+
+// PipelinePhase is the summary of a Pipeline's state.
+// +kubebuilder:validation:Enum=Creating;Running;Failed;Deleting
+type PipelinePhase string
+
+const (
+	// PipelinePhaseCreating means the children exist or are being made but not every step is
+	// available yet.
+	PipelinePhaseCreating PipelinePhase = "Creating"
+	// PipelinePhaseRunning means the storage is bound and every step is available.
+	PipelinePhaseRunning PipelinePhase = "Running"
+	// PipelinePhaseFailed means something needs attention; the Degraded condition says what.
+	PipelinePhaseFailed PipelinePhase = "Failed"
+	// PipelinePhaseDeleting means the Pipeline is being deleted and its children removed.
+	PipelinePhaseDeleting PipelinePhase = "Deleting"
+)
+
+// DeploymentState is the state of a Deployment of a Pipeline (a step's, or the router's).
+// +kubebuilder:validation:Enum=Pending;Progressing;Available;Failed
+type DeploymentState string
+
+const (
+	// DeploymentStatePending means the Deployment does not exist yet.
+	DeploymentStatePending DeploymentState = "Pending"
+	// DeploymentStateProgressing means the Deployment is rolling out.
+	DeploymentStateProgressing DeploymentState = "Progressing"
+	// DeploymentStateAvailable means every replica of the current revision is available.
+	DeploymentStateAvailable DeploymentState = "Available"
+	// DeploymentStateFailed means the rollout exceeded its progress deadline or cannot create pods.
+	DeploymentStateFailed DeploymentState = "Failed"
+)
+
+// ServiceState is the state of a step's Service.
+// +kubebuilder:validation:Enum=Pending;Ready
+type ServiceState string
+
+const (
+	// ServiceStatePending means the Service does not exist yet or has no cluster IP.
+	ServiceStatePending ServiceState = "Pending"
+	// ServiceStateReady means the Service exists and has its cluster IP.
+	ServiceStateReady ServiceState = "Ready"
+)
+
+// IngressState is the state of a Pipeline's Ingress.
+// +kubebuilder:validation:Enum=Pending;Ready
+type IngressState string
+
+const (
+	// IngressStatePending means the Ingress does not exist yet or no ingress controller has
+	// published an address for it.
+	IngressStatePending IngressState = "Pending"
+	// IngressStateReady means an ingress controller published the Ingress's address.
+	IngressStateReady IngressState = "Ready"
+)
+
+// StepStatus is the observed state of one step.
+type StepStatus struct {
+	// name is the step's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// deploymentName is the name of the step's Deployment, which is also its Service's.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	DeploymentName string `json:"deploymentName,omitempty"`
+
+	// deploymentState is the state of the step's Deployment.
+	// +optional
+	DeploymentState DeploymentState `json:"deploymentState,omitempty"`
+
+	// serviceState is the state of the step's Service.
+	// +optional
+	ServiceState ServiceState `json:"serviceState,omitempty"`
+
+	// url is the in-cluster URL of the step's Service.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	URL string `json:"url,omitempty"`
+
+	// replicas is the number of pods the step should have: spec replicas, or for an autoscaled
+	// step the number its HorizontalPodAutoscaler asks for.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of the step's pods that are ready.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+
+	// node is the node the step is pinned to now: location, or the fallback location it failed
+	// over to. Absent for a step without location.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node,omitempty"`
+
+	// nodeReady says whether node exists, reports Ready and accepts the step's pods (not
+	// cordoned, no NoSchedule or NoExecute taint the step does not tolerate). Written whenever
+	// node is set.
+	// +optional
+	NodeReady *bool `json:"nodeReady,omitempty"` //nolint:kubeapilinter // nobools: an observed fact, true or false, as in v1beta1's status.
+
+	// autoscaling is the state of the step's HorizontalPodAutoscaler; absent unless the step
+	// sets autoscaling.
+	// +optional
+	Autoscaling *StepAutoscalingStatus `json:"autoscaling,omitempty"`
+}
+
+// StepAutoscalingStatus is what the HorizontalPodAutoscaler of an autoscaled step reports.
+type StepAutoscalingStatus struct {
+	// minReplicas is the fewest pods the autoscaler keeps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the most pods the autoscaler starts.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+
+	// currentReplicas is the number of pods the autoscaler last saw.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CurrentReplicas *int32 `json:"currentReplicas,omitempty"`
+
+	// desiredReplicas is the number of pods the autoscaler last asked for.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+
+	// scalingActive is false while the autoscaler cannot compute a pod count (no resource
+	// metrics API, no request for the targeted resource): the step keeps its pods and the
+	// Pipeline is not failed. Absent until the autoscaler has reported.
+	// +optional
+	ScalingActive *bool `json:"scalingActive,omitempty"` //nolint:kubeapilinter // nobools: the autoscaler's ScalingActive condition, true or false, as in v1beta1's status.
+
+	// message is why the autoscaler is not scaling, when scalingActive is false.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// StorageStatus is the state of a Pipeline's model volume and claim.
+// +kubebuilder:validation:MinProperties=1
+type StorageStatus struct {
+	// volumeName is the name of the model PersistentVolume (NFS, CSI and ModelStorageClass
+	// storage).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	VolumeName string `json:"volumeName,omitempty"`
+
+	// volumeState is the phase of the model PersistentVolume, copied from its status.
+	// +optional
+	VolumeState corev1.PersistentVolumePhase `json:"volumeState,omitempty"` //nolint:kubeapilinter // optionalfields: core's PersistentVolumePhase, copied as it is; absent until the volume exists.
+
+	// claimName is the name of the claim every step mounts.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+
+	// claimState is the phase of the claim every step mounts, copied from its status.
+	// +optional
+	ClaimState corev1.PersistentVolumeClaimPhase `json:"claimState,omitempty"` //nolint:kubeapilinter // optionalfields: core's PersistentVolumeClaimPhase, copied as it is; absent until the claim exists.
+}
+
+// PipelineStatus is the observed state of a Pipeline, rebuilt from the cluster on every pass.
+type PipelineStatus struct {
+	// conditions are Available, Progressing, Degraded, Reconciled, Ready, Reconciling and
+	// Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec the last pass acted on.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase summarises the Pipeline for people and the printer column: Creating, Running,
+	// Failed or Deleting. Tools should read the conditions.
+	// +optional
+	Phase PipelinePhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: kept as the Phase printer column v1beta1 users read; the conditions carry the state.
+
+	// models lists the model of every step, in spec order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Models []string `json:"models,omitempty"`
+
+	// readySteps is the number of available steps: a step is available when its Deployment is
+	// Available and its Service has a cluster IP.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadySteps *int32 `json:"readySteps,omitempty"`
+
+	// totalSteps is the number of steps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TotalSteps *int32 `json:"totalSteps,omitempty"`
+
+	// url is where the entry is reached from outside the cluster, once known.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+
+	// nodePort is the port every node opens for the entry (NodePort and LoadBalancer
+	// Services); absent when that Service opens none.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	NodePort int32 `json:"nodePort,omitempty"`
+
+	// storage is the state of the model volume and claim.
+	// +optional
+	Storage StorageStatus `json:"storage,omitzero"` //nolint:kubeapilinter // nonpointerstructs: omitted while empty (omitzero); MinProperties keeps {} out of the status.
+
+	// ingressState is the state of the Ingress of spec.expose.ingress; absent without one.
+	// +optional
+	IngressState IngressState `json:"ingressState,omitempty"`
+
+	// routerState is the state of the router's Deployment; absent unless dataPath.mode is
+	// Router.
+	// +optional
+	RouterState DeploymentState `json:"routerState,omitempty"`
+
+	// steps holds the state of every step, in spec order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	Steps []StepStatus `json:"steps,omitempty"`
+}
+
+// Pipeline is a multi-step ML inference pipeline: shared model storage and one Deployment and
+// Service per step, each pinned to its node.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pl;pls,categories=all
+// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.models`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readySteps`
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.totalSteps`
+// +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.steps`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
+type Pipeline struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec is the desired pipeline.
+	// +required
+	Spec PipelineSpec `json:"spec,omitzero"`
+
+	// status is the observed state of the pipeline.
+	// +optional
+	Status PipelineStatus `json:"status,omitzero"` //nolint:kubeapilinter // optionalfields: the status subresource, omitted while empty (omitzero), as every Kubernetes object's.
+}
+
+// PipelineList is a list of Pipelines.
+// +kubebuilder:object:root=true
+type PipelineList struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the list's metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitzero"`
+
+	// items are the Pipelines.
+	// +required
+	Items []Pipeline `json:"items"`
+}
+
+// Hub marks v1 as the version the other versions of the Pipeline convert to and from.
+func (*Pipeline) Hub() {}

@@ -1,0 +1,246 @@
+package v1beta1
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/randfill"
+
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+)
+
+// fuzzRounds is how many random objects each direction of the round trip converts.
+const fuzzRounds = 10000
+
+// TestFuzzRoundTripV1beta1 converts random v1beta1 Pipelines to v1 and back, each through
+// JSON as the conversion webhook sends them, and expects the object it started from.
+func TestFuzzRoundTripV1beta1(t *testing.T) {
+	f := newFiller(1)
+	kept := 0
+	for i := range fuzzRounds {
+		var in Pipeline
+		f.Fill(&in)
+		var hub pipelinev1.Pipeline
+		if err := in.DeepCopy().ConvertTo(&hub); err != nil {
+			t.Fatalf("object %d: ConvertTo: %v", i, err)
+		}
+		hub = viaJSON(t, hub)
+		if _, ok := hub.Annotations[ConversionDataAnnotation]; ok {
+			kept++
+		}
+		var out Pipeline
+		if err := out.ConvertFrom(&hub); err != nil {
+			t.Fatalf("object %d: ConvertFrom: %v", i, err)
+		}
+		if !apiequality.Semantic.DeepEqual(in, out) {
+			t.Fatalf("object %d: v1beta1 -> v1 -> v1beta1 changed it (-in +out):\n%s", i, cmp.Diff(in, out))
+		}
+	}
+	checkKept(t, kept)
+}
+
+// checkKept fails unless the round trips went through conversion data (objects that convert
+// without any are the table tests' part).
+func checkKept(t *testing.T, kept int) {
+	t.Helper()
+	t.Logf("%d of %d objects kept conversion data", kept, fuzzRounds)
+	if kept < fuzzRounds/2 {
+		t.Errorf("only %d of %d objects kept conversion data: the fill functions no longer make what a version cannot hold", kept, fuzzRounds)
+	}
+}
+
+// TestFuzzRoundTripV1 converts random v1 Pipelines to v1beta1 and back.
+func TestFuzzRoundTripV1(t *testing.T) {
+	f := newFiller(2)
+	kept := 0
+	for i := range fuzzRounds {
+		var in pipelinev1.Pipeline
+		f.Fill(&in)
+		var spoke Pipeline
+		if err := spoke.ConvertFrom(in.DeepCopy()); err != nil {
+			t.Fatalf("object %d: ConvertFrom: %v", i, err)
+		}
+		spoke = viaJSON(t, spoke)
+		if _, ok := spoke.Annotations[ConversionDataAnnotation]; ok {
+			kept++
+		}
+		var out pipelinev1.Pipeline
+		if err := spoke.ConvertTo(&out); err != nil {
+			t.Fatalf("object %d: ConvertTo: %v", i, err)
+		}
+		if !apiequality.Semantic.DeepEqual(in, out) {
+			t.Fatalf("object %d: v1 -> v1beta1 -> v1 changed it (-in +out):\n%s", i, cmp.Diff(in, out))
+		}
+	}
+	checkKept(t, kept)
+}
+
+func viaJSON[T any](t *testing.T, obj T) T {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out T
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Values the fill functions pick from: few, so that names and keys meet.
+var (
+	fuzzNames      = []string{"", "step-1", "step-2", "step-3", "router", "detect", "recognize"}
+	fuzzEnvNames   = []string{"listenPort", "LOG_LEVEL", "BATCH_SIZE", "MODEL_NAME", "A", "B"}
+	fuzzPorts      = []string{"9080", "80", "080", "0", "65536", "http", ""}
+	fuzzAnnotation = []string{"true", "false", "True", ""}
+)
+
+func pick[T any](c randfill.Continue, values []T) T { return values[c.Intn(len(values))] }
+
+// newFiller fills objects of both versions with shapes the apiserver can hold: enum fields
+// with values of their version, unique list-map keys, no conversion data, quantities and
+// times that survive JSON.
+func newFiller(seed int64) *randfill.Filler {
+	funcs := append(commonFillFuncs(), v1beta1FillFuncs()...)
+	funcs = append(funcs, v1FillFuncs()...)
+	return randfill.NewWithSeed(seed).NilChance(0.3).NumElements(0, 3).Funcs(funcs...)
+}
+
+func commonFillFuncs() []any {
+	return []any{
+		func(*metav1.TypeMeta, randfill.Continue) {},
+		func(m *metav1.ObjectMeta, c randfill.Continue) {
+			m.Name, m.Namespace = "p"+c.String(5), "ns"
+			c.Fill(&m.Labels)
+			c.Fill(&m.Annotations)
+			for _, key := range []string{PausedAnnotation, FailbackAnnotation} {
+				if c.Intn(3) == 0 {
+					if m.Annotations == nil {
+						m.Annotations = map[string]string{}
+					}
+					m.Annotations[key] = pick(c, fuzzAnnotation)
+				}
+			}
+		},
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI)
+		},
+		func(tm *metav1.Time, c randfill.Continue) {
+			*tm = metav1.Unix(c.Int63n(1<<31), 0)
+		},
+		func(e *[]corev1.EnvVar, c randfill.Continue) {
+			seen := map[string]bool{}
+			for range c.Intn(4) {
+				var v corev1.EnvVar
+				c.FillNoCustom(&v)
+				v.Name = pick(c, fuzzEnvNames)
+				if seen[v.Name] {
+					continue
+				}
+				seen[v.Name] = true
+				if c.Bool() {
+					v.ValueFrom = nil
+				}
+				*e = append(*e, v)
+			}
+		},
+	}
+}
+
+func v1beta1FillFuncs() []any {
+	return []any{
+		func(s *Step, c randfill.Continue) {
+			c.FillNoCustom(s)
+			s.Name = pick(c, fuzzNames)
+			s.Args = nil
+			for range c.Intn(4) {
+				if s.Args == nil {
+					s.Args = map[string]ArgValue{}
+				}
+				k := pick(c, fuzzEnvNames)
+				s.Args[k] = ArgValue(c.String(4))
+				if k == ListenPortArg {
+					s.Args[k] = ArgValue(pick(c, fuzzPorts))
+				}
+			}
+		},
+		func(m *ModelStorage, c randfill.Continue) {
+			c.FillNoCustom(m)
+			m.Type = pick(c, []StorageType{"", StorageTypeNFS, StorageTypeCSI, StorageTypeStorageClass, StorageTypeExistingClaim, StorageTypeModelStorageClass})
+			for _, k := range []string{nfsServerParameter, nfsShareParameter, CSIDriverParameter} {
+				if c.Bool() {
+					if m.CSIParameter == nil {
+						m.CSIParameter = map[string]string{}
+					}
+					m.CSIParameter[k] = pick(c, []string{"", "nfs.csi.k8s.io", "/exports", "10.0.0.1"})
+				}
+			}
+		},
+		func(p *PipelinePhase, c randfill.Continue) {
+			*p = pick(c, []PipelinePhase{"", PipelinePhaseCreating, PipelinePhaseRunning, PipelinePhaseFailed, PipelinePhaseDeleting})
+		},
+		func(s *PipelineStatus, c randfill.Continue) {
+			c.FillNoCustom(s)
+			s.Models = pick(c, []string{"", "a", "a,b", "a,,b", c.String(6)})
+			s.ReadySteps = pick(c, []string{"", "0/1", "2/3", "0/0", "02/3", "3", "x/y", "-1/2"})
+		},
+	}
+}
+
+func v1FillFuncs() []any {
+	return []any{
+		func(s *[]pipelinev1.Step, c randfill.Continue) {
+			seen := map[string]bool{}
+			for range 1 + c.Intn(3) {
+				var st pipelinev1.Step
+				c.Fill(&st)
+				st.Name = pick(c, fuzzNames[1:])
+				if seen[st.Name] {
+					continue
+				}
+				seen[st.Name] = true
+				*s = append(*s, st)
+			}
+		},
+		func(m *pipelinev1.ModelStorage, c randfill.Continue) {
+			c.FillNoCustom(m)
+			m.Type = pick(c, []pipelinev1.ModelStorageType{pipelinev1.ModelStorageTypeNFS, pipelinev1.ModelStorageTypeCSI,
+				pipelinev1.ModelStorageTypeStorageClass, pipelinev1.ModelStorageTypeExistingClaim, pipelinev1.ModelStorageTypeModelStorageClass})
+			if c.Intn(4) != 0 { // mostly the one member of the type, as the CEL rules demand
+				keep := *m
+				*m = pipelinev1.ModelStorage{Type: m.Type, MountPath: m.MountPath}
+				switch m.Type {
+				case pipelinev1.ModelStorageTypeNFS:
+					m.NFS = keep.NFS
+				case pipelinev1.ModelStorageTypeCSI:
+					m.CSI = keep.CSI
+				case pipelinev1.ModelStorageTypeStorageClass:
+					m.StorageClass = keep.StorageClass
+				case pipelinev1.ModelStorageTypeExistingClaim:
+					m.ExistingClaim = keep.ExistingClaim
+				case pipelinev1.ModelStorageTypeModelStorageClass:
+					m.ModelStorageClass = keep.ModelStorageClass
+				}
+			}
+		},
+		func(m *pipelinev1.DataPathMode, c randfill.Continue) {
+			*m = pick(c, []pipelinev1.DataPathMode{"", pipelinev1.DataPathModeChain, pipelinev1.DataPathModeRouter})
+		},
+		func(p *pipelinev1.PipelinePhase, c randfill.Continue) {
+			*p = pick(c, []pipelinev1.PipelinePhase{"", pipelinev1.PipelinePhaseCreating, pipelinev1.PipelinePhaseRunning,
+				pipelinev1.PipelinePhaseFailed, pipelinev1.PipelinePhaseDeleting})
+		},
+		func(s *pipelinev1.PipelineStatus, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if c.Bool() {
+				s.Models = []string{"a", "b"}
+			}
+		},
+	}
+}
