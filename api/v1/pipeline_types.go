@@ -415,7 +415,7 @@ const (
 	DataPathModeChain DataPathMode = "Chain"
 	// DataPathModeRouter runs the pipeline router (a ConfigMap, a Deployment and a Service
 	// named <pipeline>-router) as the entry: it calls the steps in order and passes each
-	// answer on to the next.
+	// answer on to the next. Every step's NEXT_STEP_URL is then empty: none forwards by itself.
 	DataPathModeRouter DataPathMode = "Router"
 )
 
@@ -455,9 +455,9 @@ type Router struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Location string `json:"location,omitempty"`
 
-	// replicas is the number of router pods.
+	// replicas is the number of router pods, spread over nodes when location is empty.
 	// +optional
-	// +kubebuilder:default=1
+	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	Replicas *int32 `json:"replicas,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
