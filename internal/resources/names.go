@@ -128,6 +128,13 @@ func PVName(p *pipelinev1beta1.Pipeline) string {
 	return prefix + "-" + fullHash(storageIdentity(p)...)
 }
 
+// LegacyPVName is the name earlier versions gave the model PersistentVolume of p: namespace,
+// name and the storage key joined by '-', cut to a DNS label. A claim bound to a volume of that
+// name keeps it (see PV); no other name a claim may carry is taken over.
+func LegacyPVName(p *pipelinev1beta1.Pipeline) string {
+	return childName(p.Namespace, p.Name, storageKey(p))
+}
+
 // ClaimName is the claim every step mounts: the user's for existingClaim, else the operator's.
 func ClaimName(p *pipelinev1beta1.Pipeline) string {
 	if StorageType(p) == pipelinev1beta1.StorageTypeExistingClaim {

@@ -98,6 +98,9 @@ func TestStorageNamesOfModelStorageClass(t *testing.T) {
 	if got := ClaimName(sample); got != "facedetection-pipeline-models-1b5df996" {
 		t.Errorf("the sample's claim is now %q: existing claims would be replaced", got)
 	}
+	if got := LegacyPVName(sample); got != "default-facedetection-pipeline-1b5df996" {
+		t.Errorf("the sample's volume as earlier versions named it is now %q: upgraded Pipelines would lose it", got)
+	}
 	if got := PVName(sample); got != "default-facedetection-pipeline-0f0888c56431f7876a54a7e92ecac5160cd8961c9108a891e974f8a4be85ea4b" {
 		t.Errorf("the sample's new volume name is now %q", got)
 	}

@@ -98,7 +98,10 @@ func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1beta1.Pipeline
 		return "", fmt.Errorf("get claim %s: %w", resources.ClaimName(p), err)
 	}
 	bound := pvc.Spec.VolumeName
-	if bound == "" || bound == name || !resources.OwnedBy(p, pvc) {
+	// Only the name an earlier version gave p's volume is kept: a claim that names any other
+	// volume (one written by hand, naming the volume another Pipeline will want) gets nothing
+	// made under that name.
+	if bound != resources.LegacyPVName(p) || !resources.OwnedBy(p, pvc) {
 		return name, nil
 	}
 	pv := &corev1.PersistentVolume{}
