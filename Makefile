@@ -263,8 +263,9 @@ run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECON
 DEPLOY_CONFIG ?= config/default
 
 .PHONY: install
-install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRD into the cluster of $$KUBECONFIG.
+install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRDs into the cluster of $$KUBECONFIG, and wait until they are served.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) wait --for=condition=Established --timeout=60s -f -
 
 .PHONY: uninstall
 uninstall: manifests $(KUSTOMIZE) $(KUBECTL) $(KUBECTL) ## Remove the CRD from the cluster of $$KUBECONFIG.

@@ -15,7 +15,7 @@ trap 'cleanup; exit 130' INT TERM
 say "starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes)"
 "$MAKE" -s local-up
 
-say "installing the Pipeline CRD"
+say "installing the CRDs (Pipeline, ModelStorageClass)"
 "$MAKE" -s install
 
 say "starting the operator in the background (log: $LOCAL_DIR/logs/operator.log)"
