@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,12 +144,9 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 	env := map[string]string{}
 	vars := []string{"KUBECONFIG=" + kubeconfig}
 	for _, e := range c.Env {
-		value := e.Value
-		if e.ValueFrom != nil {
-			if e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
-				return fmt.Errorf("env %s: only values and metadata.namespace are supported here", e.Name)
-			}
-			value = o.namespace
+		value, err := downwardValue(e, c, o.namespace)
+		if err != nil {
+			return err
 		}
 		env[e.Name] = value
 		vars = append(vars, e.Name+"="+value)
@@ -298,4 +297,41 @@ func (o *operatorPod) webhookReady() bool {
 	}
 	_ = conn.Close()
 	return true
+}
+
+// downwardValue is the value the kubelet would give the environment variable e of container c
+// in namespace ns: its value, the pod's namespace, or a resource of the container (in the
+// divisor's units, bytes and cores by default, rounded up, as the kubelet does).
+func downwardValue(e corev1.EnvVar, c corev1.Container, ns string) (string, error) {
+	switch from := e.ValueFrom; {
+	case from == nil:
+		return e.Value, nil
+	case from.FieldRef != nil && from.FieldRef.FieldPath == "metadata.namespace":
+		return ns, nil
+	case from.ResourceFieldRef != nil:
+		ref := from.ResourceFieldRef
+		if ref.ContainerName != "" && ref.ContainerName != c.Name {
+			return "", fmt.Errorf("env %s: resource of another container %q", e.Name, ref.ContainerName)
+		}
+		var q resource.Quantity
+		switch ref.Resource {
+		case "limits.memory":
+			q = c.Resources.Limits[corev1.ResourceMemory]
+		case "limits.cpu":
+			q = c.Resources.Limits[corev1.ResourceCPU]
+		case "requests.memory":
+			q = c.Resources.Requests[corev1.ResourceMemory]
+		case "requests.cpu":
+			q = c.Resources.Requests[corev1.ResourceCPU]
+		default:
+			return "", fmt.Errorf("env %s: resource %s is not supported here", e.Name, ref.Resource)
+		}
+		divisor := ref.Divisor
+		if divisor.IsZero() {
+			divisor = resource.MustParse("1")
+		}
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	default:
+		return "", fmt.Errorf("env %s: only values, metadata.namespace and container resources are supported here", e.Name)
+	}
 }
