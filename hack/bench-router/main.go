@@ -24,6 +24,8 @@ type options struct {
 	steps, body, rounds                             int
 	duration, warmup                                time.Duration
 	concurrency                                     []int
+	slow                                            slowCallers
+	slowDuration                                    time.Duration
 }
 
 func main() {
@@ -40,6 +42,11 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", time.Second, "Measured time of one variant at one concurrency in one round.")
 	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "Unmeasured time before each measurement.")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "Numbers of concurrent callers; the first is used for the overhead per hop.")
+	flag.IntVar(&o.slow.clients, "slow-callers", 64, "Callers that send their bodies slowly (0: no slow-caller measurement).")
+	flag.IntVar(&o.slow.size, "slow-size", 1<<20, "Bytes of a slow caller's body.")
+	flag.IntVar(&o.slow.rate, "slow-rate", 64<<10, "Bytes per second a slow caller sends.")
+	flag.IntVar(&o.slow.callers, "slow-normal-callers", 8, "Normal callers measured with and without the slow callers.")
+	flag.DurationVar(&o.slowDuration, "slow-duration", 5*time.Second, "Longest measurement of the normal callers, with and without the slow callers.")
 	flag.Parse()
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -100,8 +107,13 @@ func bench(ctx context.Context, o options) error {
 			}
 		}
 	}
+	var slow *slowCallers
+	if o.slow.clients > 0 {
+		slow = &o.slow
+		measureSlowCallers(ctx, ours, variants[1], body, slow, o.slowDuration)
+	}
 	env.finish(time.Since(start))
-	rep := report{options: o, env: env, variants: variants}
+	rep := report{options: o, env: env, variants: variants, slow: slow}
 	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
 	}

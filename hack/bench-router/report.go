@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -37,6 +38,7 @@ type report struct {
 	options
 	env      *environment
 	variants []*variant
+	slow     *slowCallers
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -81,6 +83,9 @@ document of %d bytes. The callers, the steps and the routers share the machine's
 	r.overhead(&b)
 	r.throughput(&b)
 	r.latency(&b)
+	if r.slow != nil {
+		b.WriteString(r.slow.markdown())
+	}
 	b.WriteString("\nReproduce with `make bench-router` (options: `BENCH_ROUTER_ARGS='-rounds 5 -duration 3s'`).\n")
 	return b.String()
 }
@@ -90,14 +95,14 @@ func (r report) overhead(b *strings.Builder) {
 	direct := r.variants[0].cells[one]
 	fmt.Fprintf(b, "\n## Overhead per hop\n\nOne caller at a time (concurrency %d). The overhead per hop is the latency a variant adds\n"+
 		"to the direct chain, divided by the %d steps it calls: (p50 − p50 of the direct chain) / %d, and the\n"+
-		"same for p99. Goal: at most 0.5 ms at p50.\n\n", one, r.steps, r.steps)
-	b.WriteString("| variant | p50 | p99 | overhead per hop, p50 | overhead per hop, p99 | goal (≤ 0.5 ms p50) |\n|---|---|---|---|---|---|\n")
+		"same for p99. Goal: at most 0.08 ms at p50.\n\n", one, r.steps, r.steps)
+	b.WriteString("| variant | p50 | p99 | overhead per hop, p50 | overhead per hop, p99 | goal (≤ 0.08 ms p50) |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| %s | %s | %s | | | |\n", r.variants[0].name, ms(direct.percentile(0.5)), ms(direct.percentile(0.99)))
 	for _, v := range r.variants[1:] {
 		c := v.cells[one]
 		p50 := (c.percentile(0.5) - direct.percentile(0.5)) / time.Duration(r.steps)
 		p99 := (c.percentile(0.99) - direct.percentile(0.99)) / time.Duration(r.steps)
-		goal := verdict(p50 <= 500*time.Microsecond)
+		goal := verdict(p50 <= 80*time.Microsecond)
 		if v.kserve {
 			goal = "(not ours)"
 		}
@@ -116,37 +121,40 @@ func (r report) kserveVariant() *variant {
 
 func (r report) throughput(b *strings.Builder) {
 	ks := r.kserveVariant()
-	b.WriteString("\n## Throughput\n\nRequests per second through the whole pipeline (median of the rounds)")
-	if ks != nil {
-		b.WriteString("; the ratios divide the pipeline router's figure by KServe's router's, measured in the same run.\n" +
-			"Goal: a ratio of at least 1 at every concurrency.\n")
-	} else {
-		b.WriteString(".\n")
-	}
+	b.WriteString("\n## Throughput\n\nRequests per second through the whole pipeline (median of the rounds), and ratios of\n" +
+		"figures measured in the same run. Goals: the pipeline router at least 0.6 × the direct chain at the most callers\n" +
+		"(it makes one more HTTP exchange per request than the chain, so about 0.75 is its CPU-bound ceiling), at least\n" +
+		"1.5 × KServe's router at every concurrency, and stopWhen on every step at most 10 % slower than without.\n")
 	b.WriteString("\n| callers |")
 	for _, v := range r.variants {
 		b.WriteString(" " + v.name + " |")
 	}
+	b.WriteString(" router / direct | stopWhen / router |")
 	if ks != nil {
-		b.WriteString(" pipeline router / KServe | with stopWhen / KServe | goal (≥ 1) |")
+		b.WriteString(" router / KServe |")
 	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.variants)))
+	b.WriteString(" goals |\n|---|" + strings.Repeat("---|", len(r.variants)) + "---|---|")
 	if ks != nil {
-		b.WriteString("---|---|---|")
+		b.WriteString("---|")
 	}
-	b.WriteString("\n")
+	b.WriteString("---|\n")
+	most := slices.Max(r.concurrency)
 	for _, c := range r.concurrency {
 		fmt.Fprintf(b, "| %d |", c)
 		for _, v := range r.variants {
 			lo, hi := v.cells[c].spread()
 			fmt.Fprintf(b, " %.0f/s (%.0f–%.0f) |", v.cells[c].throughput(), lo, hi)
 		}
+		plain := r.variants[1].cells[c].throughput()
+		direct, cel := plain/r.variants[0].cells[c].throughput(), r.variants[2].cells[c].throughput()/plain
+		met := cel >= 0.9 && (c != most || direct >= 0.6)
+		fmt.Fprintf(b, " %.2f | %.2f |", direct, cel)
 		if ks != nil {
-			k := ks.cells[c].throughput()
-			plain, cel := r.variants[1].cells[c].throughput()/k, r.variants[2].cells[c].throughput()/k
-			fmt.Fprintf(b, " %.2f | %.2f | %s |", plain, cel, verdict(plain >= 1))
+			k := plain / ks.cells[c].throughput()
+			met = met && k >= 1.5
+			fmt.Fprintf(b, " %.2f |", k)
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(b, " %s |\n", verdict(met))
 	}
 	for _, v := range r.variants {
 		if n := v.failures(); n > 0 {
