@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type options struct {
 	concurrency                                     []int
 	slow                                            slowCallers
 	slowDuration                                    time.Duration
+	profileSeconds                                  int
 }
 
 func main() {
@@ -42,6 +44,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", time.Second, "Measured time of one variant at one concurrency in one round.")
 	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "Unmeasured time before each measurement.")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "Numbers of concurrent callers; the first is used for the overhead per hop.")
+	flag.IntVar(&o.profileSeconds, "profile-seconds", 5, "Seconds of CPU profile of the router under the most callers (0: none).")
 	flag.IntVar(&o.slow.clients, "slow-callers", 64, "Callers that send their bodies slowly (0: no slow-caller measurement).")
 	flag.IntVar(&o.slow.size, "slow-size", 1<<20, "Bytes of a slow caller's body.")
 	flag.IntVar(&o.slow.rate, "slow-rate", 64<<10, "Bytes per second a slow caller sends.")
@@ -107,13 +110,17 @@ func bench(ctx context.Context, o options) error {
 			}
 		}
 	}
+	var prof *profile
+	if o.profileSeconds > 0 {
+		prof = profileRouter(ctx, ours, o.router, variants[1], body, slices.Max(o.concurrency), o.profileSeconds)
+	}
 	var slow *slowCallers
 	if o.slow.clients > 0 {
 		slow = &o.slow
 		measureSlowCallers(ctx, ours, variants[1], body, slow, o.slowDuration)
 	}
 	env.finish(time.Since(start))
-	rep := report{options: o, env: env, variants: variants, slow: slow}
+	rep := report{options: o, env: env, variants: variants, slow: slow, profile: prof}
 	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
 	}

@@ -23,9 +23,9 @@ const kserveAddr = "127.0.0.1:8080"
 
 // process is a router running as a child process.
 type process struct {
-	url string
-	cmd *exec.Cmd
-	dir string
+	url, adminURL string
+	cmd           *exec.Cmd
+	dir           string
 }
 
 func (p *process) stop() {
@@ -52,7 +52,7 @@ func startRouter(ctx context.Context, bin string, urls []string, stopWhen string
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--config", file, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
+	cmd := exec.CommandContext(ctx, bin, "--config", file, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--profiling")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -61,19 +61,19 @@ func startRouter(ctx context.Context, bin string, urls []string, stopWhen string
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	p := &process{cmd: cmd, dir: dir}
-	re := regexp.MustCompile(` listen=(\S+)`)
-	found := make(chan string, 1)
+	re := regexp.MustCompile(` listen=(\S+) metricsListen=(\S+)`)
+	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
+				found <- m
 			}
 		}
 	}()
 	select {
-	case addr := <-found:
-		p.url = "http://" + addr + "/"
+	case m := <-found:
+		p.url, p.adminURL = "http://"+m[1]+"/", "http://"+m[2]
 		return p, nil
 	case <-time.After(30 * time.Second):
 		p.stop()

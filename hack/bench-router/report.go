@@ -39,6 +39,7 @@ type report struct {
 	env      *environment
 	variants []*variant
 	slow     *slowCallers
+	profile  *profile
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -83,6 +84,9 @@ document of %d bytes. The callers, the steps and the routers share the machine's
 	r.overhead(&b)
 	r.throughput(&b)
 	r.latency(&b)
+	if r.profile != nil {
+		b.WriteString(r.profile.markdown())
+	}
 	if r.slow != nil {
 		b.WriteString(r.slow.markdown())
 	}

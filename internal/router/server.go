@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,9 @@ type Server struct {
 	// WriteTimeout bounds the writing of one answer, from its first byte
 	// (DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
+	// Profiling serves Go's profiles (net/http/pprof) at /debug/pprof/ on the admin listener.
+	// Off by default: a profile shows the program's internals to whoever reaches that port.
+	Profiling bool
 
 	// bodyRateWindow replaces bodyRateWindow (and a tenth of it bodyRateGrace) when set: tests
 	// shorten it.
@@ -136,5 +140,12 @@ func (s *Server) adminHandler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if s.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

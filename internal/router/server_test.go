@@ -207,3 +207,17 @@ func TestServerExposesMetrics(t *testing.T) {
 		t.Errorf("/healthz: %d", code)
 	}
 }
+
+// Go's profiles are served only when asked for: they show the program's internals.
+func TestProfilesOnlyWhenAskedFor(t *testing.T) {
+	ok := newStep(t, func(_ http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) })
+	cfg := Config{Steps: []Step{{Name: "only", URL: ok.URL}}}
+	off := serveRouter(t, cfg, time.Minute)
+	if code, _ := get(t, off.adminURL+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("profiles served by default: %d", code)
+	}
+	on := serveRouterWith(t, cfg, func(s *Server) { s.Profiling = true })
+	if code, text := get(t, on.adminURL+"/debug/pprof/"); code != http.StatusOK || !strings.Contains(text, "goroutine") {
+		t.Errorf("profiles asked for: %d %.100q", code, text)
+	}
+}
