@@ -106,23 +106,33 @@ func worldRound(ctx context.Context, c cache.Cache, w client.Client) {
 			_ = w.Status().Update(ctx, d)
 		}
 	}
-	claims := &corev1.PersistentVolumeClaimList{}
-	if c.List(ctx, claims) == nil {
-		for i := range claims.Items {
-			pvc := &claims.Items[i]
-			if pvc.DeletionTimestamp.IsZero() && pvc.Status.Phase != corev1.ClaimBound {
-				pvc.Status.Phase = corev1.ClaimBound
-				_ = w.Status().Update(ctx, pvc)
-			}
-		}
-	}
+	// As kube-controller-manager's volume binder: a volume first, then the claim bound to it
+	// (a claim that names a volume is Bound only once that volume is).
+	bound := map[string]bool{}
 	volumes := &corev1.PersistentVolumeList{}
 	if c.List(ctx, volumes) == nil {
 		for i := range volumes.Items {
 			pv := &volumes.Items[i]
-			if pv.DeletionTimestamp.IsZero() && pv.Status.Phase != corev1.VolumeBound {
+			if !pv.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if pv.Status.Phase != corev1.VolumeBound {
 				pv.Status.Phase = corev1.VolumeBound
-				_ = w.Status().Update(ctx, pv)
+				if w.Status().Update(ctx, pv) != nil {
+					continue
+				}
+			}
+			bound[pv.Name] = true
+		}
+	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	if c.List(ctx, claims) == nil {
+		for i := range claims.Items {
+			pvc := &claims.Items[i]
+			if pvc.DeletionTimestamp.IsZero() && pvc.Status.Phase != corev1.ClaimBound &&
+				(pvc.Spec.VolumeName == "" || bound[pvc.Spec.VolumeName]) {
+				pvc.Status.Phase = corev1.ClaimBound
+				_ = w.Status().Update(ctx, pvc)
 			}
 		}
 	}
