@@ -55,32 +55,13 @@ const (
 	// routerMaxDrain caps the drain: a rollout or a node drain waits that long at most for a
 	// router pod, whatever the steps' timeouts.
 	routerMaxDrain = 10 * time.Minute
-	// routerDefaultStepTimeout is the router's deadline of a step without timeoutSeconds.
-	routerDefaultStepTimeout = 30 * time.Second
-	// routerRetryWait bounds the router's default back-off before a retry.
-	routerRetryWait = 1500 * time.Millisecond
 )
 
 // RouterDrainTimeout is how long a stopping router pod lets the requests in flight run: the
-// longest one request may take — every step's timeout, once per attempt (retries + 1), and the
-// back-off before each retry — capped at routerMaxDrain.
+// longest one request may take (the request deadline of its configuration: every step's
+// timeout once per attempt, and the back-off before each retry), capped at routerMaxDrain.
 func RouterDrainTimeout(p *pipelinev1beta1.Pipeline) time.Duration {
-	var total time.Duration
-	for _, s := range p.Spec.Steps {
-		timeout := routerDefaultStepTimeout
-		if s.TimeoutSeconds != nil {
-			timeout = time.Duration(*s.TimeoutSeconds) * time.Second
-		}
-		retries := time.Duration(0)
-		if s.Retries != nil {
-			retries = time.Duration(*s.Retries)
-		}
-		total += timeout*(retries+1) + routerRetryWait*retries
-		if total >= routerMaxDrain {
-			return routerMaxDrain
-		}
-	}
-	return total
+	return min(RouterConfig(p).RequestTimeout(), routerMaxDrain)
 }
 
 // routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
@@ -188,6 +169,7 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 			WithInitialDelaySeconds(delay).
 			WithPeriodSeconds(routerProbePeriod)
 	}
+	drain := RouterDrainTimeout(p)
 	container := corev1ac.Container().
 		WithName(routerContainerName).
 		WithImage(image).
@@ -197,7 +179,7 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 			"--listen=:"+strconv.Itoa(int(routerPort)),
 			"--metrics-listen=:"+strconv.Itoa(int(routerMetricsPort)),
 			"--shutdown-delay="+routerShutdownDelay.String(),
-			"--shutdown-timeout="+RouterDrainTimeout(p).String(),
+			"--shutdown-timeout="+drain.String(),
 		).
 		WithPorts(
 			corev1ac.ContainerPort().WithName(portName).WithContainerPort(routerPort).WithProtocol(corev1.ProtocolTCP),
@@ -227,7 +209,7 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 		WithVolumes(corev1ac.Volume().
 			WithName(routerConfigVolume).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(RouterObjectName(p))))
-	grace := routerShutdownDelay + RouterDrainTimeout(p) + routerGraceMargin
+	grace := routerShutdownDelay + drain + routerGraceMargin
 	pod.WithTerminationGracePeriodSeconds(int64(grace / time.Second))
 	if node = cmp.Or(node, rt.Location); node != "" {
 		pod.WithAffinity(pinnedTo(node))
