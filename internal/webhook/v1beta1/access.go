@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -19,14 +18,11 @@ import (
 // PersistentVolumes: for such a source the operator creates a cluster-scoped PersistentVolume
 // (an NFS export or CSI volume of the author's choosing) with its own rights, which would give
 // a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
-// SubjectAccessReview of the admission request's user, on create and whenever the storage
-// changes: a tenant may still edit the rest of a Pipeline an administrator made.
-func (v *Validator) storageAccess(ctx context.Context, p, old *pipelinev1beta1.Pipeline) error {
+// SubjectAccessReview of the admission request's user. validate calls it on create and whenever
+// the storage changes: a tenant may still edit the rest of a Pipeline an administrator made.
+func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
 	t := p.Spec.ModelStorage.EffectiveType()
 	if v.Reviews == nil || (t != pipelinev1beta1.StorageTypeNFS && t != pipelinev1beta1.StorageTypeCSI) {
-		return nil
-	}
-	if old != nil && equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
 		return nil
 	}
 	req, err := admission.RequestFromContext(ctx)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,15 +17,12 @@ import (
 
 // modelStorageClassAccess accepts storage of type modelStorageClass only when the class exists
 // and its namespaceSelector selects the Pipeline's namespace: a cluster administrator published
-// the class to that namespace, so its author needs no right on PersistentVolumes. It checks on
-// create and whenever the storage changes, like storageAccess; a namespace that a class stops
-// selecting later keeps its Pipelines (the operator then makes no new volume and says so).
-func (v *Validator) modelStorageClassAccess(ctx context.Context, p, old *pipelinev1beta1.Pipeline) error {
+// the class to that namespace, so its author needs no right on PersistentVolumes. validate calls
+// it on create and whenever the storage changes, like storageAccess; a namespace that a class
+// stops selecting later keeps its Pipelines (the operator then makes no new volume and says so).
+func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
 	m := &p.Spec.ModelStorage
 	if v.Classes == nil || m.EffectiveType() != pipelinev1beta1.StorageTypeModelStorageClass {
-		return nil
-	}
-	if old != nil && equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
 		return nil
 	}
 	name := m.ModelStorageClassName

@@ -126,11 +126,15 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
 	}
-	if err := v.storageAccess(ctx, p, old); err != nil {
-		return nil, err
-	}
-	if err := v.modelStorageClassAccess(ctx, p, old); err != nil {
-		return nil, err
+	// Who may ask for the storage is checked when it is asked for: on create, and when it
+	// changes (a tenant may still edit the rest of a Pipeline an administrator made).
+	if old == nil || storageChanged(old, p) {
+		if err := v.storageAccess(ctx, p); err != nil {
+			return nil, err
+		}
+		if err := v.modelStorageClassAccess(ctx, p); err != nil {
+			return nil, err
+		}
 	}
 	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil
 }

@@ -295,7 +295,7 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 			}
 		}
 	}
-	if old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p)) {
+	if storageChanged(old, p) {
 		out = append(out, storageChangeWarning(&old.Spec.ModelStorage, m))
 	}
 	return out
@@ -333,6 +333,12 @@ func missingLocationWarning(name string, s *pipelinev1beta1.Step) string {
 	}
 	return fmt.Sprintf("step %s: no node %q exists yet: the step starts on the first ready node of its fallbackLocations "+
 		"and moves to %s once it joins the cluster as spec.failover.failback says", name, s.Location, s.Location)
+}
+
+// storageChanged reports whether an update from old (nil on create) to p changes what
+// identifies the volume and claim (storageOf).
+func storageChanged(old, p *pipelinev1beta1.Pipeline) bool {
+	return old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p))
 }
 
 // storageOf is what identifies the volume and claim: the storage spec with its defaults (so
