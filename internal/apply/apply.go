@@ -6,7 +6,6 @@ package apply
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"reflect"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -94,8 +94,9 @@ func (a *appliedObject) upToDate(existing client.Object) (bool, error) {
 	want := a.content
 	if digest, ok := existing.GetAnnotations()[AnnotationCachedDataDigest]; ok {
 		// A ConfigMap from the cache, which holds the digest of its data instead.
-		if digest != a.dataDigest() {
-			return false, nil
+		desired, err := a.dataDigest()
+		if err != nil || digest != desired {
+			return false, err
 		}
 		want = maps.Clone(want)
 		delete(want, "data")
@@ -105,21 +106,12 @@ func (a *appliedObject) upToDate(existing client.Object) (bool, error) {
 }
 
 // dataDigest is the DataDigest of the data and binaryData of a desired ConfigMap.
-func (a *appliedObject) dataDigest() string {
-	data := map[string]string{}
-	if d, ok := a.content["data"].(map[string]any); ok {
-		for k, v := range d {
-			data[k], _ = v.(string)
-		}
+func (a *appliedObject) dataDigest() (string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.content, cm); err != nil {
+		return "", fmt.Errorf("read the desired ConfigMap's data: %w", err)
 	}
-	binary := map[string][]byte{}
-	if b, ok := a.content["binaryData"].(map[string]any); ok {
-		for k, v := range b {
-			s, _ := v.(string)
-			binary[k], _ = base64.StdEncoding.DecodeString(s)
-		}
-	}
-	return DataDigest(data, binary)
+	return DataDigest(cm.Data, cm.BinaryData), nil
 }
 
 // contains reports whether have holds every field of want with the same value, the way the
