@@ -24,6 +24,17 @@ func earlierVolumeName(p *pipelinev1beta1.Pipeline) string {
 	return p.Namespace + "-" + p.Name + "-" + claim[strings.LastIndex(claim, "-")+1:]
 }
 
+// pausedSample is the sample, created paused: the operator leaves its children to the test.
+func pausedSample(ctx context.Context, ns string) *pipelinev1beta1.Pipeline {
+	GinkgoHelper()
+	p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+		p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
+	})
+	Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Reason }).
+		Should(Equal(pipelinev1beta1.ReasonPaused))
+	return getPipeline(ctx, p)
+}
+
 var _ = Describe("Model volume names", func() {
 	var ctx context.Context
 	var ns string
@@ -34,12 +45,7 @@ var _ = Describe("Model volume names", func() {
 
 	It("keeps the bound volume an earlier version named, and names a new Pipeline's by the full hash", func() {
 		By("a Pipeline of an earlier version, with its volume and claim bound (the Pipeline paused meanwhile)")
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
-		})
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonPaused))
-		p = getPipeline(ctx, p)
+		p := pausedSample(ctx, ns)
 		earlier := earlierVolumeName(p)
 		Expect(earlier).NotTo(Equal(resources.PVName(p)))
 		for _, obj := range []runtime.ApplyConfiguration{resources.PV(p, earlier, resources.InlineVolumeSource(p)), resources.PVC(p, earlier)} {
@@ -84,12 +90,7 @@ var _ = Describe("Model volume names", func() {
 	})
 
 	It("does not keep a volume that was made for another Pipeline", func() {
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
-		})
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonPaused))
-		p = getPipeline(ctx, p)
+		p := pausedSample(ctx, ns)
 		earlier := earlierVolumeName(p)
 		By("the claim is bound by name to a volume labelled for a Pipeline of another namespace")
 		other := p.DeepCopy()
