@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -25,9 +27,10 @@ import (
 // ServiceAccount, on the host's namespaces, or with a node's files, nor make a hostPath volume.
 var _ = Describe("The guard on the operator's identity", Ordered, func() {
 	var (
-		operator client.Client
-		ns       string
-		p        = testenv.RoutedSample(GinkgoT())
+		labelPolicy *admissionregistrationv1.ValidatingAdmissionPolicy
+		operator    client.Client
+		ns          string
+		p           = testenv.RoutedSample(GinkgoT())
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -39,7 +42,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(policy.Spec.MatchConditions[0].Expression).To(Equal(fmt.Sprintf("request.userInfo.username == '%s'", user)),
 			"the policy names the manager's ServiceAccount as config/default makes it")
 
-		labelPolicy := the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-label-guard")
+		labelPolicy = the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-label-guard")
 		Expect(labelPolicy.Spec.MatchConditions[1].Expression).To(ContainSubstring(fmt.Sprintf("request.userInfo.username != '%s'", user)),
 			"the label policy names the manager's ServiceAccount as config/default makes it")
 		for _, o := range []client.Object{
@@ -148,6 +151,25 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(operator.Create(ctx, made)).To(Succeed())
 		made.Data["k"] = "changed"
 		Expect(tenant.Update(ctx, made)).To(Succeed())
+	})
+
+	It("guards the label on every kind the manager's cache selects by it", func() {
+		guarded := map[schema.GroupResource]bool{}
+		for _, rule := range labelPolicy.Spec.MatchConstraints.ResourceRules {
+			for _, g := range rule.APIGroups {
+				for _, r := range rule.Resources {
+					guarded[schema.GroupResource{Group: g, Resource: r}] = true
+				}
+			}
+		}
+		for obj := range apply.Transforms() {
+			gvks, _, err := testScheme.ObjectKinds(obj)
+			Expect(err).NotTo(HaveOccurred())
+			mapping, err := k8sClient.RESTMapper().RESTMapping(gvks[0].GroupKind(), gvks[0].Version)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(guarded).To(HaveKey(mapping.Resource.GroupResource()),
+				"config/policy/guard.yaml's label-guard must cover every child kind of apply.Transforms")
+		}
 	})
 
 	It("leaves everyone else to their own rights", func(ctx SpecContext) {
