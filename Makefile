@@ -84,9 +84,8 @@ help: ## Show the targets.
 
 ##@ Development
 
-# The API packages the CRDs are made from. api/v1 (the Pipeline's next version, the hub of its
-# conversion) is defined but not served yet: it joins the CRD with the conversion webhook.
-CRD_PATHS := ./api/v1beta1/...
+# The API packages the CRDs are made from: both versions of the Pipeline.
+CRD_PATHS := ./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
@@ -250,10 +249,10 @@ docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah
 .PHONY: run
 run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECONFIG, else the local control plane.
 	@export RELATED_IMAGE_ROUTER=$${RELATED_IMAGE_ROUTER:-$(IMG)}; \
-	if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false; \
+	if $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then go run ./cmd --enable-webhooks=false --local-conversion; \
 	elif [ -f $(LOCAL_KUBECONFIG) ] && KUBECONFIG=$(LOCAL_KUBECONFIG) $(KUBECTL) version --request-timeout=3s >/dev/null 2>&1; then \
 		echo "no cluster reachable through KUBECONFIG: using the local control plane ($(LOCAL_KUBECONFIG))"; \
-		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd --enable-webhooks=false; \
+		KUBECONFIG=$(LOCAL_KUBECONFIG) go run ./cmd --enable-webhooks=false --local-conversion; \
 	else echo "no cluster reachable through KUBECONFIG and no local control plane: run 'make local-up' first" >&2; exit 1; fi
 
 ##@ Deployment

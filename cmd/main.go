@@ -109,8 +109,16 @@ func (w *webhookFlags) applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string
 
 func (w *webhookFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&w.Enabled, enableWebhooksFlag, true,
-		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered). "+
+		"Serve the Pipeline defaulting and validating webhooks (off for `make run`, where no webhook is registered; "+
+			"the conversion webhook is served either way). "+
 			"Without this flag, the environment variable "+enableWebhooksEnv+" (true or false) decides; the flag wins over it.")
+	fs.BoolVar(&w.LocalConversion, "local-conversion", false,
+		"For a manager run outside the cluster (make run, make demo) on the machine of the cluster's apiserver: serve the "+
+			"webhooks on 127.0.0.1 with a certificate made at start, and point the conversion webhook of --conversion-crd "+
+			"at that address (needs the right to patch the CRD). Without it, the conversion webhook is called through "+
+			"--webhook-service-name, as the admission webhooks are.")
+	fs.StringVar(&w.ConversionCRD, "conversion-crd", "pipelines.distri-infer.ndsl.cn",
+		"CustomResourceDefinition whose conversion webhook the manager serves, and which receives the self-signed CA.")
 	fs.IntVar(&w.Port, "webhook-port", webhook.DefaultPort, "Port of the webhook server.")
 	fs.StringVar(&w.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"Directory of the webhook serving certificate (tls.crt, tls.key), as mounted by cert-manager or OLM. "+

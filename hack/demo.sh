@@ -23,7 +23,7 @@ pidfile="$LOCAL_DIR/pids/operator.pid"
 if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 	echo "operator already running (pid $(cat "$pidfile"))"
 else
-	setsid bin/manager --enable-webhooks=false --health-probe-bind-address=127.0.0.1:0 >"$LOCAL_DIR/logs/operator.log" 2>&1 < /dev/null &
+	setsid bin/manager --enable-webhooks=false --local-conversion --health-probe-bind-address=127.0.0.1:0 >"$LOCAL_DIR/logs/operator.log" 2>&1 < /dev/null &
 	echo $! >"$pidfile"
 	echo "operator pid $(cat "$pidfile")"
 fi

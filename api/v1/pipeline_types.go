@@ -118,10 +118,10 @@ type Step struct {
 	// env are the environment variables of the step's container, after the ones the operator
 	// sets (MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX, NEXT_STEP_URL): an
 	// entry of one of those names replaces the operator's value. v1beta1's args are entries
-	// with a value.
+	// with a value. Names must be non-empty without '=' or whitespace: the admission webhook
+	// checks it (a CEL rule over names of unbounded length would exceed the CRD's cost budget).
 	// +optional
 	// +kubebuilder:validation:MaxItems=128
-	// +kubebuilder:validation:XValidation:rule="self.all(e, size(e.name) > 0 && !e.name.matches('[=[:space:]]'))",message="env names must be non-empty and contain no '=' or whitespace"
 	// +listType=map
 	// +listMapKey=name
 	Env []corev1.EnvVar `json:"env,omitempty"`

@@ -6,10 +6,12 @@ package operator
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +24,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
@@ -59,10 +62,14 @@ type Options struct {
 	RouterImage string
 }
 
-// WebhookOptions configure the admission webhook server and where its certificate comes from.
+// WebhookOptions configure the webhook server and where its certificate comes from. The server
+// always serves the Pipeline CRD's conversion webhook; the admission webhooks only when Enabled.
 type WebhookOptions struct {
-	// Enabled serves the Pipeline webhooks.
+	// Enabled serves the Pipeline admission (defaulting and validating) webhooks.
 	Enabled bool
+	// LocalConversion serves the conversion webhook on loopback with a certificate made at start
+	// and points ConversionCRD at it, for a manager run outside the cluster.
+	LocalConversion bool
 	// Port is the webhook server's port.
 	Port int
 	// CertDir holds a mounted serving certificate; without one the manager makes its own.
@@ -74,14 +81,21 @@ type WebhookOptions struct {
 	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration receive the self-signed CA.
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	// ConversionCRD is the Pipeline CRD, whose conversion webhook this manager serves and which
+	// receives the CA; empty serves no conversion (another manager of the cluster does).
+	ConversionCRD string
 }
 
-// Scheme is what the manager reads and writes: the built-in kinds, Pipelines and OLM's
-// OperatorConditions.
+// serves reports whether the manager runs a webhook server at all.
+func (w WebhookOptions) serves() bool { return w.Enabled || w.ConversionCRD != "" }
+
+// Scheme is what the manager reads, writes and converts: the built-in kinds, both versions of
+// Pipelines and OLM's OperatorConditions.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(pipelinev1beta1.AddToScheme(s))
+	utilruntime.Must(pipelinev1.AddToScheme(s))
 	utilruntime.Must(apiv2.AddToScheme(s))
 	return s
 }
@@ -93,14 +107,14 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if !o.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	webhookServer, selfSigned, err := o.Webhooks.server(tlsOpts)
+	certs, err := o.Webhooks.certificates(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("provide the webhook serving certificate: %w", err)
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, tlsOpts),
-		WebhookServer:          webhookServer,
+		WebhookServer:          o.Webhooks.server(tlsOpts, certs),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  manager.CacheOptions(),
 	}
@@ -129,11 +143,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles)); err != nil {
 		return nil, fmt.Errorf("set up the Pipeline controller: %w", err)
 	}
-	if o.Webhooks.Enabled {
-		if err := setupWebhooks(mgr, selfSigned); err != nil {
-			return nil, fmt.Errorf("set up the Pipeline webhooks: %w", err)
-		}
-	} else {
+	if err := setupWebhooks(mgr, certs, o.Webhooks); err != nil {
+		return nil, fmt.Errorf("set up the Pipeline webhooks: %w", err)
+	}
+	if !o.Webhooks.Enabled {
 		log.Info("Webhooks are off: storage sources are not checked against the rights of who asks for them. " +
 			"Anyone who may create Pipelines can have the operator create a PersistentVolume for any NFS export or " +
 			"CSI volume (see docs/security.md); keep the webhooks on in a cluster shared with others")
@@ -150,64 +163,102 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// server is the webhook server, nil when the webhooks are off, and the self-signed certificate
-// it serves when no certificate is mounted.
-func (w WebhookOptions) server(tlsOpts []func(*tls.Config)) (webhook.Server, *webhookcerts.SelfSigned, error) {
-	if !w.Enabled {
-		return nil, nil, nil
-	}
-	selfSigned, err := w.selfSigned()
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := webhook.Options{Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
-	if selfSigned != nil {
-		// Served from the Secret as it changes, instead of from files.
-		opts.TLSOpts = append(slices.Clip(tlsOpts), func(c *tls.Config) { c.GetCertificate = selfSigned.GetCertificate })
-	}
-	return webhook.NewServer(opts), selfSigned, nil
+// certificates is where the webhook server's certificate comes from: made at start for the
+// loopback address (LocalConversion), mounted in CertDir (cert-manager, OLM: both nil), or
+// self-signed and kept in a Secret.
+type certificates struct {
+	local      *webhookcerts.LocalConversion
+	selfSigned *webhookcerts.SelfSigned
 }
 
-// selfSigned is the self-signed certificate provisioning when no certificate is mounted in the
-// certificate directory, nil when one is.
-func (w WebhookOptions) selfSigned() (*webhookcerts.SelfSigned, error) {
+func (w WebhookOptions) certificates(cfg *rest.Config) (certificates, error) {
+	if !w.serves() {
+		return certificates{}, nil
+	}
+	if w.LocalConversion {
+		if w.ConversionCRD == "" {
+			return certificates{}, errors.New("--local-conversion needs --conversion-crd")
+		}
+		writer, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return certificates{}, fmt.Errorf("create a client for the conversion webhook of CRD %s: %w", w.ConversionCRD, err)
+		}
+		local, err := webhookcerts.NewLocalConversion(w.ConversionCRD, w.Port, writer, time.Now())
+		return certificates{local: local}, err
+	}
 	if webhookcerts.HasCertificate(w.CertDir) {
-		return nil, nil
+		return certificates{}, nil
 	}
 	namespace := os.Getenv(operatorcondition.EnvPodNamespace)
 	if namespace == "" {
-		return nil, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
-			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+
-			"(--enable-webhooks=false or ENABLE_WEBHOOKS=false)", w.CertDir)
+		return certificates{}, fmt.Errorf("no certificate in %s and POD_NAMESPACE is not set: mount a certificate "+
+			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or run the manager outside the "+
+			"cluster with --local-conversion", w.CertDir)
 	}
-	return &webhookcerts.SelfSigned{
-		Namespace:                      namespace,
-		SecretName:                     w.SecretName,
-		ServiceName:                    w.ServiceName,
-		CertDir:                        filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
-		MutatingWebhookConfiguration:   w.MutatingWebhookConfiguration,
-		ValidatingWebhookConfiguration: w.ValidatingWebhookConfiguration,
-	}, nil
+	selfSigned := &webhookcerts.SelfSigned{
+		Namespace:     namespace,
+		SecretName:    w.SecretName,
+		ServiceName:   w.ServiceName,
+		CertDir:       filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
+		ConversionCRD: w.ConversionCRD,
+	}
+	if w.Enabled {
+		selfSigned.MutatingWebhookConfiguration = w.MutatingWebhookConfiguration
+		selfSigned.ValidatingWebhookConfiguration = w.ValidatingWebhookConfiguration
+	}
+	return certificates{selfSigned: selfSigned}, nil
 }
 
-// setupWebhooks registers the Pipeline webhooks, the rotation of the self-signed certificate
-// (when selfSigned is not nil) and their readiness checks.
-func setupWebhooks(mgr ctrl.Manager, selfSigned *webhookcerts.SelfSigned) error {
-	if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
-		return err
+// server is the webhook server, serving the certificate of c; nil when nothing is served.
+func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates) webhook.Server {
+	if !w.serves() {
+		return nil
+	}
+	opts := webhook.Options{Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
+	switch {
+	case c.local != nil:
+		opts.Host = webhookcerts.LoopbackHost
+		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.local.GetCertificate })
+	case c.selfSigned != nil:
+		// Served from the Secret as it changes, instead of from files.
+		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.selfSigned.GetCertificate })
+	}
+	return webhook.NewServer(opts)
+}
+
+// setupWebhooks registers the conversion webhook and the admission webhooks as w says, the
+// certificate's provisioning and their readiness checks.
+func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
+	if !w.serves() {
+		return nil
+	}
+	if w.ConversionCRD != "" {
+		if err := webhookv1beta1.SetupConversionWebhookWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if w.Enabled {
+		if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+			return err
+		}
 	}
 	// Ready only once the webhook server serves: the webhook Service routes to ready pods.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("add the webhook ready check: %w", err)
 	}
-	if selfSigned == nil {
+	if c.local != nil {
+		if err := mgr.Add(c.local); err != nil {
+			return fmt.Errorf("add the local conversion webhook: %w", err)
+		}
+	}
+	if c.selfSigned == nil {
 		return nil
 	}
-	if err := selfSigned.SetupWithManager(context.Background(), mgr); err != nil {
+	if err := c.selfSigned.SetupWithManager(context.Background(), mgr); err != nil {
 		return err
 	}
 	// And only once the self-signed certificate is served and its CA injected.
-	if err := mgr.AddReadyzCheck("webhook-certificate", selfSigned.Ready); err != nil {
+	if err := mgr.AddReadyzCheck("webhook-certificate", c.selfSigned.Ready); err != nil {
 		return fmt.Errorf("add the webhook certificate ready check: %w", err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
@@ -45,12 +46,17 @@ func New() *envtest.Environment {
 	}
 }
 
-// Scheme knows the built-in kinds, CustomResourceDefinitions and Pipelines.
+// Scheme knows the built-in kinds, CustomResourceDefinitions and both versions of Pipelines.
+// An Environment given it as its Scheme serves the Pipeline CRD's conversion webhook from the
+// address of its WebhookInstallOptions (envtest points the CRD there): a suite that does so
+// must serve /convert. Suites that do not get the CRD without conversion, and use only v1beta1,
+// its storage version.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(pipelinev1beta1.AddToScheme(s))
+	utilruntime.Must(pipelinev1.AddToScheme(s))
 	return s
 }
 

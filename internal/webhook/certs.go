@@ -1,7 +1,8 @@
 // Package webhook provides the serving certificate of the manager's webhook server when no
 // certificate is mounted (make deploy without cert-manager): a self-signed CA and a serving
 // certificate kept in a Secret shared by every replica, renewed before they expire, with the CA
-// kept in the Pipeline webhook configurations — all while the manager runs.
+// kept in the Pipeline webhook configurations and the Pipeline CRD's conversion webhook — all
+// while the manager runs.
 //
 // The rotation is the cert rotator of github.com/open-policy-agent/cert-controller (pkg/rotator,
 // the one OPA Gatekeeper runs). It keeps the Secret valid on a ticker and whenever the Secret
@@ -26,10 +27,11 @@
 //   - Certificates: RSA 2048; the serving certificate names <service>.<namespace>.svc and
 //     <service>.<namespace>.svc.cluster.local, the CA is named pipeline-operator-webhook-ca.
 //   - Cache and RBAC: the rotator caches every Secret of the manager's namespace and every
-//     mutating and validating webhook configuration of the cluster (its cache takes no field
-//     selector), so it needs get, list and watch on those (config/rbac/webhook_cert_role.yaml);
-//     writes stay limited to the one Secret and the two configurations by name (create, which
-//     cannot be limited by name, excepted). The watch of the Secret for serving is narrowed to
+//     mutating and validating webhook configuration and every CustomResourceDefinition of the
+//     cluster (its cache takes no field selector), so it needs get, list and watch on those
+//     (config/rbac/webhook_cert_role.yaml); writes stay limited to the one Secret, the two
+//     configurations and the Pipeline CRD by name (create, which cannot be limited by name,
+//     excepted). The watch of the Secret for serving is narrowed to
 //     its name.
 //   - Replicas: every replica runs the rotator and the watch, also without the leader Lease
 //     (every replica serves webhooks). They agree through the Secret: a replica that renews it
@@ -110,6 +112,9 @@ type SelfSigned struct {
 	// an empty name is skipped.
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	// ConversionCRD is the CustomResourceDefinition whose conversion webhook gets the CA as
+	// caBundle; an empty name is skipped.
+	ConversionCRD string
 	// CAValidity and CertValidity are the lifetimes of a new CA and serving certificate;
 	// RenewBefore is how long before its expiry either is replaced, and CheckInterval how
 	// often that is checked besides on changes of the Secret. Zero means the Default… value.
@@ -147,6 +152,9 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if s.ValidatingWebhookConfiguration != "" {
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ValidatingWebhookConfiguration, Type: rotator.Validating})
+	}
+	if s.ConversionCRD != "" {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ConversionCRD, Type: rotator.CRDConversion})
 	}
 	s.injected = make(chan struct{})
 	dnsName := s.ServiceName + "." + s.Namespace + ".svc"

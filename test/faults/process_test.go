@@ -84,7 +84,7 @@ func startManagerProcess(r *run, cp *controlPlane, user, ns string, supervise bo
 	bin := buildManager(r)
 	m := &managerProcess{
 		user: user,
-		args: []string{bin, "--enable-webhooks=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		args: []string{bin, "--enable-webhooks=false", "--conversion-crd=", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 			"--leader-elect", "--leader-election-namespace=" + ns},
 		env:        append(os.Environ(), "OPERATOR_CONDITION_NAME=", resources.EnvRouterImage+"="+routerImage),
 		logPath:    filepath.Join(cp.dir, user+".log"),

@@ -34,7 +34,7 @@ func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) erro
 		Complete()
 }
 
-// +kubebuilder:webhook:path=/mutate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=true,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=mpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=true,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=mpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
 
 // Defaulter writes the defaults of a Pipeline into its spec, so that the stored resource shows
 // what the operator does: step names, replicas and ports, the storage type, capacity, access
@@ -76,7 +76,7 @@ func followListenPort(old, p *pipelinev1beta1.Pipeline) {
 	}
 }
 
-// +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=vpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=vpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // Validator refuses Pipelines the operator could only half build, with a message that names

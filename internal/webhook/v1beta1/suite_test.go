@@ -24,7 +24,8 @@ import (
 // The webhook suite installs the CRD and the webhook configurations that `make manifests`
 // generates into a real kube-apiserver, and serves the webhooks from a manager, so every
 // request below goes through the full admission chain: mutating webhook, schema and CEL,
-// validating webhook.
+// validating webhook; and every request for the version not stored goes through the
+// conversion webhook.
 
 var (
 	testEnv   *envtest.Environment
@@ -45,6 +46,9 @@ var _ = BeforeSuite(func() {
 	testenv.ConfigureGinkgo(20 * time.Second)
 	testEnv = testenv.New()
 	testEnv.WebhookInstallOptions.Paths = []string{testenv.RepoPath("config", "webhook", "manifests.yaml")}
+	// With both versions in its scheme, envtest points the CRD's conversion webhook at the
+	// manager below.
+	testEnv.Scheme = scheme
 	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
@@ -64,6 +68,7 @@ var _ = BeforeSuite(func() {
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(SetupConversionWebhookWithManager(mgr)).To(Succeed())
 	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader())).To(Succeed())
 
 	var ctx context.Context
