@@ -23,6 +23,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -38,6 +39,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
@@ -106,6 +108,8 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(scheme)).To(Succeed())
+	Expect(pipelinev1.AddToScheme(scheme)).To(Succeed())
+	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 
 	var err error
 	adminCfg, err = clientcmd.BuildConfigFromFlags("", os.Getenv("E2E_KUBECONFIG"))
@@ -131,6 +135,7 @@ var _ = BeforeSuite(func() {
 		CertDir:                        GinkgoT().TempDir(),
 		MutatingWebhookConfiguration:   mutatingWebhookConfiguration,
 		ValidatingWebhookConfiguration: validatingWebhookConfiguration,
+		ConversionCRD:                  pipelineCRD,
 	}
 	certMgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
@@ -151,6 +156,9 @@ var _ = BeforeSuite(func() {
 	for _, w := range injected.Webhooks {
 		Expect(w.ClientConfig.CABundle).To(Equal(ca), "the CA is injected into webhook %s", w.Name)
 	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	Expect(admin.Get(context.Background(), client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+	Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).To(Equal(ca), "the CA is injected into the conversion webhook")
 
 	By("serving the webhooks from this process: the deployed configurations are pointed at it")
 	// The deployed manager's pod runs on a kwok node, where nothing really runs, so the
@@ -168,6 +176,7 @@ var _ = BeforeSuite(func() {
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(webhookv1beta1.SetupConversionWebhookWithManager(mgr)).To(Succeed())
 	Expect(webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
 	routerImage = deployedRouterImage(context.Background())
 	Expect((&pipeline.Reconciler{
@@ -193,17 +202,20 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// The webhook configurations `make deploy` creates.
+// The webhook configurations `make deploy` creates, and the CRD whose conversion webhook the
+// manager serves.
 const (
 	mutatingWebhookConfiguration   = "pipeline-operator-mutating-webhook-configuration"
 	validatingWebhookConfiguration = "pipeline-operator-validating-webhook-configuration"
+	pipelineCRD                    = "pipelines.distri-infer.ndsl.cn"
 )
 
 // restoreWebhooks puts the deployed webhook configurations back as they were.
 var restoreWebhooks func()
 
-// pointWebhooksAt makes the deployed webhook configurations call the webhook server described
-// by local (host, port, CA), keeping their rules, paths and policies, and returns the undo.
+// pointWebhooksAt makes the deployed webhook configurations and the CRD's conversion webhook
+// call the webhook server described by local (host, port, CA), keeping their rules, paths and
+// policies, and returns the undo.
 func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 	ctx := context.Background()
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
@@ -229,6 +241,17 @@ func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 	}
 	Expect(admin.Update(ctx, mutating)).To(Succeed())
 	Expect(admin.Update(ctx, validating)).To(Succeed())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+	origConversion := crd.Spec.Conversion.DeepCopy()
+	Expect(origConversion.Webhook).NotTo(BeNil(), "the deployed CRD converts through the webhook")
+	cc := crd.Spec.Conversion.Webhook.ClientConfig
+	Expect(cc.Service).NotTo(BeNil(), "the deployed conversion webhook calls the webhook Service")
+	Expect(cc.Service.Name).To(Equal("pipeline-operator-webhook-service"))
+	Expect(cc.Service.Namespace).To(Equal(operatorNamespace))
+	url := fmt.Sprintf("https://%s%s", net.JoinHostPort(local.LocalServingHost, fmt.Sprint(local.LocalServingPort)), *cc.Service.Path)
+	cc.Service, cc.URL, cc.CABundle = nil, &url, local.LocalServingCAData
+	Expect(admin.Update(ctx, crd)).To(Succeed())
 	return func() {
 		for _, obj := range []client.Object{origMutating, origValidating} {
 			obj.SetResourceVersion("")
@@ -236,6 +259,10 @@ func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 		}
 		Expect(admin.Patch(ctx, origMutating, client.Merge)).To(Succeed())
 		Expect(admin.Patch(ctx, origValidating, client.Merge)).To(Succeed())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+		crd.Spec.Conversion = origConversion
+		Expect(admin.Update(ctx, crd)).To(Succeed())
 	}
 }
 

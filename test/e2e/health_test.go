@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,15 +16,24 @@ import (
 )
 
 // kubectlWaitReady runs `kubectl wait --for=condition=Ready` on p against the local control
-// plane ($KUBECTL, the binary the Makefile builds).
+// plane.
 func kubectlWaitReady(p *pipelinev1beta1.Pipeline) {
 	GinkgoHelper()
-	kubectl := os.Getenv("KUBECTL")
-	Expect(kubectl).NotTo(BeEmpty(), "KUBECTL names the kubectl binary: run `make test-e2e`")
-	cmd := exec.Command(kubectl, "--kubeconfig", os.Getenv("E2E_KUBECONFIG"), "wait", "--for=condition=Ready",
-		"--timeout=60s", "-n", p.Namespace, "pipeline/"+p.Name)
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "kubectl wait: %s", out)
+	kubectl("wait", "--for=condition=Ready", "--timeout=60s", "-n", p.Namespace, "pipeline/"+p.Name)
+}
+
+// kubectl runs $KUBECTL (the binary the Makefile builds) against the local control plane and
+// returns its standard output.
+func kubectl(args ...string) string {
+	GinkgoHelper()
+	bin := os.Getenv("KUBECTL")
+	Expect(bin).NotTo(BeEmpty(), "KUBECTL names the kubectl binary: run `make test-e2e`")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", os.Getenv("E2E_KUBECONFIG")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "kubectl %v: %s", args, stderr.String())
+	return string(out)
 }
 
 // kstatusOf is what kstatus (Flux, kpt) makes of p as the apiserver serves it.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -78,6 +80,21 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
 		kubectlWaitReady(p)
 		Expect(kstatusOf(ctx, p)()).To(Equal(kstatus.CurrentStatus))
+
+		By("the Pipeline applied as v1beta1 reads as v1, and kubectl shows v1 with the same columns")
+		v1 := &pipelinev1.Pipeline{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), v1)).To(Succeed())
+		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(And(
+			HaveField("Server", "192.168.20.235"), HaveField("Path", "/home/aiedge/csiTest"))))
+		Expect(v1.Spec.Steps[0]).To(And(HaveField("Name", "step-1"), HaveField("Location", "xx-test-node236")))
+		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(v1.Status.ReadySteps).To(HaveValue(BeEquivalentTo(2)))
+		Expect(kubectl("api-resources", "--api-group="+pipelinev1.GroupVersion.Group, "--no-headers")).
+			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+` + regexp.QuoteMeta(pipelinev1.GroupVersion.String()) + `\s+true\s+Pipeline`),
+				"kubectl prefers v1")
+		table := kubectl("get", "pipelines", "-n", ns, "-o", "wide")
+		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
+		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s`))
 
 		st := get(ctx, p).Status
 		Expect(st.ReadySteps).To(Equal("2/2"))
