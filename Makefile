@@ -122,7 +122,7 @@ test: test-unit test-rules test-bundle test-integration test-faults test-fuzz te
 .PHONY: test-unit
 test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) ## Pure unit tests (no apiserver; the image digests against an in-memory registry on loopback).
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) \
-		go test ./api/... ./internal/... ./cmd/... ./hack/imagedigest/ ./docs/ -run 'Test[^I]' -skip 'TestIntegration' -count=1
+		go test ./api/... ./config/... ./internal/... ./cmd/... ./hack/imagedigest/ ./docs/ -run 'Test[^I]' -skip 'TestIntegration' -count=1
 
 .PHONY: test-rules
 test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.

@@ -865,6 +865,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.totalSteps`
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.steps`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1},{HorizontalPodAutoscaler,v2},{PodDisruptionBudget,v1}}
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"
 type Pipeline struct {
 	metav1.TypeMeta `json:",inline"`

@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
@@ -17,6 +18,20 @@ var pipelineYAML []byte
 func Pipeline(ns string) (*pipelinev1beta1.Pipeline, error) {
 	p := &pipelinev1beta1.Pipeline{}
 	if err := yaml.UnmarshalStrict(pipelineYAML, p); err != nil {
+		return nil, err
+	}
+	p.Namespace = ns
+	return p, nil
+}
+
+//go:embed distri-infer_v1_pipeline.yaml
+var pipelineV1YAML []byte
+
+// PipelineV1 decodes the sample Pipeline written in v1, strictly, into namespace ns: the same
+// Pipeline as Pipeline's, without the listenPort variable that v1 no longer reads.
+func PipelineV1(ns string) (*pipelinev1.Pipeline, error) {
+	p := &pipelinev1.Pipeline{}
+	if err := yaml.UnmarshalStrict(pipelineV1YAML, p); err != nil {
 		return nil, err
 	}
 	p.Namespace = ns

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -236,8 +237,17 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("not a valid image reference"), "refused by the validating webhook")
 
+		By("the Pipeline reads as v1 through the conversion webhook OLM registered")
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+		Expect(crd.Spec.Conversion.Webhook.ClientConfig.Service).To(And(
+			Not(BeNil()), HaveField("Name", webhookService), HaveField("Namespace", operatorNamespace),
+			HaveField("Path", HaveValue(Equal("/convert")))))
+		Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).NotTo(BeEmpty(), "OLM's CA")
+		v1 := &pipelinev1.Pipeline{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1)).To(Succeed())
+		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(HaveField("Server", "192.168.20.235")))
+		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(egress.tunnelsTo(operatorNamespace+"/"+webhookService+":443")).To(BeNumerically(">", 0),
 			"the apiserver called the webhooks through OLM's Service")
 		Expect(egress.refusals()).To(BeEmpty())

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
@@ -116,6 +117,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(scheme)).To(Succeed())
+	Expect(pipelinev1.AddToScheme(scheme)).To(Succeed())
 	Expect(operatorsv1alpha1.AddToScheme(scheme)).To(Succeed())
 	Expect(operatorsv1.AddToScheme(scheme)).To(Succeed())
 	Expect(operatorsv2.AddToScheme(scheme)).To(Succeed())
