@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -39,8 +40,12 @@ type Options struct {
 	// SecureMetrics serves metrics over HTTPS with authentication and authorization.
 	SecureMetrics bool
 	// MetricsCertDir holds the metrics serving certificate (tls.crt, tls.key); without one the
-	// secure endpoint serves a self-signed certificate.
+	// secure endpoint serves the self-signed webhook certificate when the manager keeps one
+	// (it names MetricsServiceName too), else a self-signed certificate made at start.
 	MetricsCertDir string
+	// MetricsServiceName is the Service in front of the metrics endpoint, in the manager's
+	// namespace: the self-signed webhook certificate names it too. Empty names none.
+	MetricsServiceName string
 	// EnableHTTP2 allows HTTP/2 on the metrics and webhook servers.
 	EnableHTTP2 bool
 	// ProbeAddr is the address of the health and readiness probes.
@@ -93,13 +98,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if !o.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	webhookServer, selfSigned, err := o.Webhooks.server(tlsOpts)
+	webhookServer, selfSigned, err := o.Webhooks.server(tlsOpts, o.MetricsServiceName)
 	if err != nil {
 		return nil, fmt.Errorf("provide the webhook serving certificate: %w", err)
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 Scheme(),
-		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, tlsOpts),
+		Metrics:                o.metricsServer(selfSigned, tlsOpts),
 		WebhookServer:          webhookServer,
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  manager.CacheOptions(),
@@ -150,13 +155,24 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// metricsServer are the options of the metrics endpoint: without a certificate in
+// MetricsCertDir, it serves the self-signed webhook certificate when the manager keeps one
+// (selfSigned not nil).
+func (o Options) metricsServer(selfSigned *webhookcerts.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	var webhookCert manager.GetCertificateFunc
+	if selfSigned != nil {
+		webhookCert = selfSigned.GetCertificate
+	}
+	return manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, webhookCert, tlsOpts)
+}
+
 // server is the webhook server, nil when the webhooks are off, and the self-signed certificate
-// it serves when no certificate is mounted.
-func (w WebhookOptions) server(tlsOpts []func(*tls.Config)) (webhook.Server, *webhookcerts.SelfSigned, error) {
+// it serves when no certificate is mounted, which names metricsService (unless empty) too.
+func (w WebhookOptions) server(tlsOpts []func(*tls.Config), metricsService string) (webhook.Server, *webhookcerts.SelfSigned, error) {
 	if !w.Enabled {
 		return nil, nil, nil
 	}
-	selfSigned, err := w.selfSigned()
+	selfSigned, err := w.selfSigned(metricsService)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,8 +185,9 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config)) (webhook.Server, *we
 }
 
 // selfSigned is the self-signed certificate provisioning when no certificate is mounted in the
-// certificate directory, nil when one is.
-func (w WebhookOptions) selfSigned() (*webhookcerts.SelfSigned, error) {
+// certificate directory, nil when one is. The certificate names metricsService too, unless it
+// is empty.
+func (w WebhookOptions) selfSigned(metricsService string) (*webhookcerts.SelfSigned, error) {
 	if webhookcerts.HasCertificate(w.CertDir) {
 		return nil, nil
 	}
@@ -180,10 +197,15 @@ func (w WebhookOptions) selfSigned() (*webhookcerts.SelfSigned, error) {
 			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or disable the webhooks "+
 			"(--enable-webhooks=false or ENABLE_WEBHOOKS=false)", w.CertDir)
 	}
+	var extra []string
+	if metricsService != "" {
+		extra = []string{metricsService}
+	}
 	return &webhookcerts.SelfSigned{
 		Namespace:                      namespace,
 		SecretName:                     w.SecretName,
 		ServiceName:                    w.ServiceName,
+		ExtraServices:                  extra,
 		CertDir:                        filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
 		MutatingWebhookConfiguration:   w.MutatingWebhookConfiguration,
 		ValidatingWebhookConfiguration: w.ValidatingWebhookConfiguration,
