@@ -40,8 +40,12 @@ func main() {
 		"Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "k8s-metrics-server", "serving-certs"),
 		"Directory of the metrics serving certificate (tls.crt, tls.key), as mounted from cert-manager's Secret; "+
-			"reloaded when it changes. When it holds none, the HTTPS metrics endpoint serves a self-signed certificate "+
-			"made at start, which Prometheus cannot verify.")
+			"reloaded when it changes. When it holds none, the HTTPS metrics endpoint serves the manager's self-signed "+
+			"webhook certificate (verified with the ca.crt of --webhook-secret-name) when the manager keeps one, "+
+			"else a self-signed certificate made at start, which Prometheus cannot verify.")
+	flag.StringVar(&o.MetricsServiceName, "metrics-service-name", "pipeline-operator-controller-manager-metrics-service",
+		"Service of the metrics endpoint, in the manager's namespace: the self-signed webhook certificate names it too "+
+			"(empty: it does not).")
 	flag.BoolVar(&o.EnableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server (off: HTTP/2 stream cancellation and rapid reset CVEs).")
 	flag.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Pipelines reconciled in parallel (chosen by make bench: docs/performance.md).")

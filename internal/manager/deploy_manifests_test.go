@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,6 +35,9 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
+
+// pipelineCRD is the CustomResourceDefinition of Pipelines.
+const pipelineCRD = "pipelines.distri-infer.ndsl.cn"
 
 // deployManifests is what `make deploy` applies: config/default (or the overlay dir under
 // config/) built by kustomize (the binary the Makefile builds, named by $KUSTOMIZE).
@@ -157,6 +162,21 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		Expect(limit.Divisor.IsZero() || limit.Divisor.Value() == 1).To(BeTrue(), "in bytes")
 	})
 
+	It("convert Pipelines through the webhook Service at /convert, the CRD receiving the CA the manager keeps", func() {
+		crd := the[apiextensionsv1.CustomResourceDefinition](objs, "CustomResourceDefinition", pipelineCRD)
+		Expect(crd.Spec.Conversion).NotTo(BeNil())
+		Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter))
+		service := the[corev1.Service](objs, "Service", "pipeline-operator-webhook-service")
+		Expect(crd.Spec.Conversion.Webhook.ClientConfig.Service).To(HaveValue(And(
+			HaveField("Name", service.Name), HaveField("Namespace", service.Namespace), HaveField("Path", HaveValue(Equal("/convert"))))))
+		Expect(service.Spec.Ports).To(ContainElement(HaveField("Port", BeEquivalentTo(443))), "the apiserver calls port 443 of the Service")
+
+		injector := the[rbacv1.ClusterRole](objs, "ClusterRole", "pipeline-operator-webhook-cert-injector-role")
+		Expect(injector.Rules).To(ContainElement(And(HaveField("Resources", ContainElement("customresourcedefinitions")),
+			HaveField("ResourceNames", ConsistOf(pipelineCRD)), HaveField("Verbs", ConsistOf("update")))),
+			"the manager may write the CA into the Pipeline CRD, and no other")
+	})
+
 	It("let only labelled namespaces reach the metrics port, and anyone the webhook port", func() {
 		podLabels := labels.Set(manager.Spec.Template.Labels)
 		selects := func(np *networkingv1.NetworkPolicy) bool {
@@ -221,6 +241,9 @@ var _ = Describe("The cert-manager overlay of make deploy", func() {
 			}
 			Expect(found).To(BeTrue(), "the overlay keeps the %s", kind)
 		}
+		crd := the[unstructured.Unstructured](objs, "CustomResourceDefinition", pipelineCRD)
+		Expect(crd.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", inject),
+			"the CA reaches the conversion webhook too")
 	})
 })
 
@@ -263,6 +286,68 @@ type (
 	}
 )
 
+// expectKeepsOwnCertificate checks that the manager of the make deploy manifests objs keeps its
+// own certificate in the Secret secretName of namespace ns and serves it on the metrics endpoint:
+// no certificate is mounted for the webhooks or named for the metrics, the manager knows its
+// namespace, and its Role lets it create the Secret and write it.
+func expectKeepsOwnCertificate(objs []*unstructured.Unstructured, secretName, ns string) {
+	GinkgoHelper()
+	manager := the[appsv1.Deployment](objs, "Deployment", "pipeline-operator-controller-manager")
+	Expect(manager.Namespace).To(Equal(ns))
+	for _, v := range manager.Spec.Template.Spec.Volumes {
+		Expect(v.Secret).To(BeNil(), "no certificate is mounted: the manager makes its own")
+	}
+	c := manager.Spec.Template.Spec.Containers[0]
+	for _, a := range c.Args {
+		Expect(a).NotTo(HavePrefix("--metrics-cert-dir"), "the metrics endpoint serves the webhook certificate")
+		Expect(a).NotTo(HavePrefix("--metrics-service-name"))
+		Expect(a).NotTo(HavePrefix("--webhook-secret-name"))
+		Expect(a).NotTo(HavePrefix("--enable-webhooks"))
+	}
+	Expect(c.Env).To(ContainElement(HaveField("Name", "POD_NAMESPACE")))
+
+	role := the[rbacv1.Role](objs, "Role", "pipeline-operator-webhook-cert-role")
+	Expect(role.Namespace).To(Equal(ns))
+	Expect(role.Rules).To(ContainElement(And(HaveField("Resources", ContainElement("secrets")), HaveField("Verbs", ContainElement("create")))))
+	Expect(role.Rules).To(ContainElement(And(HaveField("ResourceNames", ContainElement(secretName)),
+		HaveField("Verbs", ContainElement("update")))), "the manager may write the Secret %s", secretName)
+}
+
+// expectServesCertManagerCertificate checks that the cert-manager overlay's manifests objs have
+// cert-manager issue a certificate for serverName into the Secret secretName, and the manager
+// serve it on the metrics endpoint: mounted where --metrics-cert-dir says.
+func expectServesCertManagerCertificate(objs []*unstructured.Unstructured, secretName, serverName string) {
+	GinkgoHelper()
+	var cert *unstructured.Unstructured
+	for _, u := range objs {
+		if name, _, _ := unstructured.NestedString(u.Object, "spec", "secretName"); u.GetKind() == "Certificate" && name == secretName {
+			cert = u
+		}
+	}
+	Expect(cert).NotTo(BeNil(), "cert-manager issues a certificate into %s", secretName)
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	Expect(dnsNames).To(ContainElement(serverName))
+
+	manager := the[appsv1.Deployment](objs, "Deployment", "pipeline-operator-controller-manager")
+	Expect(cert.GetNamespace()).To(Equal(manager.Namespace), "the Secret is in the namespace of the ServiceMonitor")
+	c := manager.Spec.Template.Spec.Containers[0]
+	var volume string
+	for _, v := range manager.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secretName {
+			volume = v.Name
+		}
+	}
+	Expect(volume).NotTo(BeEmpty(), "the manager mounts the Secret %s", secretName)
+	var certDir string
+	for _, a := range c.Args {
+		if dir, ok := strings.CutPrefix(a, "--metrics-cert-dir="); ok {
+			certDir = dir
+		}
+	}
+	Expect(c.VolumeMounts).To(ContainElement(And(HaveField("Name", volume), HaveField("MountPath", certDir))),
+		"mounted where --metrics-cert-dir says")
+}
+
 // skipsVerification is every object of objs whose YAML turns TLS verification off.
 func skipsVerification(objs []*unstructured.Unstructured) []string {
 	GinkgoHelper()
@@ -278,49 +363,33 @@ func skipsVerification(objs []*unstructured.Unstructured) []string {
 }
 
 var _ = Describe("The Prometheus Operator manifests", func() {
-	It("verify the manager's metrics certificate with the CA cert-manager issues it from", func() {
+	It("verify the manager's metrics certificate with the CA of the Secret either deployment keeps it in", func() {
 		monitors := deployManifests("prometheus")
 		Expect(skipsVerification(monitors)).To(BeEmpty(), "no monitor of config/prometheus skips TLS verification")
 		endpoints := the[serviceMonitor](monitors, "ServiceMonitor", "pipeline-operator-controller-manager-metrics-monitor").Spec.Endpoints
 		Expect(endpoints).To(HaveLen(1))
 		Expect(endpoints[0].Scheme).To(Equal("https"))
 		tls := endpoints[0].TLSConfig
+		Expect(tls.InsecureSkipVerify).To(BeNil())
 
-		By("naming the metrics Service of make deploy, as the certificate does")
-		service := the[corev1.Service](deployManifests("default"), "Service", "pipeline-operator-controller-manager-metrics-service")
+		By("naming the metrics Service of make deploy")
+		deployed := deployManifests("default")
+		service := the[corev1.Service](deployed, "Service", "pipeline-operator-controller-manager-metrics-service")
 		Expect(tls.ServerName).To(Equal(service.Name + "." + service.Namespace + ".svc"))
-		withCertManager := deployManifests(filepath.Join("overlays", "cert-manager"))
-		cert := the[unstructured.Unstructured](withCertManager, "Certificate", "pipeline-operator-metrics-certs")
-		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
-		Expect(dnsNames).To(ContainElement(tls.ServerName))
-
-		By("taking the CA from the Secret cert-manager issues the certificate into, which the manager serves")
-		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 		Expect(tls.CA.Secret).NotTo(BeNil())
-		Expect(tls.CA.Secret.Name).To(Equal(secretName))
 		Expect(tls.CA.Secret.Key).To(Equal("ca.crt"))
-		Expect(cert.GetNamespace()).To(Equal(service.Namespace), "the Secret is in the namespace of the ServiceMonitor")
 
-		manager := the[appsv1.Deployment](withCertManager, "Deployment", "pipeline-operator-controller-manager")
-		c := manager.Spec.Template.Spec.Containers[0]
-		var volume string
-		for _, v := range manager.Spec.Template.Spec.Volumes {
-			if v.Secret != nil && v.Secret.SecretName == secretName {
-				volume = v.Name
-			}
-		}
-		Expect(volume).NotTo(BeEmpty(), "the manager mounts the Secret %s", secretName)
-		var certDir string
-		for _, a := range c.Args {
-			if dir, ok := strings.CutPrefix(a, "--metrics-cert-dir="); ok {
-				certDir = dir
-			}
-		}
-		Expect(c.VolumeMounts).To(ContainElement(And(HaveField("Name", volume), HaveField("MountPath", certDir))),
-			"mounted where --metrics-cert-dir says")
+		By("taking the CA from the Secret the manager of config/default creates and serves on the metrics endpoint")
+		// cmd/main.go's defaults: --webhook-secret-name and --metrics-service-name.
+		Expect(tls.CA.Secret.Name).To(Equal("pipeline-operator-webhook-server-cert"))
+		Expect(service.Name).To(Equal("pipeline-operator-controller-manager-metrics-service"))
+		expectKeepsOwnCertificate(deployed, tls.CA.Secret.Name, service.Namespace)
+
+		By("and from the Secret cert-manager issues the certificate of the cert-manager overlay into")
+		expectServesCertManagerCertificate(deployManifests(filepath.Join("overlays", "cert-manager")), tls.CA.Secret.Name, tls.ServerName)
 	})
 
-	It("skip verification only in the opt-in overlay for a manager without cert-manager", func() {
+	It("skip verification only in the opt-in overlay for a manager whose certificate cannot be verified", func() {
 		for _, dir := range []string{"default", filepath.Join("overlays", "cert-manager")} {
 			Expect(skipsVerification(deployManifests(dir))).To(BeEmpty(), dir)
 		}

@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,11 +25,13 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
+	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 // clusterRoleOf reads a ClusterRole of config/rbac.
@@ -116,9 +122,13 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		certDir := GinkgoT().TempDir()
 		Expect(os.WriteFile(filepath.Join(certDir, "tls.crt"), certPEM, 0o600)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600)).To(Succeed())
+		// The certificate in the directory wins over the webhook certificate.
+		webhookCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return nil, errors.New("the mounted certificate must be served, not the webhook certificate")
+		}
 		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 			Scheme:  testScheme,
-			Metrics: MetricsServerOptions(addr, true, certDir, nil),
+			Metrics: MetricsServerOptions(addr, true, certDir, webhookCert, nil),
 			Cache:   CacheOptions(),
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -178,3 +188,116 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		}).Should(Succeed())
 	})
 })
+
+// The names config/default gives the webhook certificate's Secret, the webhook Service and the
+// metrics Service, and the CA the manager names.
+const (
+	webhookSecret  = "pipeline-operator-webhook-server-cert"
+	webhookService = "pipeline-operator-webhook-service"
+	metricsService = "pipeline-operator-controller-manager-metrics-service"
+	webhookCAName  = "pipeline-operator-webhook-ca"
+)
+
+var _ = Describe("The secure metrics endpoint without a mounted certificate", Ordered, func() {
+	var (
+		ctx   context.Context
+		ns    string
+		addr  string
+		names []string
+	)
+	// presented is the certificate the endpoint presents to a client that trusts only the CA of
+	// the webhook Secret's data and expects serverName, as the ServiceMonitor of config/prometheus.
+	presented := func(data map[string][]byte, serverName string) (*x509.Certificate, error) {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(data[webhookcerts.CAKey]) {
+			return nil, fmt.Errorf("no CA in the Secret")
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{
+			RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0], nil
+	}
+	secretData := func(g Gomega) map[string][]byte {
+		secret := &corev1.Secret{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhookSecret}, secret)).To(Succeed())
+		return secret.Data
+	}
+
+	BeforeAll(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+		addr = freeAddress()
+		By("running a manager that keeps the self-signed webhook certificate, naming the metrics Service too")
+		certs := &webhookcerts.SelfSigned{
+			Namespace: ns, SecretName: webhookSecret, ServiceName: webhookService,
+			ExtraServices: []string{metricsService}, CertDir: GinkgoT().TempDir(), Name: "metrics-test-certificate",
+		}
+		names = certs.DNSNames()[2:]
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:  testScheme,
+			Metrics: MetricsServerOptions(addr, true, GinkgoT().TempDir(), certs.GetCertificate, nil),
+			Cache:   CacheOptions(),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		mgrCtx, cancel := context.WithCancel(ctx)
+		DeferCleanup(cancel)
+		Expect(certs.SetupWithManager(mgrCtx, mgr)).To(Succeed())
+		go func() {
+			defer GinkgoRecover()
+			Expect(mgr.Start(mgrCtx)).To(Succeed())
+		}()
+	})
+
+	It("presents the webhook certificate, which the webhook Secret's CA verifies for the metrics Service", func() {
+		Expect(names).To(Equal([]string{metricsService + "." + ns + ".svc", metricsService + "." + ns + ".svc.cluster.local"}))
+		Eventually(func(g Gomega) {
+			data := secretData(g)
+			for _, name := range names {
+				leaf, err := presented(data, name)
+				g.Expect(err).NotTo(HaveOccurred(), name)
+				g.Expect(pemOf(leaf)).To(Equal(data[webhookcerts.CertKey]), "the Secret's certificate")
+			}
+		}).Should(Succeed())
+	})
+
+	It("presents a renewed certificate as soon as the Secret holds it, without a restart", func() {
+		before := secretData(Default)
+		renewed := newCertificate(append([]string{webhookService + "." + ns + ".svc", webhookService + "." + ns + ".svc.cluster.local"}, names...))
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhookSecret}, secret)).To(Succeed())
+		secret.Data = renewed
+		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			leaf, err := presented(renewed, names[0])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pemOf(leaf)).To(Equal(renewed[webhookcerts.CertKey]))
+		}).Should(Succeed())
+		_, err := presented(before, names[0])
+		Expect(err).To(HaveOccurred(), "the former CA verifies the endpoint no more")
+		Expect(secretData(Default)).To(Equal(renewed), "the manager kept the renewed certificate")
+	})
+})
+
+// newCertificate is the data of a webhook Secret holding a new CA (named as the manager names
+// it, with its key) and a serving certificate for dnsNames, as a renewal writes it.
+func newCertificate(dnsNames []string) map[string][]byte {
+	GinkgoHelper()
+	cr := &rotator.CertRotator{CAName: webhookCAName, DNSName: dnsNames[0], ExtraDNSNames: dnsNames[1:],
+		ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(webhookcerts.DefaultCAValidity))
+	Expect(err).NotTo(HaveOccurred())
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(webhookcerts.DefaultCertValidity))
+	Expect(err).NotTo(HaveOccurred())
+	return map[string][]byte{webhookcerts.CAKey: ca.CertPEM, "ca.key": ca.KeyPEM,
+		webhookcerts.CertKey: cert, webhookcerts.KeyKey: key}
+}
+
+// pemOf is c in PEM, as a Secret holds it.
+func pemOf(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}

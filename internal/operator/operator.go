@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -42,8 +43,12 @@ type Options struct {
 	// SecureMetrics serves metrics over HTTPS with authentication and authorization.
 	SecureMetrics bool
 	// MetricsCertDir holds the metrics serving certificate (tls.crt, tls.key); without one the
-	// secure endpoint serves a self-signed certificate.
+	// secure endpoint serves the self-signed webhook certificate when the manager keeps one
+	// (it names MetricsServiceName too), else a self-signed certificate made at start.
 	MetricsCertDir string
+	// MetricsServiceName is the Service in front of the metrics endpoint, in the manager's
+	// namespace: the self-signed webhook certificate names it too. Empty names none.
+	MetricsServiceName string
 	// EnableHTTP2 allows HTTP/2 on the metrics and webhook servers.
 	EnableHTTP2 bool
 	// ProbeAddr is the address of the health and readiness probes.
@@ -107,13 +112,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if !o.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	certs, err := o.Webhooks.certificates(cfg)
+	certs, err := o.Webhooks.certificates(cfg, o.MetricsServiceName)
 	if err != nil {
 		return nil, fmt.Errorf("provide the webhook serving certificate: %w", err)
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 Scheme(),
-		Metrics:                manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, tlsOpts),
+		Metrics:                o.metricsServer(certs.selfSigned, tlsOpts),
 		WebhookServer:          o.Webhooks.server(tlsOpts, certs),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  manager.CacheOptions(),
@@ -163,6 +168,17 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// metricsServer are the options of the metrics endpoint: without a certificate in
+// MetricsCertDir, it serves the self-signed webhook certificate when the manager keeps one
+// (selfSigned not nil).
+func (o Options) metricsServer(selfSigned *webhookcerts.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	var webhookCert manager.GetCertificateFunc
+	if selfSigned != nil {
+		webhookCert = selfSigned.GetCertificate
+	}
+	return manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, webhookCert, tlsOpts)
+}
+
 // certificates is where the webhook server's certificate comes from: made at start for the
 // loopback address (LocalConversion), mounted in CertDir (cert-manager, OLM: both nil), or
 // self-signed and kept in a Secret.
@@ -171,7 +187,7 @@ type certificates struct {
 	selfSigned *webhookcerts.SelfSigned
 }
 
-func (w WebhookOptions) certificates(cfg *rest.Config) (certificates, error) {
+func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (certificates, error) {
 	if !w.serves() {
 		return certificates{}, nil
 	}
@@ -195,10 +211,15 @@ func (w WebhookOptions) certificates(cfg *rest.Config) (certificates, error) {
 			"(cert-manager, OLM), set POD_NAMESPACE for a self-signed one, or run the manager outside the "+
 			"cluster with --local-conversion", w.CertDir)
 	}
+	var extra []string
+	if metricsService != "" {
+		extra = []string{metricsService}
+	}
 	selfSigned := &webhookcerts.SelfSigned{
 		Namespace:     namespace,
 		SecretName:    w.SecretName,
 		ServiceName:   w.ServiceName,
+		ExtraServices: extra,
 		CertDir:       filepath.Join(os.TempDir(), "pipeline-operator-webhook-certs"),
 		ConversionCRD: w.ConversionCRD,
 	}

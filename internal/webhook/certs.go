@@ -16,7 +16,13 @@
 //     refreshes a minute or more later): here every replica watches the Secret and serves its
 //     key pair from memory at once (GetCertificate), and writes it to CertDir, where the rotator
 //     looks for it before it reports ready;
-//   - readiness (Ready): a serving certificate is loaded and the CA has been injected.
+//   - readiness (Ready): a serving certificate is loaded and the CA has been injected;
+//   - other Services (ExtraServices: the metrics Service) named by the serving certificate, so
+//     that their endpoints serve it too (GetCertificate) and are verified with the same CA. The
+//     rotator re-issues a certificate only when it does not name the webhook Service: a
+//     certificate that lacks one of the other names (written by an earlier version, or before
+//     a Service was added) is emptied here, and the rotator issues a new one from the same CA,
+//     so the webhook configurations keep their caBundle.
 //
 // What the rotator implies:
 //
@@ -25,7 +31,8 @@
 //     certificates). A Secret written by an earlier version has no ca.key, so the first start
 //     with this one makes a new CA and serving certificate and injects the new CA.
 //   - Certificates: RSA 2048; the serving certificate names <service>.<namespace>.svc and
-//     <service>.<namespace>.svc.cluster.local, the CA is named pipeline-operator-webhook-ca.
+//     <service>.<namespace>.svc.cluster.local for the webhook Service and each of
+//     ExtraServices, the CA is named pipeline-operator-webhook-ca.
 //   - Cache and RBAC: the rotator caches every Secret of the manager's namespace and every
 //     mutating and validating webhook configuration and every CustomResourceDefinition of the
 //     cluster (its cache takes no field selector), so it needs get, list and watch on those
@@ -43,6 +50,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -106,6 +115,10 @@ type SelfSigned struct {
 	SecretName string
 	// ServiceName is the webhook Service; the certificate is valid for its DNS names.
 	ServiceName string
+	// ExtraServices are other Services of Namespace whose DNS names the certificate carries too
+	// (the metrics Service), so that their endpoints can serve it (GetCertificate) and be
+	// verified with the Secret's ca.crt.
+	ExtraServices []string
 	// CertDir receives tls.crt, tls.key and ca.crt each time the certificate changes.
 	CertDir string
 	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration get the CA as caBundle;
@@ -157,14 +170,14 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ConversionCRD, Type: rotator.CRDConversion})
 	}
 	s.injected = make(chan struct{})
-	dnsName := s.ServiceName + "." + s.Namespace + ".svc"
+	names := s.DNSNames()
 	err = rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:              types.NamespacedName{Namespace: s.Namespace, Name: s.SecretName},
 		CertDir:                s.CertDir,
 		CAName:                 caName,
 		CAOrganization:         "pipeline-operator",
-		DNSName:                dnsName,
-		ExtraDNSNames:          []string{dnsName + ".cluster.local"},
+		DNSName:                names[0],
+		ExtraDNSNames:          names[1:],
 		IsReady:                s.injected,
 		Webhooks:               webhooks,
 		FieldOwner:             "pipeline-operator",
@@ -204,6 +217,38 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return fmt.Errorf("add the webhook certificate watch: %w", err)
 	}
 	return nil
+}
+
+// DNSNames are the names the serving certificate carries: <service>.<namespace>.svc and
+// <service>.<namespace>.svc.cluster.local of the webhook Service first, then of each of
+// ExtraServices.
+func (s *SelfSigned) DNSNames() []string {
+	names := make([]string, 0, 2*(1+len(s.ExtraServices)))
+	for _, svc := range append([]string{s.ServiceName}, s.ExtraServices...) {
+		name := svc + "." + s.Namespace + ".svc"
+		names = append(names, name, name+".cluster.local")
+	}
+	return names
+}
+
+// missingNames are the DNSNames that the PEM certificate certPEM does not carry; none when
+// certPEM holds no certificate (a Secret not filled yet).
+func (s *SelfSigned) missingNames(certPEM []byte) []string {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return nil
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil
+	}
+	var missing []string
+	for _, name := range s.DNSNames() {
+		if cert.VerifyHostname(name) != nil {
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -285,6 +330,8 @@ type servingReconciler struct {
 	writer client.Writer
 }
 
+// Reconcile serves the Secret's certificate, creates the Secret again when it is gone, and has
+// a certificate that lacks a name re-issued.
 func (r *servingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	secret := &corev1.Secret{}
 	err := r.reader.Get(ctx, req.NamespacedName, secret)
@@ -296,8 +343,33 @@ func (r *servingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("read the webhook certificate secret: %w", err)
 	}
 	loaded, err := r.certs.load(secret.Data)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if loaded {
 		ctrl.LoggerFrom(ctx).Info("serving the webhook certificate of the Secret", "resourceVersion", secret.ResourceVersion)
 	}
-	return ctrl.Result{}, err
+	if missing := r.certs.missingNames(secret.Data[CertKey]); len(missing) > 0 {
+		// Served until the new one comes: the webhook Service's names are in it.
+		ctrl.LoggerFrom(ctx).Info("the Secret's certificate lacks names: asking for a new one from the same CA", "missing", missing)
+		return r.reissue(ctx, secret)
+	}
+	return ctrl.Result{}, nil
+}
+
+// reissue empties the serving certificate and key of secret, as read, keeping its CA: the
+// rotator, which watches the Secret, then issues a new serving certificate with every name
+// from that CA. A Secret changed since it was read (another replica asked first, or the rotator
+// renewed it) is left alone: the watch brings it.
+func (r *servingReconciler) reissue(ctx context.Context, secret *corev1.Secret) (ctrl.Result, error) {
+	secret = secret.DeepCopy()
+	secret.Data[CertKey], secret.Data[KeyKey] = []byte{}, []byte{}
+	err := r.writer.Update(ctx, secret)
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{}, nil // the watch brings the newer Secret
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("empty the webhook certificate secret for a new certificate: %w", err)
+	}
+	return ctrl.Result{}, nil
 }

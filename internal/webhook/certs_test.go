@@ -45,6 +45,7 @@ const (
 	deployedService    = "pipeline-operator-webhook-service"
 	deployedMutating   = "pipeline-operator-mutating-webhook-configuration"
 	deployedValidating = "pipeline-operator-validating-webhook-configuration"
+	deployedMetrics    = "pipeline-operator-controller-manager-metrics-service"
 )
 
 // TestIntegrationSelfSigned runs replicas of the certificate rotation against a real apiserver.
@@ -57,6 +58,10 @@ func TestIntegrationSelfSigned(t *testing.T) {
 	t.Run("renewal", func(t *testing.T) {
 		t.Parallel()
 		testRenewal(t, admin, cfg)
+	})
+	t.Run("names added", func(t *testing.T) {
+		t.Parallel()
+		testNamesAdded(t, admin, cfg)
 	})
 }
 
@@ -78,6 +83,7 @@ func testReplicas(t *testing.T, admin client.Client, cfg *rest.Config) {
 	replica := func() *runningReplica {
 		return startReplica(t, saCfg, &SelfSigned{
 			Namespace: ns, SecretName: deployedSecret, ServiceName: deployedService, CertDir: t.TempDir(),
+			ExtraServices:                []string{deployedMetrics},
 			MutatingWebhookConfiguration: deployedMutating, ValidatingWebhookConfiguration: deployedValidating,
 		})
 	}
@@ -99,6 +105,10 @@ func testReplicas(t *testing.T, admin client.Client, cfg *rest.Config) {
 	}).Should(Succeed())
 	_, err := served(first.addr, deployedService+"."+ns+".svc.cluster.local", ca)
 	g.Expect(err).NotTo(HaveOccurred(), "the certificate names the Service's long DNS name too")
+	for _, name := range []string{deployedMetrics + "." + ns + ".svc", deployedMetrics + "." + ns + ".svc.cluster.local"} {
+		_, err = served(first.addr, name, ca)
+		g.Expect(err).NotTo(HaveOccurred(), "the certificate names the metrics Service too")
+	}
 	g.Expect(os.ReadFile(filepath.Join(first.certs.CertDir, CAKey))).To(Equal(ca), "the CA is written to the certificate directory")
 
 	secret := &corev1.Secret{}
@@ -168,6 +178,56 @@ func testRenewal(t *testing.T, admin client.Client, cfg *rest.Config) {
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
 }
 
+// testNamesAdded starts a replica, as the ServiceAccount of make deploy with the roles config/rbac
+// gives it, on a Secret whose certificate, from a valid CA, names only the webhook Service (as an
+// earlier version wrote it): the replica has a certificate naming the metrics Service too issued
+// from the same CA, so the caBundle of the webhook configurations stays valid throughout.
+func testNamesAdded(t *testing.T, admin client.Client, cfg *rest.Config) {
+	g := newGomega(t)
+	ns := newNamespace(t, admin)
+	refused := &refusals{}
+	saCfg := serviceAccountConfig(t, admin, cfg, ns)
+	saCfg.Wrap(refused.wrap)
+	earlier := secretData(t, caName, deployedService+"."+ns+".svc", deployedService+"."+ns+".svc.cluster.local")
+	mustCreate(t, admin, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployedSecret}, Type: corev1.SecretTypeTLS, Data: earlier,
+	})
+	r := startReplica(t, saCfg, &SelfSigned{
+		Namespace: ns, SecretName: deployedSecret, ServiceName: deployedService, ExtraServices: []string{deployedMetrics},
+		CertDir: t.TempDir(),
+	})
+	g.Eventually(func(g Gomega) {
+		for _, name := range r.certs.DNSNames() {
+			_, err := served(r.addr, name, earlier[CAKey])
+			g.Expect(err).NotTo(HaveOccurred(), name)
+		}
+	}).Should(Succeed())
+	secret := &corev1.Secret{}
+	g.Expect(admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: deployedSecret}, secret)).To(Succeed())
+	g.Expect(secret.Data[CAKey]).To(Equal(earlier[CAKey]), "the CA is kept")
+	g.Expect(secret.Data["ca.key"]).To(Equal(earlier["ca.key"]))
+	g.Expect(secret.Data[CertKey]).NotTo(Equal(earlier[CertKey]), "a new serving certificate")
+	g.Expect(refused.calls()).To(BeEmpty(), "requests refused for want of permission")
+}
+
+// secretData is a Secret as the rotator fills it: a new CA named caName, with its key, and a
+// serving certificate for dnsNames, valid for a year.
+func secretData(t *testing.T, caName string, dnsNames ...string) map[string][]byte {
+	t.Helper()
+	cr := &rotator.CertRotator{CAName: caName, DNSName: dnsNames[0], ExtraDNSNames: dnsNames[1:],
+		ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(DefaultCAValidity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(DefaultCertValidity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{CAKey: ca.CertPEM, "ca.key": ca.KeyPEM, CertKey: cert, KeyKey: key}
+}
+
 // TestSelfSignedServing checks what the webhook server is given, without an apiserver: nothing
 // until the Secret holds a key pair, then that key pair, replaced when the Secret changes, and
 // ready only once the CA is injected too.
@@ -206,6 +266,18 @@ func TestSelfSignedServing(t *testing.T) {
 	s.injected = make(chan struct{})
 	close(s.injected)
 	g.Expect(s.Ready(nil)).To(Succeed())
+}
+
+// TestSelfSignedNames checks the names the certificate must carry, and which a certificate lacks.
+func TestSelfSignedNames(t *testing.T) {
+	g := NewWithT(t)
+	s := &SelfSigned{Namespace: "ns", ServiceName: "webhook", ExtraServices: []string{"metrics"}}
+	g.Expect(s.DNSNames()).To(Equal([]string{"webhook.ns.svc", "webhook.ns.svc.cluster.local",
+		"metrics.ns.svc", "metrics.ns.svc.cluster.local"}))
+	g.Expect(s.missingNames(keyPair(t)[CertKey])).To(Equal([]string{"webhook.ns.svc.cluster.local",
+		"metrics.ns.svc", "metrics.ns.svc.cluster.local"}))
+	g.Expect(s.missingNames(secretData(t, caName, s.DNSNames()...)[CertKey])).To(BeEmpty())
+	g.Expect(s.missingNames(nil)).To(BeEmpty(), "an empty Secret lacks nothing: the rotator fills it")
 }
 
 // keyPair is the data of a Secret the rotator filled: a new CA and a serving certificate.
