@@ -90,7 +90,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(v1.Status.ReadySteps).To(HaveValue(BeEquivalentTo(2)))
 		Expect(kubectl("api-resources", "--api-group="+pipelinev1.GroupVersion.Group, "--no-headers")).
-			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+` + regexp.QuoteMeta(pipelinev1.GroupVersion.String()) + `\s+true\s+Pipeline`),
+			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
 				"kubectl prefers v1")
 		table := kubectl("get", "pipelines", "-n", ns, "-o", "wide")
 		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
