@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # update-codegen.sh CODEGEN_BIN_DIR — regenerates the typed Go client of the Pipeline API
-# under pkg/client from api/v1beta1 (types marked +genclient):
+# under pkg/client from api/v1beta1 and api/v1 (types marked +genclient), one clientset
+# serving both versions:
 #   pkg/client/applyconfiguration        apply configurations (server-side apply)
 #   pkg/client/clientset/versioned       the typed clientset
 #   pkg/client/listers                   listers
@@ -17,10 +18,16 @@ module=$(go list -m)
 out=pkg/client
 out_pkg=$module/$out
 header=hack/boilerplate.go.txt
-input=$module/api/v1beta1
+# The API versions the client is generated for, as directories under the module.
+versions=(api/v1beta1 api/v1)
+inputs=()
+for v in "${versions[@]}"; do
+	inputs+=("$module/$v")
+done
 
-# Types of k8s.io/api the Pipeline API embeds, and where their apply configurations live.
-core_types=(EnvVar ResourceRequirements Toleration)
+# Types of k8s.io/api the Pipeline API embeds (in either version), and where their apply
+# configurations live.
+core_types=(EnvVar ResourceRequirements SecurityContext Toleration)
 externals=()
 for t in "${core_types[@]}"; do
 	externals+=("k8s.io/api/core/v1.$t:k8s.io/client-go/applyconfigurations/core/v1")
@@ -34,7 +41,7 @@ rm -rf "$out/applyconfiguration" "$out/clientset" "$out/listers" "$out/informers
 	--output-dir "$out/applyconfiguration" \
 	--output-pkg "$out_pkg/applyconfiguration" \
 	--external-applyconfigurations "$externals" \
-	"$input"
+	"${inputs[@]}"
 
 "$bin/client-gen" \
 	--go-header-file "$header" \
@@ -43,13 +50,13 @@ rm -rf "$out/applyconfiguration" "$out/clientset" "$out/listers" "$out/informers
 	--clientset-name versioned \
 	--apply-configuration-package "$out_pkg/applyconfiguration" \
 	--input-base "$root" \
-	--input api/v1beta1
+	--input "$(IFS=,; echo "${versions[*]}")"
 
 "$bin/lister-gen" \
 	--go-header-file "$header" \
 	--output-dir "$out/listers" \
 	--output-pkg "$out_pkg/listers" \
-	"$input"
+	"${inputs[@]}"
 
 "$bin/informer-gen" \
 	--go-header-file "$header" \
@@ -57,4 +64,4 @@ rm -rf "$out/applyconfiguration" "$out/clientset" "$out/listers" "$out/informers
 	--output-pkg "$out_pkg/informers" \
 	--versioned-clientset-package "$out_pkg/clientset/versioned" \
 	--listers-package "$out_pkg/listers" \
-	"$input"
+	"${inputs[@]}"

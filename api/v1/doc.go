@@ -9,6 +9,10 @@
 // docs/migration.md maps every v1beta1 field to its v1 field. The ModelStorageClass has no v1
 // version; a v1 Pipeline refers to one by name.
 //
+// The markers below drive controller-gen (deepcopy, CRD) and the client generators of
+// hack/update-codegen.sh (pkg/client); the generators read them from this file.
+//
 // +kubebuilder:object:generate=true
 // +groupName=distri-infer.ndsl.cn
+// +groupGoName=DistriInfer
 package v1

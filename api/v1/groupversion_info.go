@@ -15,7 +15,17 @@ var (
 
 	// AddToScheme adds the types in this group-version to the given scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// SchemeGroupVersion is GroupVersion under the name the generated clientset,
+	// listers and informers (pkg/client) refer to.
+	SchemeGroupVersion = GroupVersion
 )
+
+// Resource returns the group-qualified resource of this group-version, e.g. for
+// apierrors.NewNotFound(Resource("pipelines"), name).
+func Resource(resource string) schema.GroupResource {
+	return GroupVersion.WithResource(resource).GroupResource()
+}
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion, &Pipeline{}, &PipelineList{})

@@ -856,6 +856,7 @@ type PipelineStatus struct {
 
 // Pipeline is a multi-step ML inference pipeline: shared model storage and one Deployment and
 // Service per step, each pinned to its node.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pl;pls,categories=all

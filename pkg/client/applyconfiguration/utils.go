@@ -19,7 +19,9 @@ limitations under the License.
 package applyconfiguration
 
 import (
+	v1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	v1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	apiv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/applyconfiguration/api/v1"
 	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/applyconfiguration/api/v1beta1"
 	internal "github.com/ndsl-cn/pipeline-operator/pkg/client/applyconfiguration/internal"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +33,47 @@ import (
 // apply configuration type exists for the given GroupVersionKind.
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
-	// Group=distri-infer.ndsl.cn, Version=v1beta1
+	// Group=distri-infer.ndsl.cn, Version=v1
+	case v1.SchemeGroupVersion.WithKind("CSIStorage"):
+		return &apiv1.CSIStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DataPath"):
+		return &apiv1.DataPathApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ExistingClaimStorage"):
+		return &apiv1.ExistingClaimStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Expose"):
+		return &apiv1.ExposeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Failover"):
+		return &apiv1.FailoverApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("IngressExpose"):
+		return &apiv1.IngressExposeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ModelStorage"):
+		return &apiv1.ModelStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ModelStorageClassStorage"):
+		return &apiv1.ModelStorageClassStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NFSStorage"):
+		return &apiv1.NFSStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Pipeline"):
+		return &apiv1.PipelineApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PipelineSpec"):
+		return &apiv1.PipelineSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PipelineStatus"):
+		return &apiv1.PipelineStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Router"):
+		return &apiv1.RouterApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Step"):
+		return &apiv1.StepApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StepAutoscaling"):
+		return &apiv1.StepAutoscalingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StepAutoscalingStatus"):
+		return &apiv1.StepAutoscalingStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StepStatus"):
+		return &apiv1.StepStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StorageClassStorage"):
+		return &apiv1.StorageClassStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StorageStatus"):
+		return &apiv1.StorageStatusApplyConfiguration{}
+
+		// Group=distri-infer.ndsl.cn, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("CSIModelStorageSource"):
 		return &apiv1beta1.CSIModelStorageSourceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DetailPhase"):

@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	distriinferv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1"
 	distriinferv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -31,17 +32,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	DistriInferV1beta1() distriinferv1beta1.DistriInferV1beta1Interface
+	DistriInferV1() distriinferv1.DistriInferV1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	distriInferV1beta1 *distriinferv1beta1.DistriInferV1beta1Client
+	distriInferV1      *distriinferv1.DistriInferV1Client
 }
 
 // DistriInferV1beta1 retrieves the DistriInferV1beta1Client
 func (c *Clientset) DistriInferV1beta1() distriinferv1beta1.DistriInferV1beta1Interface {
 	return c.distriInferV1beta1
+}
+
+// DistriInferV1 retrieves the DistriInferV1Client
+func (c *Clientset) DistriInferV1() distriinferv1.DistriInferV1Interface {
+	return c.distriInferV1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.distriInferV1, err = distriinferv1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.distriInferV1beta1 = distriinferv1beta1.New(c)
+	cs.distriInferV1 = distriinferv1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

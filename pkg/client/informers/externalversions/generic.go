@@ -21,6 +21,7 @@ package externalversions
 import (
 	fmt "fmt"
 
+	v1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	v1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -52,7 +53,11 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=distri-infer.ndsl.cn, Version=v1beta1
+	// Group=distri-infer.ndsl.cn, Version=v1
+	case v1.SchemeGroupVersion.WithResource("pipelines"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.DistriInfer().V1().Pipelines().Informer()}, nil
+
+		// Group=distri-infer.ndsl.cn, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("modelstorageclasses"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.DistriInfer().V1beta1().ModelStorageClasses().Informer()}, nil
 	case v1beta1.SchemeGroupVersion.WithResource("pipelines"):

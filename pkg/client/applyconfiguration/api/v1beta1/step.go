@@ -20,7 +20,6 @@ package v1beta1
 
 import (
 	apiv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	corev1 "k8s.io/api/core/v1"
 	v1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -71,7 +70,7 @@ type StepApplyConfiguration struct {
 	// the operator's defaults (allowPrivilegeEscalation false; in a namespace that enforces the
 	// restricted Pod Security level also runAsNonRoot true and every capability dropped); the
 	// pod keeps its RuntimeDefault seccomp profile either way.
-	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	SecurityContext *v1.SecurityContextApplyConfiguration `json:"securityContext,omitempty"`
 	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
 	// unset). Used only with spec.router.enabled.
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
@@ -221,8 +220,8 @@ func (b *StepApplyConfiguration) WithTolerations(values ...*v1.TolerationApplyCo
 // WithSecurityContext sets the SecurityContext field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the SecurityContext field is set to the value of the last call.
-func (b *StepApplyConfiguration) WithSecurityContext(value corev1.SecurityContext) *StepApplyConfiguration {
-	b.SecurityContext = &value
+func (b *StepApplyConfiguration) WithSecurityContext(value *v1.SecurityContextApplyConfiguration) *StepApplyConfiguration {
+	b.SecurityContext = value
 	return b
 }
 

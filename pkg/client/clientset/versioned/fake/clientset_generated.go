@@ -21,6 +21,8 @@ package fake
 import (
 	applyconfiguration "github.com/ndsl-cn/pipeline-operator/pkg/client/applyconfiguration"
 	clientset "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned"
+	distriinferv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1"
+	fakedistriinferv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1/fake"
 	distriinferv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1beta1"
 	fakedistriinferv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1beta1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,4 +141,9 @@ var (
 // DistriInferV1beta1 retrieves the DistriInferV1beta1Client
 func (c *Clientset) DistriInferV1beta1() distriinferv1beta1.DistriInferV1beta1Interface {
 	return &fakedistriinferv1beta1.FakeDistriInferV1beta1{Fake: &c.Fake}
+}
+
+// DistriInferV1 retrieves the DistriInferV1Client
+func (c *Clientset) DistriInferV1() distriinferv1.DistriInferV1Interface {
+	return &fakedistriinferv1.FakeDistriInferV1{Fake: &c.Fake}
 }

@@ -19,6 +19,7 @@ limitations under the License.
 package fake
 
 import (
+	distriinferv1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	distriinferv1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
 	distriinferv1beta1.AddToScheme,
+	distriinferv1.AddToScheme,
 }
 
 // AddToScheme adds all types of this clientset into the given scheme. This allows composition
