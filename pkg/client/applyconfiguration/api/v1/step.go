@@ -48,7 +48,8 @@ type StepApplyConfiguration struct {
 	// env are the environment variables of the step's container, after the ones the operator
 	// sets (MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX, NEXT_STEP_URL): an
 	// entry of one of those names replaces the operator's value. v1beta1's args are entries
-	// with a value.
+	// with a value. Names must be non-empty without '=' or whitespace: the admission webhook
+	// checks it (a CEL rule over names of unbounded length would exceed the CRD's cost budget).
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// replicas is the number of pods of the step; 1 when unset. Excludes autoscaling.
 	Replicas *int32 `json:"replicas,omitempty"`
