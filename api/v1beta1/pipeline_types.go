@@ -716,7 +716,6 @@ type PipelineStatus struct {
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=pl;pls,categories=all
 // +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.models`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

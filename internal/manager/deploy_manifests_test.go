@@ -95,7 +95,9 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		namespace := the[corev1.Namespace](objs, "Namespace", ns)
 		Expect(k8sClient.Create(ctx, namespace)).To(Succeed())
 		for _, u := range objs {
-			if u.GetKind() == "Namespace" {
+			// The suite's CRDs point their conversion webhook at the suite's server by URL,
+			// which a Service in the same object cannot join: make test-e2e applies these.
+			if u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" {
 				continue
 			}
 			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()),

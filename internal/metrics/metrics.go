@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -157,8 +158,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list := &pipelinev1beta1.PipelineList{}
-	if err := c.pipelines.List(ctx, list); err != nil {
+	items, err := hub.List(ctx, c.pipelines)
+	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.count, err)
 		return
 	}
@@ -167,8 +168,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		pipelinev1beta1.PipelinePhaseFailed, pipelinev1beta1.PipelinePhaseDeleting} {
 		counts[string(ph)] = 0
 	}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range items {
+		p := &items[i]
 		phase := string(p.Status.Phase)
 		if phase == "" {
 			phase = phaseUnknown

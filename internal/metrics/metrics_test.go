@@ -13,10 +13,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
@@ -24,15 +25,19 @@ import (
 )
 
 func TestStatusGauges(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := pipelinev1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	running := testenv.Sample(t, "vision")
 	running.Status = status.Compute(running, convergedWorld())
 	fresh := testenv.Sample(t, "edge")
 	fresh.Name = "fresh"
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(running, fresh).Build()
+	var stored []client.Object // as the apiserver stores them
+	for _, p := range []*pipelinev1beta1.Pipeline{running, fresh} {
+		h, err := hub.ToHub(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, h)
+	}
+	reader := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(stored...).Build()
 
 	reg := prometheus.NewPedanticRegistry()
 	if _, err := New(reg, reader); err != nil {

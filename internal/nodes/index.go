@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 )
 
 // The cache indexes that make a node event cost what the Pipelines on that node cost, instead
@@ -32,7 +33,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Node{}, IndexHostname, NodeHostname); err != nil {
 		return fmt.Errorf("index nodes by %s: %w", corev1.LabelHostname, err)
 	}
-	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, IndexPipelineNodes, PipelineNodes); err != nil {
+	if err := indexer.IndexField(ctx, hub.Object(), IndexPipelineNodes, StoredPipelineNodes); err != nil {
 		return fmt.Errorf("index pipelines by their nodes: %w", err)
 	}
 	return nil
@@ -75,6 +76,10 @@ func PipelineNodes(obj client.Object) []string {
 	return out
 }
 
+// StoredPipelineNodes is PipelineNodes of a Pipeline as the cache holds it (v1): the index
+// function of IndexPipelineNodes.
+var StoredPipelineNodes = hub.IndexFunc(func(p *pipelinev1beta1.Pipeline) []string { return PipelineNodes(p) })
+
 // Hostname is the name a location uses for node: its kubernetes.io/hostname label, or its
 // name when it has none.
 func Hostname(node client.Object) string {
@@ -94,19 +99,14 @@ func PipelinesOn(ctx context.Context, r client.Reader, node client.Object) ([]ty
 	}
 	var out []types.NamespacedName
 	for _, n := range names {
-		list := &pipelinev1beta1.PipelineList{}
-		// Only the names of the listed Pipelines are read, and nothing is changed: the cache's
-		// own objects can be handed out without a copy (UnsafeDisableDeepCopy is safe for
-		// read-only use).
-		err := r.List(ctx, list, client.MatchingFields{IndexPipelineNodes: n}, client.UnsafeDisableDeepCopy)
+		keys, err := hub.Keys(ctx, r, client.MatchingFields{IndexPipelineNodes: n})
 		if indexMissing(err) {
 			return scanPipelinesOn(ctx, r, names)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list pipelines on node %s: %w", n, err)
 		}
-		for i := range list.Items {
-			key := client.ObjectKeyFromObject(&list.Items[i])
+		for _, key := range keys {
 			if !slices.Contains(out, key) {
 				out = append(out, key)
 			}
@@ -118,16 +118,15 @@ func PipelinesOn(ctx context.Context, r client.Reader, node client.Object) ([]ty
 // scanPipelinesOn is PipelinesOn for a reader without IndexPipelineNodes: every Pipeline is
 // listed and matched with the index function.
 func scanPipelinesOn(ctx context.Context, r client.Reader, names []string) ([]types.NamespacedName, error) {
-	list := &pipelinev1beta1.PipelineList{}
-	// Read-only, as in PipelinesOn.
-	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := hub.List(ctx, r)
+	if err != nil {
 		return nil, fmt.Errorf("list pipelines: %w", err)
 	}
 	var out []types.NamespacedName
-	for i := range list.Items {
-		on := PipelineNodes(&list.Items[i])
+	for i := range list {
+		on := PipelineNodes(&list[i])
 		if slices.ContainsFunc(names, func(n string) bool { return slices.Contains(on, n) }) {
-			out = append(out, client.ObjectKeyFromObject(&list.Items[i]))
+			out = append(out, client.ObjectKeyFromObject(&list[i]))
 		}
 	}
 	return out, nil

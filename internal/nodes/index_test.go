@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 )
 
 func namedNode(name string, labels map[string]string) *corev1.Node {
@@ -117,6 +119,9 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	if err := pipelinev1beta1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := pipelinev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -125,10 +130,20 @@ func testScheme(t *testing.T) *runtime.Scheme {
 func readers(t *testing.T, objs ...client.Object) map[string]client.Reader {
 	t.Helper()
 	s := testScheme(t)
+	// Pipelines are read as the apiserver stores them.
+	for i, o := range objs {
+		if p, ok := o.(*pipelinev1beta1.Pipeline); ok {
+			h, err := hub.ToHub(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs[i] = h
+		}
+	}
 	return map[string]client.Reader{
 		"indexed": fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 			WithIndex(&corev1.Node{}, IndexHostname, NodeHostname).
-			WithIndex(&pipelinev1beta1.Pipeline{}, IndexPipelineNodes, PipelineNodes).Build(),
+			WithIndex(hub.Object(), IndexPipelineNodes, StoredPipelineNodes).Build(),
 		"without the indexes": fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build(),
 	}
 }

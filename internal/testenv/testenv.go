@@ -4,9 +4,14 @@
 package testenv
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -38,19 +45,46 @@ func RepoPath(elem ...string) string {
 	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, elem...)...)
 }
 
-// New is an apiserver with the CRDs of config/crd/bases installed at start.
+// New is an apiserver with the CRDs of config/crd/bases installed at start. The Pipeline CRD
+// stores v1 and converts to and from v1beta1 through the webhook at the local address of the
+// environment's WebhookInstallOptions (envtest points the CRD there, since Scheme holds both
+// versions): after Start, serve it there with ServeConversion, or from a manager's webhook
+// server on that address.
 func New() *envtest.Environment {
 	return &envtest.Environment{
 		CRDDirectoryPaths:     []string{RepoPath("config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}
+}
+
+// ServeConversion serves the Pipeline conversion webhook where env (started) points the CRD,
+// until ctx ends, and returns once it answers.
+func ServeConversion(ctx context.Context, env *envtest.Environment) error {
+	o := env.WebhookInstallOptions
+	server := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
+	server.Register("/convert", conversion.NewWebhookHandler(Scheme(), conversion.NewRegistry()))
+	done := make(chan error, 1)
+	go func() { done <- server.Start(ctx) }()
+	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probes that the local server is up
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("serve the conversion webhook at %s: %w", addr, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the conversion webhook at %s does not answer: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // Scheme knows the built-in kinds, CustomResourceDefinitions and both versions of Pipelines.
-// An Environment given it as its Scheme serves the Pipeline CRD's conversion webhook from the
-// address of its WebhookInstallOptions (envtest points the CRD there): a suite that does so
-// must serve /convert. Suites that do not get the CRD without conversion, and use only v1beta1,
-// its storage version.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))

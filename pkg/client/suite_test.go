@@ -37,6 +37,7 @@ var _ = BeforeSuite(func() {
 	testEnv = testenv.New()
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	Expect(testenv.ServeConversion(context.Background(), testEnv)).To(Succeed())
 
 	clientset, err = versioned.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())

@@ -86,6 +86,12 @@ func startControlPlane(r *run, ns string) *controlPlane {
 		r.Fatalf("start kube-apiserver and etcd: %v", err)
 	}
 	r.Cleanup(func() { _ = cp.env.Stop() })
+	// The managers under test run with --conversion-crd= (they serve no webhook): this process
+	// serves the conversion of the Pipelines written as v1beta1 and stored as v1, across
+	// restarts of the apiserver.
+	if err := testenv.ServeConversion(r.Context(), cp.env); err != nil {
+		r.Fatalf("serve the conversion webhook: %v", err)
+	}
 	if cp.admin, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		r.Fatalf("create the admin client: %v", err)
 	}

@@ -84,6 +84,7 @@ func startManagerProcess(r *run, cp *controlPlane, user, ns string, supervise bo
 	bin := buildManager(r)
 	m := &managerProcess{
 		user: user,
+		// The test process serves the conversion webhook (see startControlPlane).
 		args: []string{bin, "--enable-webhooks=false", "--conversion-crd=", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 			"--leader-elect", "--leader-election-namespace=" + ns},
 		env:        append(os.Environ(), "OPERATOR_CONDITION_NAME=", resources.EnvRouterImage+"="+routerImage),

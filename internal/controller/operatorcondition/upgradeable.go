@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -52,11 +53,11 @@ type UpgradeableReconciler struct {
 
 // Reconcile sets the Upgradeable condition from the Pipelines' status, when it changed.
 func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	list := &pipelinev1beta1.PipelineList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	items, err := hub.List(ctx, r.Client)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pipelines: %w", err)
 	}
-	want := upgradeable(list.Items)
+	want := upgradeable(items)
 	if sameCondition(r.last, &want) {
 		return ctrl.Result{}, nil
 	}
@@ -78,7 +79,7 @@ func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 func (r *UpgradeableReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("operatorcondition").
-		Watches(&pipelinev1beta1.Pipeline{}, handler.EnqueueRequestsFromMapFunc(
+		Watches(hub.Object(), handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request {
 				return []reconcile.Request{upgradeableRequest}
 			})).

@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -104,13 +102,20 @@ const (
 // and returns its config and a client, with namespace ns created.
 func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
 	t.Helper()
-	env := &envtest.Environment{CRDDirectoryPaths: []string{testenv.RepoPath("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	env := testenv.New()
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/12")
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	// Pipelines are written as v1beta1 and stored as v1: every write goes through the
+	// conversion webhook, served here.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := testenv.ServeConversion(ctx, env); err != nil {
+		t.Fatal(err)
+	}
 	cfg.QPS, cfg.Burst = -1, 0 // as ctrl.GetConfig: the apiserver's priority and fairness limits, not the client
 	c, err := client.New(cfg, benchScheme())
 	if err != nil {
@@ -122,12 +127,7 @@ func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
 	return cfg, c
 }
 
-func runtimeScheme() *apiruntime.Scheme {
-	s := apiruntime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = pipelinev1beta1.AddToScheme(s)
-	return s
-}
+func runtimeScheme() *apiruntime.Scheme { return testenv.Scheme() }
 
 func benchScheme() client.Options { return client.Options{Scheme: runtimeScheme()} }
 

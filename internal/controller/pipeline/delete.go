@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
@@ -60,7 +61,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *pipelinev1beta1.Pip
 // volume.
 func (r *Reconciler) deleteOrphanedVolumes(ctx context.Context, key types.NamespacedName) error {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(pipelinev1beta1.GroupVersion.WithKind("Pipeline"))
+	m.SetGroupVersionKind(hub.Kind)
 	if err := r.APIReader.Get(ctx, key, m); !apierrors.IsNotFound(err) {
 		return client.IgnoreNotFound(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,8 +52,15 @@ func loadCRDAdmission(t testing.TB) *crdAdmission {
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatal(err)
 	}
+	// The Pipelines here are v1beta1: the schema of that version admits them.
+	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
+		return v.Name == pipelinev1beta1.GroupVersion.Version
+	})
+	if i < 0 {
+		t.Fatal("the Pipeline CRD has no v1beta1")
+	}
 	internal := &apiextensions.JSONSchemaProps{}
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, internal, nil); err != nil {
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[i].Schema.OpenAPIV3Schema, internal, nil); err != nil {
 		t.Fatal(err)
 	}
 	structural, err := structuralschema.NewStructural(internal)
@@ -124,6 +132,11 @@ func startFuzzAPI(f *testing.F) client.Client {
 		f.Fatalf("start the apiserver: %v", err)
 	}
 	f.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Cleanup(cancel)
+	if err := testenv.ServeConversion(ctx, env); err != nil {
+		f.Fatal(err)
+	}
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		f.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
@@ -58,7 +59,7 @@ var _ = Describe("Node events through the cache indexes", func() {
 		onName := createSample(ctx, ns, named("on-name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = labelled }))
 
 		By("the manager's cache has the indexes (a field the cache does not index is refused)")
-		Expect(mgrCache.List(ctx, &pipelinev1beta1.PipelineList{}, client.MatchingFields{nodes.IndexPipelineNodes: fallback})).To(Succeed())
+		Expect(mgrCache.List(ctx, &pipelinev1.PipelineList{}, client.MatchingFields{nodes.IndexPipelineNodes: fallback})).To(Succeed())
 		Expect(mgrCache.List(ctx, &corev1.NodeList{}, client.MatchingFields{nodes.IndexHostname: hostname})).To(Succeed())
 
 		By("the controller's map function reads the Pipelines a node event concerns from the index")

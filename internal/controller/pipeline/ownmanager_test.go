@@ -20,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 )
 
@@ -36,7 +38,7 @@ func suiteCacheOptions() cache.Options {
 	opts := manager.CacheOptions()
 	notOwn, err := labels.NewRequirement(ownManagerLabel, selection.DoesNotExist, nil)
 	Expect(err).NotTo(HaveOccurred())
-	opts.ByObject[&pipelinev1beta1.Pipeline{}] = cache.ByObject{Label: labels.NewSelector().Add(*notOwn)}
+	opts.ByObject[hub.Object()] = cache.ByObject{Label: labels.NewSelector().Add(*notOwn)}
 	return opts
 }
 
@@ -51,6 +53,7 @@ func lifecycleScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
 	Expect(pipelinev1beta1.AddToScheme(s)).To(Succeed())
+	Expect(pipelinev1.AddToScheme(s)).To(Succeed())
 	Expect(apiv2.AddToScheme(s)).To(Succeed())
 	return s
 }
@@ -84,7 +87,7 @@ func startOwnManager(ns string, o ownManagerOptions) *ownManager {
 	counting.Wrap(m.counter.wrap)
 
 	opts := manager.CacheOptions()
-	opts.ByObject[&pipelinev1beta1.Pipeline{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ownManagerLabel: ns})}
+	opts.ByObject[hub.Object()] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ownManagerLabel: ns})}
 	mgrOpts := ctrl.Options{
 		Scheme:     lifecycleScheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},

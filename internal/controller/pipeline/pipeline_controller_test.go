@@ -618,12 +618,18 @@ var _ = Describe("Pipeline reconciler", func() {
 	It("offers the printer columns users rely on", func() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Name: "pipelines.distri-infer.ndsl.cn"}, crd)).To(Succeed())
-		var columns []string
-		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
-			columns = append(columns, c.Name+"="+c.JSONPath)
+		columns := map[string][]string{}
+		for _, v := range crd.Spec.Versions {
+			for _, c := range v.AdditionalPrinterColumns {
+				columns[v.Name] = append(columns[v.Name], c.Name+"="+c.JSONPath)
+			}
 		}
-		Expect(columns).To(Equal([]string{"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
-			"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"}))
+		Expect(columns).To(Equal(map[string][]string{
+			"v1beta1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
+				"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"},
+			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
+				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
+		}))
 		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
 	})
 

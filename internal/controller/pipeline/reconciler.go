@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -78,8 +79,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // reconcile is one pass over the Pipeline req names.
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &pipelinev1beta1.Pipeline{}
-	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+	p, err := hub.Get(ctx, r.Client, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.ForgetPipeline(req.NamespacedName)
 			return ctrl.Result{}, r.deleteOrphanedVolumes(ctx, req.NamespacedName)
@@ -107,7 +108,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.Metrics.InitFailovers(p)
-	err := r.reconcileNormal(ctx, s)
+	err = r.reconcileNormal(ctx, s)
 	if s.stepsApplied {
 		// Every step was placed with the failback asked for; another child's failure does not
 		// keep the one-shot annotation on.
@@ -172,7 +173,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeli
 	}
 	before := p.DeepCopy()
 	p.Status = status
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := hub.Patch(ctx, r.Client, before, p, true); err != nil {
 		p.Status = before.Status
 		return fmt.Errorf("update status: %w", err)
 	}
@@ -186,7 +187,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeli
 func (r *Reconciler) patchLocked(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(*pipelinev1beta1.Pipeline)) error {
 	base := p.DeepCopy()
 	edit(p)
-	return r.Client.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return hub.Patch(ctx, r.Client, base, p, false)
 }
 
 // recoverPanic runs f and turns a panic in it into an error of the pass. controller-runtime

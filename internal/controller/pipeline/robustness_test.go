@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -36,6 +37,14 @@ func directReconciler(funcs interceptor.Funcs) (*Reconciler, *events.FakeRecorde
 	Expect(err).NotTo(HaveOccurred())
 	recorder := events.NewFakeRecorder(100)
 	return &Reconciler{Client: interceptor.NewClient(direct, funcs), APIReader: direct, Recorder: recorder}, recorder
+}
+
+// toHub is p as the reconciler reads it: in v1, the stored version.
+func toHub(p *pipelinev1beta1.Pipeline) *pipelinev1.Pipeline {
+	GinkgoHelper()
+	h := &pipelinev1.Pipeline{}
+	Expect(p.DeepCopy().ConvertTo(h)).To(Succeed())
+	return h
 }
 
 func reconcileOnce(ctx context.Context, r *Reconciler, p *pipelinev1beta1.Pipeline) (ctrl.Result, error) {
@@ -147,8 +156,8 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		var stale *pipelinev1beta1.Pipeline
 		r, recorder := directReconciler(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if pl, ok := obj.(*pipelinev1beta1.Pipeline); ok && stale != nil {
-					stale.DeepCopyInto(pl)
+				if pl, ok := obj.(*pipelinev1.Pipeline); ok && stale != nil {
+					toHub(stale).DeepCopyInto(pl)
 					return nil
 				}
 				return c.Get(ctx, key, obj, opts...)
@@ -178,8 +187,8 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.AddFinalizer(p, "example.com/keep") })
 		r, _ := directReconciler(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if pl, ok := obj.(*pipelinev1beta1.Pipeline); ok && stale != nil {
-					stale.DeepCopyInto(pl)
+				if pl, ok := obj.(*pipelinev1.Pipeline); ok && stale != nil {
+					toHub(stale).DeepCopyInto(pl)
 					stale = nil // one outdated read, then the apiserver's copy
 					return nil
 				}

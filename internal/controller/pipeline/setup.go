@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -58,7 +59,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1beta1.Pipeline{})).WithOptions(controllerOptions(0))
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(hub.Object())).WithOptions(controllerOptions(0))
 	for _, o := range opts {
 		o(b)
 	}
@@ -107,17 +108,20 @@ func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []r
 	if err != nil {
 		return nil
 	}
-	// Read only: the cache's own objects are not copied.
-	withBudgets := &pipelinev1beta1.PipelineList{}
-	if err := r.Client.List(ctx, withBudgets, client.MatchingFields{indexBudgetSteps: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	withBudgets, err := hub.Keys(ctx, r.Client, client.MatchingFields{indexBudgetSteps: "true"})
+	if err != nil {
 		return nil
 	}
-	for i := range withBudgets.Items {
-		p := &withBudgets.Items[i]
-		if key := client.ObjectKeyFromObject(p); !slices.Contains(keys, key) {
+	for _, key := range withBudgets {
+		if !slices.Contains(keys, key) {
 			keys = append(keys, key)
 		}
 	}
+	return requests(keys)
+}
+
+// requests are the reconcile requests of the Pipelines keys names.
+func requests(keys []types.NamespacedName) []reconcile.Request {
 	reqs := make([]reconcile.Request, 0, len(keys))
 	for _, k := range keys {
 		reqs = append(reqs, reconcile.Request{NamespacedName: k})
@@ -127,15 +131,11 @@ func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []r
 
 // pipelinesInNamespace maps a namespace to its Pipelines.
 func (r *Reconciler) pipelinesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &pipelinev1beta1.PipelineList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
+	keys, err := hub.Keys(ctx, r.Client, client.InNamespace(obj.GetName()))
+	if err != nil {
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-	}
-	return reqs
+	return requests(keys)
 }
 
 // namespaceLabelsChanged passes namespace updates that change the namespace's labels: its
@@ -156,15 +156,11 @@ func namespaceLabelsChanged() predicate.Predicate {
 // the cache's index: a class that appears, changes its namespaceSelector or goes changes what
 // their storage may be.
 func (r *Reconciler) pipelinesOfClass(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &pipelinev1beta1.PipelineList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexModelStorageClass: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	keys, err := hub.Keys(ctx, r.Client, client.MatchingFields{indexModelStorageClass: obj.GetName()})
+	if err != nil {
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return requests(keys)
 }
 
 // setupIndexes registers the cache indexes the reconciler reads through: those of node lookups
@@ -173,10 +169,10 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := nodes.SetupIndexes(ctx, indexer); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, indexBudgetSteps, budgetSteps); err != nil {
+	if err := indexer.IndexField(ctx, hub.Object(), indexBudgetSteps, hub.IndexFunc(budgetSteps)); err != nil {
 		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
 	}
-	if err := indexer.IndexField(ctx, &pipelinev1beta1.Pipeline{}, indexModelStorageClass, modelStorageClassOf); err != nil {
+	if err := indexer.IndexField(ctx, hub.Object(), indexModelStorageClass, hub.IndexFunc(modelStorageClassOf)); err != nil {
 		return fmt.Errorf("index Pipelines by ModelStorageClass: %w", err)
 	}
 	return nil
@@ -187,11 +183,7 @@ const indexModelStorageClass = "pipeline.modelStorageClassName"
 
 // modelStorageClassOf is the value of indexModelStorageClass for a Pipeline: none unless its
 // storage type is modelStorageClass.
-func modelStorageClassOf(obj client.Object) []string {
-	p, ok := obj.(*pipelinev1beta1.Pipeline)
-	if !ok {
-		return nil
-	}
+func modelStorageClassOf(p *pipelinev1beta1.Pipeline) []string {
 	if name := resources.ModelStorageClassName(p); name != "" {
 		return []string{name}
 	}
@@ -203,11 +195,7 @@ func modelStorageClassOf(obj client.Object) []string {
 const indexBudgetSteps = "pipeline.budgetSteps"
 
 // budgetSteps is the value of indexBudgetSteps for a Pipeline.
-func budgetSteps(obj client.Object) []string {
-	p, ok := obj.(*pipelinev1beta1.Pipeline)
-	if !ok {
-		return nil
-	}
+func budgetSteps(p *pipelinev1beta1.Pipeline) []string {
 	for i := range p.Spec.Steps {
 		if resources.NeedsDisruptionBudget(p, i) {
 			return []string{"true"}
