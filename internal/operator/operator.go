@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +33,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/storageversion"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
 )
@@ -95,13 +97,14 @@ type WebhookOptions struct {
 func (w WebhookOptions) serves() bool { return w.Enabled || w.ConversionCRD != "" }
 
 // Scheme is what the manager reads, writes and converts: the built-in kinds, both versions of
-// Pipelines and OLM's OperatorConditions.
+// Pipelines, OLM's OperatorConditions and the Pipeline CRD (storageversion).
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(pipelinev1beta1.AddToScheme(s))
 	utilruntime.Must(pipelinev1.AddToScheme(s))
 	utilruntime.Must(apiv2.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }
 
@@ -155,6 +158,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		log.Info("Webhooks are off: storage sources are not checked against the rights of who asks for them. " +
 			"Anyone who may create Pipelines can have the operator create a PersistentVolume for any NFS export or " +
 			"CSI volume (see docs/security.md); keep the webhooks on in a cluster shared with others")
+	}
+	if err := setupStorageVersion(mgr); err != nil {
+		return nil, err
 	}
 	if err := setupOperatorCondition(mgr); err != nil {
 		return nil, fmt.Errorf("set up the OperatorCondition controller: %w", err)
@@ -281,6 +287,19 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 	// And only once the self-signed certificate is served and its CA injected.
 	if err := mgr.AddReadyzCheck("webhook-certificate", c.selfSigned.Ready); err != nil {
 		return fmt.Errorf("add the webhook certificate ready check: %w", err)
+	}
+	return nil
+}
+
+// setupStorageVersion registers the migration of the Pipelines stored as v1beta1 to v1, run
+// once by the leader. It reads and writes without the cache: the CRD is read once.
+func setupStorageVersion(mgr ctrl.Manager) error {
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create a client for the storage version migration: %w", err)
+	}
+	if err := mgr.Add(&storageversion.Migration{Client: direct}); err != nil {
+		return fmt.Errorf("add the storage version migration: %w", err)
 	}
 	return nil
 }
