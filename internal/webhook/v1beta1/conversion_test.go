@@ -20,7 +20,9 @@ var _ = Describe("Pipeline conversion through the apiserver", func() {
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
 
 	It("reads the DESIGN.md Pipeline, applied as v1beta1, as v1, and an edit made in v1 loses nothing of it", func(ctx SpecContext) {
+		warnings := deprecations.Load()
 		Expect(k8sClient.Create(ctx, sample(ns))).To(Succeed())
+		Expect(deprecations.Load()).To(BeNumerically(">", warnings), "v1beta1 is served with a deprecation warning")
 		before := &pipelinev1beta1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "facedetection-pipeline"}, before)).To(Succeed())
 
