@@ -55,7 +55,7 @@ func RoutedSample(t Fataler) *pipelinev1beta1.Pipeline {
 }
 
 // RouterImage is the router image the suites give the reconciler.
-const RouterImage = "ghcr.io/ndsl-cn/pipeline-operator:v0.1.0"
+const RouterImage = "ghcr.io/ndsl-cn/pipeline-operator:v0.2.0"
 
 // EnvMap is env as a map from name to value.
 func EnvMap(env []corev1.EnvVar) map[string]string {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -132,7 +133,8 @@ type finalizerRace struct {
 }
 
 func (f *finalizerRace) wrap(rt http.RoundTripper) http.RoundTripper {
-	prefix := "/apis/" + pipelinev1beta1.GroupVersion.String() + "/namespaces/" + f.ns + "/pipelines/" + racedPrefix
+	// The operator writes Pipelines in v1, the version the apiserver stores.
+	prefix := "/apis/" + pipelinev1.GroupVersion.String() + "/namespaces/" + f.ns + "/pipelines/" + racedPrefix
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodPatch && strings.HasPrefix(req.URL.Path, prefix) && !strings.HasSuffix(req.URL.Path, "/status") {
 			name := path.Base(req.URL.Path)

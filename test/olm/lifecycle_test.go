@@ -3,6 +3,7 @@ package olm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -56,6 +57,55 @@ func phaseOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func(Gomega) pipe
 		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
 		return out.Status.Phase
 	}
+}
+
+// approvePlan approves the InstallPlan OLM made for the ClusterServiceVersion csv, of a
+// Subscription whose upgrades are approved by hand, and returns it once complete.
+func approvePlan(ctx context.Context, csv string) *operatorsv1alpha1.InstallPlan {
+	GinkgoHelper()
+	plan := &operatorsv1alpha1.InstallPlan{}
+	Eventually(func(g Gomega) {
+		plans := &operatorsv1alpha1.InstallPlanList{}
+		g.Expect(admin.List(ctx, plans, client.InNamespace(operatorNamespace))).To(Succeed())
+		var found *operatorsv1alpha1.InstallPlan
+		for i := range plans.Items {
+			if slices.Contains(plans.Items[i].Spec.ClusterServiceVersionNames, csv) {
+				found = &plans.Items[i]
+			}
+		}
+		g.Expect(found).NotTo(BeNil(), "OLM has planned no install of %s", csv)
+		g.Expect(found.Spec.ClusterServiceVersionNames).To(ConsistOf(csv))
+		if !found.Spec.Approved {
+			found.Spec.Approved = true
+			g.Expect(admin.Update(ctx, found)).To(Succeed())
+		}
+		*plan = *found
+	}).Should(Succeed())
+	Eventually(func(g Gomega) operatorsv1alpha1.InstallPlanPhase {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(plan), plan)).To(Succeed())
+		return plan.Status.Phase
+	}).Should(Equal(operatorsv1alpha1.InstallPlanPhaseComplete))
+	return plan
+}
+
+// servedVersions are the versions the Pipeline CRD serves, in its order, the stored one marked
+// with a star.
+func servedVersions(ctx context.Context) []string {
+	GinkgoHelper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+	var out []string
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		name := v.Name
+		if v.Storage {
+			name += "*"
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // csvStatus is a ClusterServiceVersion's phase and reason, or "absent".
@@ -153,7 +203,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 	)
 	BeforeEach(func() { ctx = context.Background() })
 
-	It("installs from the catalog through a Subscription, and the operator runs Pipelines of OLM's CRD", func() {
+	It("installs the previous release (v1beta1 alone) through a Subscription and runs a Pipeline with it", func() {
 		start := time.Now()
 		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, &apiextensionsv1.CustomResourceDefinition{}))).
 			To(BeTrue(), "the Pipeline CRD comes from OLM")
@@ -170,7 +220,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			return source.Status.GRPCConnectionState.LastObservedState
 		}).Should(Equal("READY"))
 
-		By("an OperatorGroup for all namespaces and an Automatic Subscription")
+		By("an OperatorGroup for all namespaces and a Subscription starting at the previous release, upgrades approved by hand")
 		Expect(admin.Create(ctx, &operatorsv1.OperatorGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "global-operators"},
 		})).To(Succeed())
@@ -178,20 +228,13 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: packageName},
 			Spec: &operatorsv1alpha1.SubscriptionSpec{
 				Channel: channel, Package: packageName, CatalogSource: packageName, CatalogSourceNamespace: olmNamespace,
-				InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic,
+				StartingCSV: previous.csv, InstallPlanApproval: operatorsv1alpha1.ApprovalManual,
 			},
 		}
 		Expect(admin.Create(ctx, sub)).To(Succeed())
 
-		By("the InstallPlan completes, creating the CRD among the bundle's objects")
-		plan := &operatorsv1alpha1.InstallPlan{}
-		Eventually(func(g Gomega) operatorsv1alpha1.InstallPlanPhase {
-			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
-			g.Expect(sub.Status.InstallPlanRef).NotTo(BeNil())
-			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: sub.Status.InstallPlanRef.Name}, plan)).To(Succeed())
-			return plan.Status.Phase
-		}).Should(Equal(operatorsv1alpha1.InstallPlanPhaseComplete))
-		Expect(plan.Spec.ClusterServiceVersionNames).To(ConsistOf(current.csv))
+		By("the approved InstallPlan completes, creating the CRD among the bundle's objects")
+		plan := approvePlan(ctx, previous.csv)
 		steps := make([]string, 0, len(plan.Status.Plan))
 		for _, s := range plan.Status.Plan {
 			steps = append(steps, fmt.Sprintf("%s %s: %s", s.Resource.Kind, s.Resource.Name, s.Status))
@@ -199,59 +242,91 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(steps).To(ContainElement(BeElementOf(
 			"CustomResourceDefinition "+pipelineCRD+": "+string(operatorsv1alpha1.StepStatusCreated),
 			"CustomResourceDefinition "+pipelineCRD+": "+string(operatorsv1alpha1.StepStatusPresent))))
+		Eventually(csvStatus(ctx, previous.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
+		Expect(servedVersions(ctx)).To(Equal([]string{"v1beta1*"}), "the previous release serves and stores v1beta1 alone")
+		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, previous.csv))
+		Eventually(pod.webhookReady).Should(BeTrue())
+		timed("install of the previous release:", start)
 
-		By("the ClusterServiceVersion succeeds once the operator's Deployment is available")
+		By("a Pipeline of the previous release, stored as v1beta1, reaches running")
+		steady = createSample(ctx, "steady")
+		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	})
+
+	It("upgrades to this release, which keeps the Pipeline running without writing to it, migrates it to v1 and serves it as v1", func() {
+		steadyChildren = children(ctx, steady)
+		paths := childPaths(ctx, steady)
+		mark := front.mark()
+
+		By("approving the upgrade OLM plans to this release")
+		start := time.Now()
+		approvePlan(ctx, current.csv)
 		Eventually(csvStatus(ctx, current.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
+		Eventually(csvStatus(ctx, previous.csv)).Should(Equal("absent"))
 		d := &appsv1.Deployment{}
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: operatorDeployment}, d)).To(Succeed())
-		Expect(d.Status.Conditions).To(ContainElement(And(
-			HaveField("Type", appsv1.DeploymentAvailable), HaveField("Status", corev1.ConditionTrue))))
-		timed("install (CatalogSource to CSV Succeeded):", start)
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(current.image))
+		timed("upgrade from the previous release (approval to new CSV Succeeded):", start)
 
 		By("the manager runs as the Deployment's pod: OLM's OPERATOR_CONDITION_NAME, its ServiceAccount, its certificate")
 		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, current.csv))
 		Eventually(pod.webhookReady).Should(BeTrue())
-		cond := upgradeable(ctx, current.csv)
-		Eventually(cond).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonNoRollouts)))
+		Eventually(upgradeable(ctx, current.csv)).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonNoRollouts)))
 
-		By("OLM registered the webhooks for its own Service")
+		By("the CRD serves v1 and v1beta1 and stores v1; the new manager migrated the stored Pipeline")
+		Expect(servedVersions(ctx)).To(Equal([]string{"v1*", "v1beta1"}))
+		Eventually(func(g Gomega) []string {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
+			return crd.Status.StoredVersions
+		}).Should(Equal([]string{"v1"}))
+
+		By("OLM registered the webhooks and the conversion webhook for its own Service")
 		validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
 		Expect(admin.List(ctx, validating, client.MatchingLabels{"olm.owner": current.csv})).To(Succeed())
 		Expect(validating.Items).To(HaveLen(1))
 		Expect(validating.Items[0].Webhooks[0].ClientConfig.Service).To(And(
 			Not(BeNil()), HaveField("Name", webhookService), HaveField("Namespace", operatorNamespace)))
-
-		By("a Pipeline through OLM's CRD and webhooks reaches running")
-		start = time.Now()
-		steady = createSample(ctx, "steady")
-		stored := &pipelinev1beta1.Pipeline{}
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), stored)).To(Succeed())
-		Expect(stored.Spec.Steps[1].Name).To(Equal("step-2"), "defaulted by the mutating webhook")
-		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		timed("first Pipeline running:", start)
-
-		bad, err := samples.Pipeline("steady")
-		Expect(err).NotTo(HaveOccurred())
-		bad.Name, bad.Spec.Steps[0].Image = "bad-image", "nginx:latest "
-		err = admin.Create(ctx, bad)
-		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
-		Expect(err.Error()).To(ContainSubstring("not a valid image reference"), "refused by the validating webhook")
-
-		By("the Pipeline reads as v1 through the conversion webhook OLM registered")
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
 		Expect(crd.Spec.Conversion.Webhook.ClientConfig.Service).To(And(
 			Not(BeNil()), HaveField("Name", webhookService), HaveField("Namespace", operatorNamespace),
 			HaveField("Path", HaveValue(Equal("/convert")))))
 		Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).NotTo(BeEmpty(), "OLM's CA")
+
+		By("the Pipeline stays running, reads as v1 and as v1beta1, and its children were not written")
+		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
 		v1 := &pipelinev1.Pipeline{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1)).To(Succeed())
 		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(HaveField("Server", "192.168.20.235")))
+		Expect(v1.Spec.Steps[1].Name).To(Equal("step-2"))
 		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
+		Consistently(func() []string { return front.writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
+		Expect(children(ctx, steady)).To(Equal(steadyChildren))
+
+		By("a new Pipeline through this release's webhooks: defaulted, and a bad one refused")
+		fresh := createSample(ctx, "fresh")
+		stored := &pipelinev1beta1.Pipeline{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(fresh), stored)).To(Succeed())
+		Expect(stored.Spec.Steps[1].Name).To(Equal("step-2"), "defaulted by the mutating webhook")
+		Eventually(phaseOf(ctx, fresh)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		bad, err := samples.Pipeline("fresh")
+		Expect(err).NotTo(HaveOccurred())
+		bad.Name, bad.Spec.Steps[0].Image = "bad-image", "nginx:latest "
+		err = admin.Create(ctx, bad)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("not a valid image reference"), "refused by the validating webhook")
+
 		Expect(egress.tunnelsTo(operatorNamespace+"/"+webhookService+":443")).To(BeNumerically(">", 0),
 			"the apiserver called the webhooks through OLM's Service")
 		Expect(egress.refusals()).To(BeEmpty())
 		Expect(front.refusals()).To(BeEmpty(), "the RBAC OLM granted the ServiceAccount is sufficient")
+
+		By("later upgrades are approved automatically")
+		sub := &operatorsv1alpha1.Subscription{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: packageName}, sub)).To(Succeed())
+		sub.Spec.InstallPlanApproval = operatorsv1alpha1.ApprovalAutomatic
+		Expect(admin.Update(ctx, sub)).To(Succeed())
 	})
 
 	It("holds the upgrade while a Pipeline rolls out, then completes it without writing to running Pipelines", func() {

@@ -59,9 +59,10 @@ var (
 
 	// From make test-olm.
 	opm, logDir, channel string
-	// current is the bundle of bundle/; next the same bundle as the next release, with its
-	// catalog (hack/rehearse-release.sh makes both).
-	current, next               release
+	// previous is the release before this one (v1beta1 alone), built from its commit by make
+	// test-olm; current the bundle of bundle/; next the same bundle as the next release, with
+	// its catalog (hack/rehearse-release.sh makes both).
+	previous, current, next     release
 	currentCatalog, nextCatalog string
 
 	olmProcesses   []*process
@@ -73,9 +74,10 @@ var (
 	suiteStart     time.Time
 )
 
-// release is a bundle directory and its ClusterServiceVersion's name and version.
+// release is a bundle directory, its ClusterServiceVersion's name and version, and the image
+// of its manager.
 type release struct {
-	dir, csv, version string
+	dir, csv, version, image string
 }
 
 func TestOLM(t *testing.T) {
@@ -102,7 +104,10 @@ func readRelease(dir string) release {
 	Expect(err).NotTo(HaveOccurred())
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	Expect(yaml.Unmarshal(data, csv)).To(Succeed())
-	return release{dir: dir, csv: csv.Name, version: csv.Spec.Version.String()}
+	deployments := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
+	Expect(deployments).To(HaveLen(1))
+	return release{dir: dir, csv: csv.Name, version: csv.Spec.Version.String(),
+		image: deployments[0].Spec.Template.Spec.Containers[0].Image}
 }
 
 // timed records how long a step of the test took, for the summary.
@@ -125,10 +130,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	kubeconfig := mustEnv("OLM_KUBECONFIG")
 	olmDir := mustEnv("OLM_DIR")
 	opm, logDir, channel = mustEnv("OPM"), mustEnv("OLM_LOG_DIR"), mustEnv("OLM_CHANNEL")
-	manager := mustEnv("MANAGER")
+	manager, previousManager := mustEnv("MANAGER"), mustEnv("PREVIOUS_MANAGER")
+	previous = readRelease(mustEnv("PREVIOUS_BUNDLE_DIR"))
 	current = readRelease(filepath.Join("..", "..", "bundle"))
 	next = readRelease(mustEnv("BUNDLE_DIR"))
 	Expect(next.version).NotTo(Equal(current.version), "BUNDLE_DIR holds the next release (hack/rehearse-release.sh)")
+	Expect(previous.image).NotTo(Equal(current.image), "the previous release runs its own manager")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
@@ -137,11 +144,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	clientset, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
 
-	By("rendering the catalogs with their bundles inline: this release, then this release and the next")
+	By("rendering the catalogs with their bundles inline: the previous release and this one, then the next too")
 	tmp := GinkgoT().TempDir()
 	currentCatalog, nextCatalog = filepath.Join(tmp, "catalog"), filepath.Join(tmp, "next-catalog")
-	inlineCatalog(filepath.Join("..", "..", "catalog"), currentCatalog, map[string]string{current.version: current.dir})
-	inlineCatalog(mustEnv("CATALOG_DIR"), nextCatalog, map[string]string{current.version: current.dir, next.version: next.dir})
+	inlineCatalog(filepath.Join("..", "..", "catalog"), currentCatalog,
+		map[string]string{previous.version: previous.dir, current.version: current.dir})
+	inlineCatalog(mustEnv("CATALOG_DIR"), nextCatalog,
+		map[string]string{previous.version: previous.dir, current.version: current.dir, next.version: next.dir})
 
 	start := time.Now()
 	By("installing OLM's CRDs server-side (the ClusterServiceVersion CRD is too large for a client-side apply)")
@@ -182,7 +191,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	front, err = startAPIFront(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	pod = &operatorPod{admin: admin, clientset: clientset, front: front, manager: manager,
-		namespace: operatorNamespace, name: operatorDeployment, dir: filepath.Join(tmp, "operator")}
+		managers: map[string]string{previous.image: previousManager}, namespace: operatorNamespace, name: operatorDeployment, dir: filepath.Join(tmp, "operator")}
 	pod.run()
 	egress, err = startEgressProxy(admin, mustEnv("OLM_EGRESS_SOCKET"), pod)
 	Expect(err).NotTo(HaveOccurred())

@@ -45,7 +45,10 @@ type operatorPod struct {
 	admin     client.Client
 	clientset kubernetes.Interface
 	front     *apiFront
+	// manager is the manager binary the pod runs; managers, by the image of the pod's
+	// container, the binaries of other releases.
 	manager   string
+	managers  map[string]string
 	namespace string
 	name      string
 	dir       string
@@ -174,15 +177,19 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 		"--webhook-port="+strconv.Itoa(webhookPort),
 		"--webhook-cert-dir="+certDir,
 	)
+	bin := o.manager
+	if other, ok := o.managers[c.Image]; ok {
+		bin = other
+	}
 	p := &process{
 		name:    "pipeline-operator",
-		path:    o.manager,
+		path:    bin,
 		args:    args,
 		env:     environ(vars...),
 		logFile: filepath.Join(logDir, fmt.Sprintf("pipeline-operator-%d.log", o.starts)),
 	}
-	GinkgoWriter.Printf("operator pod: starting the manager (%s=%s), log %s\n",
-		envOperatorConditionName, env[envOperatorConditionName], p.logFile)
+	GinkgoWriter.Printf("operator pod: starting the manager %s (%s=%s), log %s\n",
+		bin, envOperatorConditionName, env[envOperatorConditionName], p.logFile)
 	p.start()
 	o.mu.Lock()
 	o.proc, o.hash, o.template, o.ports, o.lastEnv = p, hash, tmpl, ports, env
