@@ -28,27 +28,32 @@ type PipelineSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Steps"
 	Steps []Step `json:"steps,omitempty"`
 
 	// modelStorage is the shared storage every step mounts read-only: exactly one kind of
 	// storage, named by type.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model Storage"
 	ModelStorage ModelStorage `json:"modelStorage,omitzero"`
 
 	// dataPath says how a request travels from step to step: the steps forward it themselves
 	// (Chain, the default) or the router calls them in order (Router).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Data Path"
 	DataPath *DataPath `json:"dataPath,omitempty"`
 
 	// expose says how the pipeline's entry (the first step, or the router with dataPath.mode
 	// Router) is reached from outside the cluster. Without it every step has a ClusterIP
 	// Service only.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Expose *Expose `json:"expose,omitempty"`
 
 	// failover says when steps with fallbackLocations move to another node and back. Without
 	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Failover *Failover `json:"failover,omitempty"`
 
 	// paused true stops the operator from touching the Pipeline's children: drift is
@@ -56,6 +61,7 @@ type PipelineSpec struct {
 	// paused Pipeline still removes its children. v1beta1 says this with the annotation
 	// distri-infer.ndsl.cn/paused: "true".
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Paused *bool `json:"paused,omitempty"` //nolint:kubeapilinter // nobools: on or off, as v1beta1's annotation "true"; no third state is foreseen.
 }
 

@@ -3,7 +3,6 @@ package storageversion
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -13,30 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
-// currentCRD is the Pipeline CRD of config/crd/bases: v1 stored, v1beta1 served.
-func currentCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	data, err := os.ReadFile(testenv.RepoPath("config", "crd", "bases", "distri-infer.ndsl.cn_pipelines.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(data, crd); err != nil {
-		t.Fatal(err)
-	}
-	return crd
-}
-
 // previousCRD is the CRD of the releases before v1: v1beta1 alone, stored.
 func previousCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	crd := currentCRD(t)
+	crd := testenv.PipelineCRD(t)
 	for _, v := range crd.Spec.Versions {
 		if v.Name == "v1beta1" {
 			v.Storage = true
@@ -75,7 +59,7 @@ func TestIntegrationMigration(t *testing.T) {
 	t.Log("the operator's upgrade brings the current CRD, which stores v1 and converts through the webhook")
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: CRD}, crd)).To(Succeed())
-	crd.Spec = currentCRD(t).Spec
+	crd.Spec = testenv.PipelineCRD(t).Spec
 	url := fmt.Sprintf("https://%s:%d/convert", env.WebhookInstallOptions.LocalServingHost, env.WebhookInstallOptions.LocalServingPort)
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
 		Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+	"sigs.k8s.io/yaml"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -82,6 +83,20 @@ func ServeConversion(ctx context.Context, env *envtest.Environment) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// PipelineCRD is the Pipeline CRD as make manifests generates it (config/crd/bases).
+func PipelineCRD(t testing.TB) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile(RepoPath("config", "crd", "bases", "distri-infer.ndsl.cn_pipelines.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
 }
 
 // Scheme knows the built-in kinds, CustomResourceDefinitions and both versions of Pipelines.

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
@@ -44,14 +43,7 @@ type crdAdmission struct {
 
 func loadCRDAdmission(t testing.TB) *crdAdmission {
 	t.Helper()
-	data, err := os.ReadFile(testenv.RepoPath("config", "crd", "bases", "distri-infer.ndsl.cn_pipelines.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(data, crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := testenv.PipelineCRD(t)
 	// The Pipelines here are v1beta1: the schema of that version admits them.
 	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
 		return v.Name == pipelinev1beta1.GroupVersion.Version

@@ -3,6 +3,7 @@ package v1beta1
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
 // Both versions through the real apiserver: it stores v1beta1 and calls the conversion webhook
@@ -104,5 +106,111 @@ var _ = Describe("Pipeline conversion through the apiserver", func() {
 		Expect(err.Error()).To(And(
 			ContainSubstring("nfs storage (NFS server 192.168.20.235, share /home/other-team)"),
 			ContainSubstring(tenant+" may not create PersistentVolumes")))
+	})
+})
+
+// The bad-input catalogue in v1: what v1's own schema and CEL rules refuse, with messages and
+// field paths in v1 terms, and what the admission webhooks refuse after the apiserver converts
+// the request to v1beta1 for them (matchPolicy Equivalent).
+var _ = Describe("v1 Pipeline admission", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
+
+	sampleV1 := func(ns string) *pipelinev1.Pipeline {
+		p, err := samples.PipelineV1(ns)
+		Expect(err).NotTo(HaveOccurred())
+		return p
+	}
+
+	It("accepts the v1 sample, which reads back as the design's Pipeline in v1beta1", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, sampleV1(ns))).To(Succeed())
+		old := &pipelinev1beta1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "facedetection-pipeline"}, old)).To(Succeed())
+		Expect(old.Spec.ModelStorage.Type).To(Equal(pipelinev1beta1.StorageTypeNFS))
+		Expect(old.Spec.ModelStorage.CSIParameter).To(Equal(map[string]string{"server": "192.168.20.235", "share": "/home/aiedge/csiTest"}))
+		Expect(old.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9080)))
+	})
+
+	DescribeTable("refuses a bad v1 Pipeline with a message that says what to fix",
+		func(ctx SpecContext, mutate func(p *pipelinev1.Pipeline), field, message string) {
+			p := sampleV1(ns)
+			mutate(p)
+			expectInvalid(k8sClient.Create(ctx, p), field, message)
+		},
+		Entry("no steps", func(p *pipelinev1.Pipeline) { p.Spec.Steps = []pipelinev1.Step{} },
+			"spec.steps", "Required value"),
+		Entry("two steps with one name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = p.Spec.Steps[0].Name },
+			"spec.steps[1]", "Duplicate value"),
+		Entry("a step named router with the router on", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Name = "router"
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
+		}, "spec", "a step named router would share the name <pipeline>-router"),
+		Entry("router settings without the router", func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain, Router: &pipelinev1.Router{Replicas: ptr.To[int32](3)}}
+		}, "spec.dataPath", "dataPath.router configures the router, which runs only with dataPath.mode Router"),
+		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = "", []string{"edge-b"}
+		}, "spec.steps[0]", "fallbackLocations needs location"),
+		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].FallbackLocations = []string{p.Spec.Steps[0].Location}
+		}, "spec.steps[0]", "fallbackLocations must not repeat location"),
+		Entry("a fallback node twice", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge-b"} },
+			"spec.steps[0].fallbackLocations", "fallbackLocations must not name a node twice"),
+		Entry("replicas and autoscaling", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
+		}, "spec.steps[1]", "set replicas or autoscaling, not both"),
+		Entry("autoscaling with minReplicas above maxReplicas", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 2}
+		}, "spec.steps[1].autoscaling", "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
+		Entry("a model outside the storage", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
+			"spec.steps[0].model", "must not contain '.' or '..' path segments"),
+		Entry("a port out of range", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](70000) },
+			"spec.steps[1].port", "should be less than or equal to 65535"),
+		Entry("a storage type in v1beta1's spelling", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Type = "nfs" },
+			"spec.modelStorage.type", "Unsupported value"),
+		Entry("type NFS without its member", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS = nil },
+			"spec.modelStorage.nfs.server", "Required value"),
+		Entry("a second member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage.CSI = &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": "a"}}
+		}, "spec.modelStorage", "modelStorage.csi is set with modelStorage.type CSI, and only then"),
+		Entry("a relative NFS path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = "home/models" },
+			"spec.modelStorage.nfs.path", "nfs.path must be an absolute path on the NFS server"),
+		Entry("a CSI driver that is no driver name", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: "NFS_Driver", VolumeAttributes: map[string]string{"server": "a", "share": "/b"}}}
+		}, "spec.modelStorage.csi.driver", "csi.driver must be a CSI driver name"),
+		Entry("an ingress host that is an address", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "10.1.2.3"}}
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name, not an IP address"),
+		Entry("an invalid Pipeline name", func(p *pipelinev1.Pipeline) { p.Name = "face.detection" },
+			"metadata.name", "at most 63 characters of lowercase letters, digits and '-'"),
+		// Refused by the admission webhook, after conversion to v1beta1: its field paths are
+		// the same in both versions here.
+		Entry("an image with a trailing space", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:latest " },
+			"spec.steps[0].image", "not a valid image reference"),
+		Entry("a stopWhen that does not compile", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },
+			"spec.steps[0].stopWhen", "not a valid CEL condition"),
+		Entry("an env name with '='", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "A=B", Value: "1"}} },
+			"spec.steps[1].env[A=B].name", "environment variable names must be non-empty and contain no '='"),
+	)
+
+	It("names a step written without a name as v1beta1 does, step-<position>: the defaulting webhook sees it in v1beta1", func(ctx SpecContext) {
+		p := sampleV1(ns)
+		p.Spec.Steps[1].Name = ""
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(p.Spec.Steps[1].Name).To(Equal("step-2"))
+	})
+
+	It("refuses a change of StorageClass storage in v1 too, and says how to move", func(ctx SpecContext) {
+		p := sampleV1(ns)
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+			StorageClass: &pipelinev1.StorageClassStorage{Name: "fast"}}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p.Spec.ModelStorage.StorageClass.Capacity = ptr.To(resource.MustParse("10Gi"))
+		err := k8sClient.Update(ctx, p)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		Expect(err.Error()).To(And(ContainSubstring("spec.modelStorage"),
+			ContainSubstring("modelStorage of type StorageClass cannot change its type or storageClass")))
 	})
 })

@@ -32,6 +32,15 @@ func sample(ns string) *pipelinev1beta1.Pipeline {
 	return p
 }
 
+// expectInvalid checks that err is the apiserver's Invalid refusal and names field and message.
+func expectInvalid(err error, field, message string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred(), "the apiserver accepted it")
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+	Expect(err.Error()).To(ContainSubstring(field))
+	Expect(err.Error()).To(ContainSubstring(message))
+}
+
 func nodeNamed(ctx context.Context, name string) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
 	Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, node))).To(Succeed())
@@ -296,11 +305,7 @@ var _ = Describe("Pipeline admission", func() {
 		func(ctx SpecContext, mutate func(p *pipelinev1beta1.Pipeline), field, message string) {
 			p := sample(ns)
 			mutate(p)
-			err := k8sClient.Create(ctx, p)
-			Expect(err).To(HaveOccurred(), "the apiserver accepted it")
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(field))
-			Expect(err.Error()).To(ContainSubstring(message))
+			expectInvalid(k8sClient.Create(ctx, p), field, message)
 		},
 		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = []pipelinev1beta1.Step{} },
 			"spec.steps", "should have at least 1 items"),
