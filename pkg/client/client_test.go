@@ -180,3 +180,24 @@ var _ = Describe("the generated informers and listers", func() {
 		}).Should(BeTrue())
 	})
 })
+
+var _ = Describe("the generated v1 clientset", func() {
+	It("applies a v1 Pipeline that v1beta1 clients read, through the conversion webhook", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		applied, err := clientset.DistriInferV1().Pipelines(ns).Apply(ctx, v1Apply(ns), metav1.ApplyOptions{FieldManager: "client-test"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applied.Spec.Steps).To(HaveLen(1))
+		Expect(applied.Spec.ModelStorage.NFS).To(HaveValue(HaveField("Path", "/models")))
+
+		old, err := clientset.DistriInferV1beta1().Pipelines(ns).Get(ctx, applied.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(old.Spec.Steps[0].Name).To(Equal("detect"))
+		Expect(old.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9080)))
+		Expect(old.Spec.ModelStorage.Type).To(Equal(pipelinev1beta1.StorageTypeNFS))
+		Expect(old.Spec.ModelStorage.CSIParameter).To(Equal(map[string]string{"server": "192.168.20.235", "share": "/models"}))
+
+		list, err := clientset.DistriInferV1().Pipelines(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Items).To(HaveLen(1))
+	})
+})

@@ -185,8 +185,17 @@ var _ = Describe("v1 Pipeline admission", func() {
 		}, "spec.expose.ingress.host", "ingress.host must be a DNS name, not an IP address"),
 		Entry("an invalid Pipeline name", func(p *pipelinev1.Pipeline) { p.Name = "face.detection" },
 			"metadata.name", "at most 63 characters of lowercase letters, digits and '-'"),
-		// Refused by the admission webhook, after conversion to v1beta1: its field paths are
-		// the same in both versions here.
+		// Refused by the admission webhook, after conversion to v1beta1: it names the v1 field.
+		Entry("an NFS server that is no host", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Server = "nfs server!" },
+			"spec.modelStorage.nfs.server", "must be an IP address or a DNS name of the NFS server"),
+		Entry("a StorageClass name that is no object name", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+				StorageClass: &pipelinev1.StorageClassStorage{Name: "Fast_SSD"}}
+		}, "spec.modelStorage.storageClass.name", "not a valid StorageClass name"),
+		Entry("a ModelStorageClass that does not exist", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+				ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: "nowhere"}}
+		}, "spec.modelStorage.modelStorageClass.name", "ModelStorageClass nowhere does not exist"),
 		Entry("an image with a trailing space", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:latest " },
 			"spec.steps[0].image", "not a valid image reference"),
 		Entry("a stopWhen that does not compile", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },

@@ -26,7 +26,7 @@ func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1be
 		return nil
 	}
 	name := m.ModelStorageClassName
-	namePath := field.NewPath("spec", "modelStorage", "modelStorageClassName")
+	namePath := namesFor(ctx, p).path(field.NewPath("spec", "modelStorage", "modelStorageClassName"))
 	class := &pipelinev1beta1.ModelStorageClass{}
 	err := v.Classes.Get(ctx, client.ObjectKey{Name: name}, class)
 	switch {

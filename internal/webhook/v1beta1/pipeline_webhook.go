@@ -124,7 +124,7 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeli
 		errs = append(errs, ValidatePipelineUpdate(old, p)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, errs)
+		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, namesFor(ctx, p).errors(errs))
 	}
 	// Who may ask for the storage is checked when it is asked for: on create, and when it
 	// changes (a tenant may still edit the rest of a Pipeline an administrator made).
