@@ -28,10 +28,23 @@ else
 	echo "operator pid $(cat "$pidfile")"
 fi
 
+say "waiting for the operator to serve the Pipeline CRD's conversion webhook on loopback"
+crd=pipelines.distri-infer.ndsl.cn
+for ((i = 0; ; i++)); do
+	url=$("$KUBECTL" get crd "$crd" -o jsonpath='{.spec.conversion.webhook.clientConfig.url}' 2>/dev/null || true)
+	case "$url" in https://127.0.0.1:*) echo "$url"; break ;; esac
+	if ((i >= 60)) || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+		echo "the operator did not point the CRD's conversion webhook at itself; last lines of its log:" >&2
+		tail -20 "$LOCAL_DIR/logs/operator.log" >&2
+		exit 1
+	fi
+	sleep 1
+done
+
 say "applying the sample Pipeline ($sample)"
 "$KUBECTL" apply -f "$sample"
 
-say "waiting for $name to be running (up to ${timeout}s)"
+say "waiting for $name to be Running (up to ${timeout}s; kubectl reads v1)"
 last=""
 for ((i = 0; i < timeout; i++)); do
 	if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
@@ -39,15 +52,15 @@ for ((i = 0; i < timeout; i++)); do
 		tail -20 "$LOCAL_DIR/logs/operator.log" >&2
 		exit 1
 	fi
-	line=$("$KUBECTL" get pipeline "$name" -o jsonpath='{.status.phase} {.status.readySteps} {.status.conditions[?(@.type=="Available")].message}' 2>/dev/null || true)
+	line=$("$KUBECTL" get pipeline "$name" -o jsonpath='{.status.phase} {.status.readySteps}/{.status.totalSteps} {.status.conditions[?(@.type=="Available")].message}' 2>/dev/null || true)
 	line=$(echo "$line" | xargs)
 	if [ "$line" != "$last" ]; then
 		printf '%3ds  %s\n' "$i" "${line:-(no status yet)}"
 		last=$line
 	fi
 	case "$line" in
-	running*) break ;;
-	failed*)
+	Running*) break ;;
+	Failed*)
 		echo "the Pipeline failed:" >&2
 		"$KUBECTL" get pipeline "$name" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}{"\n"}' >&2
 		exit 1
@@ -55,7 +68,7 @@ for ((i = 0; i < timeout; i++)); do
 	esac
 	sleep 1
 done
-case "$last" in running*) ;; *)
+case "$last" in Running*) ;; *)
 	echo "the Pipeline did not reach running in ${timeout}s; see $LOCAL_DIR/logs/operator.log" >&2
 	exit 1
 	;;
