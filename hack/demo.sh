@@ -75,7 +75,7 @@ case "$last" in Running*) ;; *)
 esac
 
 say "the Pipeline and its children"
-"$KUBECTL" get pipeline "$name" -o wide
+"$KUBECTL" get pipeline "$name"
 echo
 "$KUBECTL" get deployments,pods,services -l pipeline="$name" -o wide
 echo
