@@ -178,6 +178,12 @@ type Step struct {
 	// +kubebuilder:validation:Maximum=10
 	Retries *int32 `json:"retries,omitempty"`
 
+	// idempotent false says the step must not get the same request twice: the router then calls
+	// it again only when the call could not be made at all (nothing was sent), never after a
+	// timeout or an answer. True when unset. Read only with dataPath.mode Router.
+	// +optional
+	Idempotent *bool `json:"idempotent,omitempty"` //nolint:kubeapilinter // nobools: a step may get a request twice or not; as in v1beta1, so that it converts one to one.
+
 	// stopWhen is a CEL expression over the step's response (response, status, headers): when
 	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
 	// Read only with dataPath.mode Router.
@@ -478,6 +484,15 @@ type Router struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1073741824
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
+
+	// requestTimeoutSeconds is the deadline of a request through the whole pipeline, from its
+	// body read to its answer, retries included. When unset: what every step may take, the sum
+	// over the steps of timeoutSeconds × (retries + 1) plus the waits between retries. It also
+	// bounds how long a router pod drains on shutdown (at most 10 minutes).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	RequestTimeoutSeconds *int32 `json:"requestTimeoutSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: a pointer as in v1beta1, so that unset and set convert one to one, without conversion data.
 
 	// propagateHeaders are request headers the router passes on to every step, besides
 	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on.

@@ -323,10 +323,11 @@ func routerTo(s spokeRouter) hubDataPath {
 		return hubDataPath{DataPath: &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}}
 	}
 	settings := &pipelinev1.Router{
-		Location:     r.Location,
-		Replicas:     r.Replicas,
-		Resources:    r.Resources,
-		MaxBodyBytes: r.MaxBodyBytes,
+		Location:              r.Location,
+		Replicas:              r.Replicas,
+		Resources:             r.Resources,
+		MaxBodyBytes:          r.MaxBodyBytes,
+		RequestTimeoutSeconds: r.RequestTimeoutSeconds,
 	}
 	for _, h := range r.PropagateHeaders {
 		settings.PropagateHeaders = append(settings.PropagateHeaders, pipelinev1.HeaderName(h))
@@ -345,6 +346,7 @@ func routerFrom(h hubDataPath) spokeRouter {
 	out := &Router{Enabled: d.Mode == pipelinev1.DataPathModeRouter}
 	if r := d.Router; r != nil {
 		out.Location, out.Replicas, out.Resources, out.MaxBodyBytes = r.Location, r.Replicas, r.Resources, r.MaxBodyBytes
+		out.RequestTimeoutSeconds = r.RequestTimeoutSeconds
 		for _, h := range r.PropagateHeaders {
 			out.PropagateHeaders = append(out.PropagateHeaders, HeaderName(h))
 		}
@@ -564,6 +566,7 @@ func stepTo(s Step, i int) pipelinev1.Step {
 		SecurityContext:   s.SecurityContext,
 		TimeoutSeconds:    s.TimeoutSeconds,
 		Retries:           s.Retries,
+		Idempotent:        s.Idempotent,
 		StopWhen:          s.StopWhen,
 	}
 	if out.Name == "" {
@@ -616,6 +619,7 @@ func stepFrom(h pipelinev1.Step) Step {
 		SecurityContext:   h.SecurityContext,
 		TimeoutSeconds:    h.TimeoutSeconds,
 		Retries:           h.Retries,
+		Idempotent:        h.Idempotent,
 		StopWhen:          h.StopWhen,
 	}
 	if a := h.Autoscaling; a != nil {

@@ -189,6 +189,13 @@ type Step struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Retries",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Retries *int32 `json:"retries,omitempty"`
 
+	// idempotent false says the step must not get the same request twice: the router then calls
+	// it again only when the call could not be made at all (nothing was sent), never after a
+	// timeout or an answer. True when unset. Used only with spec.router.enabled.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Idempotent",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Idempotent *bool `json:"idempotent,omitempty"`
+
 	// stopWhen is a CEL expression over the step's response (response, status, headers): when
 	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
 	// Used only with spec.router.enabled.
@@ -238,6 +245,16 @@ type Router struct {
 	// +kubebuilder:validation:Maximum=1073741824
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Max Body Bytes",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
+
+	// requestTimeoutSeconds is the deadline of a request through the whole pipeline, from its
+	// body read to its answer, retries included. When unset: what every step may take, the sum
+	// over the steps of timeoutSeconds × (retries + 1) plus the waits between retries. It also
+	// bounds how long a router pod drains on shutdown (at most 10 minutes).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Request Timeout Seconds",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
+	RequestTimeoutSeconds *int32 `json:"requestTimeoutSeconds,omitempty"`
 
 	// propagateHeaders are request headers the router passes on to every step, besides
 	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on (for

@@ -429,6 +429,11 @@ func (in *Router) DeepCopyInto(out *Router) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.RequestTimeoutSeconds != nil {
+		in, out := &in.RequestTimeoutSeconds, &out.RequestTimeoutSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.PropagateHeaders != nil {
 		in, out := &in.PropagateHeaders, &out.PropagateHeaders
 		*out = make([]HeaderName, len(*in))
@@ -515,6 +520,11 @@ func (in *Step) DeepCopyInto(out *Step) {
 	if in.Retries != nil {
 		in, out := &in.Retries, &out.Retries
 		*out = new(int32)
+		**out = **in
+	}
+	if in.Idempotent != nil {
+		in, out := &in.Idempotent, &out.Idempotent
+		*out = new(bool)
 		**out = **in
 	}
 }

@@ -117,15 +117,19 @@ func RouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
 		if rt.MaxBodyBytes != nil {
 			cfg.MaxBodyBytes = *rt.MaxBodyBytes
 		}
+		if rt.RequestTimeoutSeconds != nil {
+			cfg.RequestTimeoutSeconds = float64(*rt.RequestTimeoutSeconds)
+		}
 		for _, h := range rt.PropagateHeaders {
 			cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
 		}
 	}
 	for i, s := range p.Spec.Steps {
 		step := router.Step{
-			Name:     StepName(p, i),
-			URL:      StepURL(p, i) + routerStepPath,
-			StopWhen: s.StopWhen,
+			Name:       StepName(p, i),
+			URL:        StepURL(p, i) + routerStepPath,
+			StopWhen:   s.StopWhen,
+			Idempotent: s.Idempotent,
 		}
 		if s.TimeoutSeconds != nil {
 			step.TimeoutSeconds = float64(*s.TimeoutSeconds)

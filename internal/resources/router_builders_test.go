@@ -45,6 +45,16 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc:8000/"},
 				}},
 		},
+		"a step that must not get a request twice, and a request deadline": {
+			mutate: func(p *pipelinev1beta1.Pipeline) {
+				p.Spec.Steps[1].Idempotent = ptr.To(false)
+				p.Spec.Router.RequestTimeoutSeconds = ptr.To[int32](30)
+			},
+			want: router.Config{Pipeline: "vision/facedetection-pipeline", RequestTimeoutSeconds: 30, Steps: []router.Step{
+				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc:80/", Idempotent: ptr.To(false)},
+			}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
@@ -309,6 +319,20 @@ func TestRouterDrainTimeout(t *testing.T) {
 	} {
 		p := testenv.RoutedSample(t)
 		p.Spec.Steps = tc.steps
+		if got := RouterDrainTimeout(p); got != tc.want {
+			t.Errorf("%s: drain %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout int32
+		want    time.Duration
+	}{
+		{"the request deadline set", 30, 30 * time.Second},
+		{"a request deadline above the cap", 86400, 10 * time.Minute},
+	} {
+		p := testenv.RoutedSample(t)
+		p.Spec.Router.RequestTimeoutSeconds = ptr.To(tc.timeout)
 		if got := RouterDrainTimeout(p); got != tc.want {
 			t.Errorf("%s: drain %s, want %s", tc.name, got, tc.want)
 		}

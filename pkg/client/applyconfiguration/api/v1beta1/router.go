@@ -44,6 +44,11 @@ type RouterApplyConfiguration struct {
 	// maxBodyBytes is the largest request body, and the largest step answer, the router
 	// accepts (64 MiB when unset).
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
+	// requestTimeoutSeconds is the deadline of a request through the whole pipeline, from its
+	// body read to its answer, retries included. When unset: what every step may take, the sum
+	// over the steps of timeoutSeconds × (retries + 1) plus the waits between retries. It also
+	// bounds how long a router pod drains on shutdown (at most 10 minutes).
+	RequestTimeoutSeconds *int32 `json:"requestTimeoutSeconds,omitempty"`
 	// propagateHeaders are request headers the router passes on to every step, besides
 	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on (for
 	// example X-User).
@@ -93,6 +98,14 @@ func (b *RouterApplyConfiguration) WithResources(value *v1.ResourceRequirementsA
 // If called multiple times, the MaxBodyBytes field is set to the value of the last call.
 func (b *RouterApplyConfiguration) WithMaxBodyBytes(value int64) *RouterApplyConfiguration {
 	b.MaxBodyBytes = &value
+	return b
+}
+
+// WithRequestTimeoutSeconds sets the RequestTimeoutSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RequestTimeoutSeconds field is set to the value of the last call.
+func (b *RouterApplyConfiguration) WithRequestTimeoutSeconds(value int32) *RouterApplyConfiguration {
+	b.RequestTimeoutSeconds = &value
 	return b
 }
 

@@ -77,6 +77,10 @@ type StepApplyConfiguration struct {
 	// retries is how many times the router calls the step again after a 5xx answer, a
 	// connection error or a timeout (0 when unset). Used only with spec.router.enabled.
 	Retries *int32 `json:"retries,omitempty"`
+	// idempotent false says the step must not get the same request twice: the router then calls
+	// it again only when the call could not be made at all (nothing was sent), never after a
+	// timeout or an answer. True when unset. Used only with spec.router.enabled.
+	Idempotent *bool `json:"idempotent,omitempty"`
 	// stopWhen is a CEL expression over the step's response (response, status, headers): when
 	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
 	// Used only with spec.router.enabled.
@@ -238,6 +242,14 @@ func (b *StepApplyConfiguration) WithTimeoutSeconds(value int32) *StepApplyConfi
 // If called multiple times, the Retries field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithRetries(value int32) *StepApplyConfiguration {
 	b.Retries = &value
+	return b
+}
+
+// WithIdempotent sets the Idempotent field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idempotent field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithIdempotent(value bool) *StepApplyConfiguration {
+	b.Idempotent = &value
 	return b
 }
 
