@@ -291,13 +291,6 @@ func (o *operatorPod) env() map[string]string {
 }
 
 // webhookReady reports whether the manager's webhook server accepts connections.
-// startCount is how many times the manager has been started.
-func (o *operatorPod) startCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.starts
-}
-
 func (o *operatorPod) webhookReady() bool {
 	o.mu.Lock()
 	port, ok := o.ports[9443]
