@@ -1,6 +1,8 @@
 package v1beta1
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -180,6 +182,34 @@ var _ = Describe("v1 Pipeline admission", func() {
 			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
 				CSI: &pipelinev1.CSIStorage{Driver: "NFS_Driver", VolumeAttributes: map[string]string{"server": "a", "share": "/b"}}}
 		}, "spec.modelStorage.csi.driver", "csi.driver must be a CSI driver name"),
+		Entry("type ExistingClaim without its member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim}
+		}, "spec.modelStorage", "modelStorage.existingClaim is set with modelStorage.type ExistingClaim, and only then"),
+		Entry("a StorageClass member with type NFS", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage.StorageClass = &pipelinev1.StorageClassStorage{Name: "fast"}
+		}, "spec.modelStorage", "modelStorage.storageClass is set with modelStorage.type StorageClass, and only then"),
+		Entry("type ModelStorageClass without its member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass}
+		}, "spec.modelStorage.modelStorageClass.name", "Required value"),
+		Entry("a CSI volume attribute too long", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": strings.Repeat("a", 4097)}}}
+		}, "spec.modelStorage.csi.volumeAttributes", "csi.volumeAttributes keys must be at most 253 characters and values at most 4096"),
+		Entry("an ingress TLS Secret without a host", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{TLSSecretName: "cert"}}
+		}, "spec.expose.ingress", "ingress.tlsSecretName needs ingress.host"),
+		Entry("an ingress host that is no DNS name", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "Infer_Host"}}
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name (a DNS-1123 subdomain"),
+		Entry("an ingress path without a leading '/'", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "infer"}}
+		}, "spec.expose.ingress.path", "ingress.path must start with '/'"),
+		Entry("an ingress path with '..'", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/a/../b"}}
+		}, "spec.expose.ingress.path", "ingress.path must not contain '//', '.' or '..' segments"),
+		Entry("an ingress path with a '?'", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/infer?x=1"}}
+		}, "spec.expose.ingress.path", "ingress.path must not contain spaces, '?' or '#'"),
 		Entry("an ingress host that is an address", func(p *pipelinev1.Pipeline) {
 			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "10.1.2.3"}}
 		}, "spec.expose.ingress.host", "ingress.host must be a DNS name, not an IP address"),
