@@ -10,6 +10,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 // GetCertificateFunc serves a TLS certificate, as tls.Config.GetCertificate.
@@ -55,10 +57,5 @@ func hasCertificate(dir string) bool {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "k8s-metrics-server", "serving-certs")
 	}
-	for _, f := range []string{"tls.crt", "tls.key"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return false
-		}
-	}
-	return true
+	return webhookcerts.HasCertificate(dir)
 }

@@ -159,10 +159,16 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			"Anyone who may create Pipelines can have the operator create a PersistentVolume for any NFS export or " +
 			"CSI volume (see docs/security.md); keep the webhooks on in a cluster shared with others")
 	}
-	if err := setupStorageVersion(mgr); err != nil {
-		return nil, err
+	// The CRD (read once by the storage migration) and the OperatorCondition (one object) are
+	// read and written directly: caching either would watch every object of its kind.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("create a client without cache: %w", err)
 	}
-	if err := setupOperatorCondition(mgr); err != nil {
+	if err := mgr.Add(&storageversion.Migration{Client: direct}); err != nil {
+		return nil, fmt.Errorf("add the storage version migration: %w", err)
+	}
+	if err := setupOperatorCondition(mgr, direct); err != nil {
 		return nil, fmt.Errorf("set up the OperatorCondition controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -291,30 +297,12 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 	return nil
 }
 
-// setupStorageVersion registers the migration of the Pipelines stored as v1beta1 to v1, run
-// once by the leader. It reads and writes without the cache: the CRD is read once.
-func setupStorageVersion(mgr ctrl.Manager) error {
-	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return fmt.Errorf("create a client for the storage version migration: %w", err)
-	}
-	if err := mgr.Add(&storageversion.Migration{Client: direct}); err != nil {
-		return fmt.Errorf("add the storage version migration: %w", err)
-	}
-	return nil
-}
-
 // setupOperatorCondition registers the controller of the operator's Upgradeable OperatorCondition
 // when OLM runs the operator (it sets OPERATOR_CONDITION_NAME); otherwise the feature is off. The
 // condition is found from POD_NAMESPACE when it is set, so a manager run outside a Pod keeps it too.
-func setupOperatorCondition(mgr ctrl.Manager) error {
+// direct reads and writes the OperatorCondition without the cache.
+func setupOperatorCondition(mgr ctrl.Manager, direct client.Client) error {
 	log := ctrl.Log.WithName("setup")
-	// The OperatorCondition is read and written directly: caching it would watch every
-	// OperatorCondition of the cluster for one object.
-	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return fmt.Errorf("create a client for the OperatorCondition: %w", err)
-	}
 	cond, err := operatorcondition.New(direct, apiv2.ConditionType(apiv2.Upgradeable), os.Getenv)
 	if err != nil {
 		log.Info("OLM OperatorCondition off: the operator does not run under OLM", "reason", err.Error())

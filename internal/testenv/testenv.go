@@ -5,7 +5,6 @@ package testenv
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -69,9 +68,9 @@ func ServeConversion(ctx context.Context, env *envtest.Environment) error {
 	go func() { done <- server.Start(ctx) }()
 	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probes that the local server is up
+		err := server.StartedChecker()(nil)
 		if err == nil {
-			return conn.Close()
+			return nil
 		}
 		select {
 		case err := <-done:

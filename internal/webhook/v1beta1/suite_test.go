@@ -2,9 +2,6 @@ package v1beta1
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,15 +77,7 @@ var _ = BeforeSuite(func() {
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 
-	addr := net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
-			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probes that the local server is up
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}).Should(Succeed())
+	Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).Should(Succeed())
 })
 
 var _ = AfterSuite(func() {
