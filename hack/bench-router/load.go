@@ -27,6 +27,8 @@ type variant struct {
 	kserve bool
 	call   func(ctx context.Context, body []byte) ([]byte, error)
 	cells  map[int]*cell // by concurrency
+	// pid is the router's process, whose CPU time is measured (0: none, the direct chain).
+	pid int
 }
 
 // cell is one variant at one concurrency, over every round.
@@ -35,6 +37,10 @@ type cell struct {
 	throughputs []float64 // requests per second, one per round
 	failures    int
 	firstError  error
+	// cpu is the router's CPU time (user and system) during the measured calls, and calls
+	// their number.
+	cpu   time.Duration
+	calls int
 }
 
 func post(ctx context.Context, url string, body []byte) ([]byte, error) {
@@ -98,9 +104,20 @@ func (v *variant) measure(ctx context.Context, callers int, body []byte, warmup,
 		v.cells[callers] = c
 	}
 	v.run(ctx, callers, body, warmup, nil)
+	cpu := cpuTime(v.pid)
 	start := time.Now()
 	n := v.run(ctx, callers, body, d, c)
 	c.throughputs = append(c.throughputs, float64(n)/time.Since(start).Seconds())
+	c.cpu += cpuTime(v.pid) - cpu
+	c.calls += n
+}
+
+// cpuPerCall is the router's CPU time per call, 0 when not measured.
+func (c *cell) cpuPerCall() time.Duration {
+	if c.calls == 0 {
+		return 0
+	}
+	return c.cpu / time.Duration(c.calls)
 }
 
 // run calls the variant from callers goroutines for d and returns the calls that succeeded;

@@ -80,20 +80,20 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	defer ours.stop()
-	variants = append(variants, &variant{name: "pipeline router", hops: true, call: viaRouter(ours.url)})
+	variants = append(variants, &variant{name: "pipeline router", hops: true, pid: ours.cmd.Process.Pid, call: viaRouter(ours.url)})
 	cel, err := startRouter(ctx, o.router, steps.urls, "size(response.items) == 0")
 	if err != nil {
 		return err
 	}
 	defer cel.stop()
-	variants = append(variants, &variant{name: "pipeline router, stopWhen on every step", hops: true, call: viaRouter(cel.url)})
+	variants = append(variants, &variant{name: "pipeline router, stopWhen on every step", hops: true, pid: cel.cmd.Process.Pid, call: viaRouter(cel.url)})
 	if o.kserve != "" {
 		ks, err := startKServe(ctx, o.kserve, steps.urls)
 		if err != nil {
 			return fmt.Errorf("KServe's router: %w", err)
 		}
 		defer ks.stop()
-		variants = append(variants, &variant{name: "KServe router " + o.kserveVersion, hops: true, kserve: true, call: viaRouter(ks.url)})
+		variants = append(variants, &variant{name: "KServe router " + o.kserveVersion, hops: true, kserve: true, pid: ks.cmd.Process.Pid, call: viaRouter(ks.url)})
 	}
 	for _, v := range variants {
 		if err := v.check(ctx, body); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
@@ -127,4 +129,27 @@ func startKServe(ctx context.Context, bin string, urls []string) (*process, erro
 	}
 	p.stop()
 	return nil, errors.New("not ready within 30 s")
+}
+
+// clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// cpuTime is the CPU time (user and system, all threads) process pid has used, 0 for pid 0 or
+// when /proc cannot tell.
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: the fields counted start after it.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
 }

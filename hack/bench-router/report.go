@@ -84,6 +84,7 @@ document of %d bytes. The callers, the steps and the routers share the machine's
 	r.overhead(&b)
 	r.throughput(&b)
 	r.latency(&b)
+	r.cpu(&b)
 	if r.profile != nil {
 		b.WriteString(r.profile.markdown())
 	}
@@ -170,6 +171,29 @@ func (r report) throughput(b *strings.Builder) {
 			}
 			fmt.Fprintf(b, "\n%s: %d calls failed; the first: %v\n", v.name, n, first)
 		}
+	}
+}
+
+// cpu is the routers' CPU time per request: what a router costs, whatever else the machine
+// does at the time.
+func (r report) cpu(b *strings.Builder) {
+	b.WriteString("\n## CPU per request\n\nThe router process's CPU time (user and system, from /proc, in ticks of 10 ms) over the\n" +
+		"measured calls, divided by their number: what one request costs the router. Unlike throughput\n" +
+		"and latency it hardly depends on what else the machine runs.\n\n| callers |")
+	var routers []*variant
+	for _, v := range r.variants {
+		if v.pid != 0 {
+			routers = append(routers, v)
+			b.WriteString(" " + v.name + " |")
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(routers)) + "\n")
+	for _, c := range r.concurrency {
+		fmt.Fprintf(b, "| %d |", c)
+		for _, v := range routers {
+			fmt.Fprintf(b, " %.1f µs |", float64(v.cells[c].cpuPerCall())/float64(time.Microsecond))
+		}
+		b.WriteString("\n")
 	}
 }
 

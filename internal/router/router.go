@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,7 +38,7 @@ type Router struct {
 	propagate []string
 	bodyLimit int64
 	budget    *budget
-	client    *http.Client
+	client    *stepClient
 	metrics   *metrics
 	gatherer  prometheus.Gatherer
 	log       *slog.Logger
@@ -85,13 +84,13 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, fmt.Errorf("register router metrics: %w", err)
 	}
 	r.metrics = m
-	r.client = &http.Client{
-		Transport: newTransport(),
-		// A redirect is an answer like any other: the router does not follow it.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	r.client = newStepClient()
 	for i, s := range cfg.Steps {
-		st := &step{name: s.Name, index: i + 1, url: s.URL, timeout: s.Timeout(), retries: s.Retries,
+		t, err := newTarget(s.URL)
+		if err != nil {
+			return nil, fmt.Errorf("step %q url: %w", s.Name, err)
+		}
+		st := &step{name: s.Name, index: i + 1, url: s.URL, target: t, timeout: s.Timeout(), retries: s.Retries,
 			idempotent: s.IsIdempotent(), budget: newRetryBudget(r.now), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {
@@ -105,20 +104,6 @@ func New(cfg Config, opts Options) (*Router, error) {
 
 // Gatherer is the registry the router's metrics are in when Options.Registerer was nil.
 func (r *Router) Gatherer() prometheus.Gatherer { return r.gatherer }
-
-// newTransport keeps enough idle connections to every step for many concurrent callers, and
-// ignores proxy settings of the environment: steps are called directly.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-	}
-}
 
 // ServeHTTP runs one request through the pipeline.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {

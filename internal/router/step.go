@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +30,7 @@ type step struct {
 	name    string
 	index   int // 1-based position in the pipeline
 	url     string
+	target  target
 	timeout time.Duration
 	retries int
 	// idempotent is false for a step that must not get a request twice: only attempts that
@@ -98,20 +98,7 @@ type attemptError struct {
 func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
 	// The attempt ends at the step's timeout or at the request's deadline (ctx's), whichever
 	// is first.
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, bytes.NewReader(in.body.Bytes()))
-	if err != nil {
-		return nil, &attemptError{reason: ReasonConnection, what: "could not be called", err: err}
-	}
-	req.Header = header.Clone()
-	if in.contentType != "" {
-		req.Header["Content-Type"] = []string{in.contentType}
-	}
-	if in.contentEncoding != "" {
-		req.Header["Content-Encoding"] = []string{in.contentEncoding}
-	}
-	res, err := r.client.Do(req)
+	res, err := r.client.post(ctx, &s.target, s.timeout, header, in)
 	if err != nil {
 		return nil, classify(ctx, err, s.timeout)
 	}

@@ -1,0 +1,195 @@
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawStep is a step on a raw loopback listener: serve handles each connection, and conns
+// counts them.
+type rawStep struct {
+	url   string
+	conns atomic.Int32
+}
+
+func newRawStep(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawStep {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	s := &rawStep{url: "http://" + ln.Addr().String() + "/"}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			go func() {
+				defer func() { _ = c.Close() }()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return s
+}
+
+func TestRouterKeepsOneConnectionToAStepForSequentialCalls(t *testing.T) {
+	var conns atomic.Int32
+	s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	})
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}})
+	for i := range 20 {
+		if a := post(t, tr.url, "text/plain", strconv.Itoa(i), nil); a.status != http.StatusOK || a.body != strconv.Itoa(i) {
+			t.Fatalf("call %d: answer %d %q", i, a.status, a.body)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("20 calls made %d connections to the step, want 1", got)
+	}
+}
+
+// TestRouterDoesNotSendOnAConnectionTheStepClosed runs a step that closes every connection
+// after its answer without saying so (no Connection: close), as a step's idle timeout or a
+// restart would: the router, with no retries, must still never call it on a closed connection.
+func TestRouterDoesNotSendOnAConnectionTheStepClosed(t *testing.T) {
+	s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(req.Body)
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "closer", URL: s.url}}})
+	for i := range 20 {
+		if a := post(t, tr.url, "text/plain", strconv.Itoa(i), nil); a.status != http.StatusOK || a.body != strconv.Itoa(i) {
+			t.Fatalf("call %d: answer %d %q", i, a.status, a.body)
+		}
+		// The step's end of the connection is closed before the next call.
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := s.conns.Load(); got != 20 {
+		t.Errorf("%d connections for 20 calls, want 20", got)
+	}
+}
+
+func TestRouterSkipsInformationalAnswers(t *testing.T) {
+	s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+
+				"HTTP/1.1 100 Continue\r\n\r\n"+
+				"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Model-Version: 7\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+		}
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hints", URL: s.url}, {Name: "hints-again", URL: s.url}}})
+	for range 3 {
+		a := post(t, tr.url, "text/plain", "in", nil)
+		if a.status != http.StatusOK || a.body != "in" || a.header.Get("X-Model-Version") != "7" {
+			t.Fatalf("answer %d %q %v, want the final answer", a.status, a.body, a.header)
+		}
+	}
+	if got := s.conns.Load(); got != 1 {
+		t.Errorf("%d connections, want 1: a connection stays usable after informational answers", got)
+	}
+}
+
+func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
+	s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.ReadAll(req.Body)
+		_, _ = c.Write(bytes.Repeat([]byte("HTTP/1.1 103 Early Hints\r\n\r\n"), 100))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hints", URL: s.url}}})
+	a := post(t, tr.url, "text/plain", "in", nil)
+	if a.status != http.StatusBadGateway {
+		t.Fatalf("answer %d %q, want 502", a.status, a.body)
+	}
+	if e := a.errorBody(t); e.Reason != ReasonConnection {
+		t.Errorf("error body %+v, want reason %s", e, ReasonConnection)
+	}
+}
+
+// TestRouterReadsALargeAnswerWhileItSendsALargeBody runs a step that streams its answer while
+// it reads the body, as a full-duplex server may: a client that wrote the whole body before
+// reading would wait for ever once both sides' buffers are full.
+func TestRouterReadsALargeAnswerWhileItSendsALargeBody(t *testing.T) {
+	const size = 32 << 20
+	s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", req.ContentLength)
+		_, _ = io.Copy(c, req.Body)
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "stream", URL: s.url, TimeoutSeconds: 20}}})
+	a := post(t, tr.url, "application/octet-stream", strings.Repeat("x", size), nil)
+	if a.status != http.StatusOK || len(a.body) != size {
+		t.Fatalf("answer %d of %d bytes, want 200 with %d", a.status, len(a.body), size)
+	}
+}
+
+func TestStepClientClosesConnectionsIdleTooLong(t *testing.T) {
+	s := newRawStep(t, func(c net.Conn, _ *bufio.Reader) { _, _ = io.Copy(io.Discard, c) })
+	c := newStepClient()
+	tg, err := newTarget(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []*clientConn
+	for range 3 {
+		cc, err := c.get(t.Context(), tg.addr, time.Now().Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, cc)
+	}
+	for _, cc := range kept {
+		c.put(cc)
+	}
+	c.mu.Lock()
+	kept[0].idleAt = time.Now().Add(-2 * idleConnTimeout)
+	kept[1].idleAt = time.Now().Add(-2 * idleConnTimeout)
+	c.mu.Unlock()
+	c.closeIdle()
+	c.mu.Lock()
+	left := len(c.idle[tg.addr])
+	c.mu.Unlock()
+	if left != 1 {
+		t.Errorf("%d idle connections left, want 1", left)
+	}
+	if _, err := kept[0].conn.Write([]byte("x")); err == nil {
+		t.Error("a connection idle too long is still open")
+	}
+	if _, err := kept[2].conn.Write([]byte("x")); err != nil {
+		t.Errorf("the connection used last was closed: %v", err)
+	}
+}
