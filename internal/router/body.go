@@ -1,17 +1,49 @@
 package router
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
-// minBufferBytes is the first allocation for a body of unknown length.
-const minBufferBytes = 32 << 10
+// blockBytes is the size of the blocks a body is held in. A body is read into blocks of this
+// size (its last block, or a body announced shorter, into an array of its own size), so that
+// it grows without copying and a released body's blocks serve the next bodies.
+const blockBytes = 32 << 10
+
+// block is one block of a body.
+type block = [blockBytes]byte
+
+// blocks gives out the blocks of bodies and takes back those of released bodies.
+type blocks interface {
+	get() *block
+	put(*block)
+}
+
+// blockPool is the router's blocks: those of released bodies serve the next ones, and the
+// garbage collector frees those left unused.
+type blockPool struct{ pool sync.Pool }
+
+func (p *blockPool) get() *block {
+	if b, ok := p.pool.Get().(*block); ok {
+		return b
+	}
+	return new(block)
+}
+
+func (p *blockPool) put(b *block) { p.pool.Put(b) }
+
+// sharedBlocks is the blocks of every budget that names none.
+var sharedBlocks = &blockPool{}
 
 var (
 	errBodyTooLarge   = errors.New("body exceeds maxBodyBytes")
 	errBudgetExceeded = errors.New("the router holds maxBufferedBytes of bodies already")
+	errBodyReleased   = errors.New("the body was released")
 )
 
 // budget bounds the bytes of body buffers all requests in flight hold together. It never
@@ -20,6 +52,15 @@ var (
 type budget struct {
 	limit int64
 	used  atomic.Int64
+	// blocks holds the blocks of bodies (sharedBlocks when nil).
+	blocks blocks
+}
+
+func (b *budget) blockSource() blocks {
+	if b.blocks == nil {
+		return sharedBlocks
+	}
+	return b.blocks
 }
 
 func (b *budget) tryAcquire(n int64) bool {
@@ -36,52 +77,219 @@ func (b *budget) tryAcquire(n int64) bool {
 
 func (b *budget) release(n int64) { b.used.Add(-n) }
 
-// buffer is a body held in memory, counted against a budget until released.
+// buffer is a body held in memory in chunks (each full but the last), counted against a
+// budget until released. Its chunks of blockBytes come from the budget's blocks and go back to
+// them once the buffer is released and no reader of it (a step request still being sent) is
+// open.
 type buffer struct {
-	data   []byte
+	chunks [][]byte
+	size   int64
 	budget *budget
 	held   int64
+	// released is set once the owner released the buffer.
+	released bool
+	// refs counts the owner (until release) and the open readers.
+	refs atomic.Int32
 }
 
-// Bytes is the body.
-func (b *buffer) Bytes() []byte { return b.data }
+// Len is the body's length in bytes.
+func (b *buffer) Len() int64 { return b.size }
 
-// release gives the buffer's bytes back to the budget; the buffer must not be used after.
-func (b *buffer) release() {
-	if b == nil || b.budget == nil {
-		return
+// Bytes is the body in one slice: a body of several chunks is copied, outside the budget,
+// unless join made it one chunk first.
+func (b *buffer) Bytes() []byte {
+	switch len(b.chunks) {
+	case 0:
+		return nil
+	case 1:
+		return b.chunks[0]
 	}
-	b.budget.release(b.held)
-	b.data, b.held, b.budget = nil, 0, nil
+	data := make([]byte, 0, b.size)
+	for _, c := range b.chunks {
+		data = append(data, c...)
+	}
+	return data
 }
 
-// grow makes room for at least one more byte, up to limit, counting it against the budget.
-func (b *buffer) grow(limit int64) error {
-	size := int64(cap(b.data)) * 2
-	size = max(size, minBufferBytes)
-	size = min(size, limit)
-	if !b.budget.tryAcquire(size - b.held) {
+// WriteTo writes the body to w.
+func (b *buffer) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, c := range b.chunks {
+		m, err := w.Write(c)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// join puts a body of several chunks into one, so that Bytes does not copy it: the copy is
+// counted against the budget while both are held, then the chunks are released.
+func (b *buffer) join() error {
+	if len(b.chunks) <= 1 {
+		return nil
+	}
+	if !b.budget.tryAcquire(b.size) {
 		return errBudgetExceeded
 	}
-	data := make([]byte, len(b.data), size)
-	copy(data, b.data)
-	b.data, b.held = data, size
+	data := b.Bytes()
+	chunks, held := b.chunks, b.held
+	b.chunks, b.held = [][]byte{data}, b.size
+	b.budget.release(held)
+	if b.refs.Load() == 1 {
+		// No reader has the old chunks: they can serve other bodies.
+		b.recycle(chunks)
+	}
 	return nil
+}
+
+// joinForStopWhen joins the answer of a step whose stopWhen decodes it (JSON), which it
+// does from one slice.
+func joinForStopWhen(s *step, resp *stepResponse) *failure {
+	if s.stopWhen == nil || !isJSON(resp.contentType) {
+		return nil
+	}
+	if err := resp.body.join(); err != nil {
+		s.metrics.failed(ReasonBufferBudget)
+		return s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
+			" could not be evaluated: the router holds maxBufferedBytes of bodies already",
+			fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
+	}
+	return nil
+}
+
+// release gives the buffer's bytes back to the budget; the owner must not use the buffer
+// after. Its blocks are given back when the last reader is closed.
+func (b *buffer) release() {
+	if b == nil || b.released {
+		return
+	}
+	b.released = true
+	b.budget.release(b.held)
+	b.held = 0
+	b.unref()
+}
+
+func (b *buffer) unref() {
+	if b.refs.Add(-1) == 0 {
+		b.recycle(b.chunks)
+		b.chunks = nil
+	}
+}
+
+// recycle gives the blocks among chunks back to the budget's blocks.
+func (b *buffer) recycle(chunks [][]byte) {
+	src := b.budget.blockSource()
+	for _, c := range chunks {
+		if cap(c) == blockBytes {
+			src.put((*block)(c[:blockBytes]))
+		}
+	}
+}
+
+// reader is a new reader of the body, holding its blocks until closed; nil
+// once the buffer is released and its last reader closed.
+func (b *buffer) reader() *bodyReader {
+	for {
+		n := b.refs.Load()
+		if n == 0 {
+			return nil
+		}
+		if b.refs.CompareAndSwap(n, n+1) {
+			return &bodyReader{buf: b, chunks: b.chunks}
+		}
+	}
+}
+
+// bodyReader reads a buffer's body. Read and Close may be called from different goroutines (a
+// transport may close a request body while it writes it): once Close returns, no Read touches
+// the body's blocks again.
+type bodyReader struct {
+	mu     sync.Mutex
+	buf    *buffer
+	chunks [][]byte
+	off    int
+}
+
+// Read reads the body's next bytes.
+func (r *bodyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buf == nil {
+		return 0, errBodyReleased
+	}
+	n := 0
+	for n < len(p) && len(r.chunks) > 0 {
+		m := copy(p[n:], r.chunks[0][r.off:])
+		n += m
+		r.off += m
+		if r.off == len(r.chunks[0]) {
+			r.chunks, r.off = r.chunks[1:], 0
+		}
+	}
+	if len(r.chunks) == 0 {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Close ends the reader; its buffer's blocks go back once the buffer is released
+// and its readers closed.
+func (r *bodyReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buf != nil {
+		r.buf.unref()
+		r.buf, r.chunks = nil, nil
+	}
+	return nil
+}
+
+// newBodyRequest is a POST of body to url. Each sending of it (the transport may send it
+// again on a new connection, through GetBody) reads the body through a reader of its own,
+// which the transport closes once done with it.
+func newBodyRequest(ctx context.Context, url string, body *buffer) (*http.Request, error) {
+	if body.Len() == 0 {
+		return http.NewRequestWithContext(ctx, http.MethodPost, url, http.NoBody)
+	}
+	rd := body.reader()
+	if rd == nil {
+		return nil, errBodyReleased
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
+	if err != nil {
+		_ = rd.Close()
+		return nil, err
+	}
+	req.ContentLength = body.Len()
+	req.GetBody = func() (io.ReadCloser, error) {
+		if rd := body.reader(); rd != nil {
+			return rd, nil
+		}
+		return nil, errBodyReleased
+	}
+	return req, nil
 }
 
 // readBody reads r whole into a buffer of at most limit bytes. size is the announced length
 // (-1 when unknown): it refuses a body over limit at once and bounds the buffer, but the
-// buffer, and its charge on the budget, grow only as bytes arrive (doubling from
-// minBufferBytes), so that a caller that announces a large body and sends little holds little.
-// A body longer than limit is errBodyTooLarge, one the budget cannot hold errBudgetExceeded.
+// buffer, and its charge on the budget, grow only as bytes arrive, one chunk at a time (of
+// blockBytes, or of what is left of size or limit when that is less), so that a caller that
+// announces a large body and sends little holds little. A body longer than limit is
+// errBodyTooLarge, one the budget cannot hold errBudgetExceeded.
 func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 	if size > limit {
 		return nil, errBodyTooLarge
 	}
 	buf := &buffer{budget: bg}
-	var probe [1]byte
+	buf.refs.Store(1)
+	var (
+		chunk []byte // the last chunk, being filled
+		probe [1]byte
+	)
 	for {
-		if len(buf.data) == cap(buf.data) {
+		if len(chunk) == cap(chunk) {
 			// Full (or nothing allocated yet): read one byte to know whether the body goes on.
 			n, err := io.ReadFull(r, probe[:])
 			if n == 0 {
@@ -91,24 +299,28 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 				buf.release()
 				return nil, err
 			}
-			if int64(len(buf.data)) >= limit {
+			if buf.size >= limit {
 				buf.release()
 				return nil, errBodyTooLarge
 			}
 			// A body of known length needs no more room than that length.
-			target := limit
-			if int64(len(buf.data)) < size {
-				target = size
+			room := limit - buf.size
+			if buf.size < size {
+				room = size - buf.size
 			}
-			if err := buf.grow(target); err != nil {
+			if chunk, err = buf.grow(room); err != nil {
 				buf.release()
 				return nil, err
 			}
-			buf.data = append(buf.data, probe[0])
+			chunk = append(chunk, probe[0])
+			buf.chunks[len(buf.chunks)-1] = chunk
+			buf.size++
 			continue
 		}
-		n, err := r.Read(buf.data[len(buf.data):cap(buf.data)])
-		buf.data = buf.data[:len(buf.data)+n]
+		n, err := r.Read(chunk[len(chunk):cap(chunk)])
+		chunk = chunk[:len(chunk)+n]
+		buf.chunks[len(buf.chunks)-1] = chunk
+		buf.size += int64(n)
 		if err == io.EOF {
 			return buf, nil
 		}
@@ -117,4 +329,22 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 			return nil, err
 		}
 	}
+}
+
+// grow adds an empty chunk of blockBytes, or of room when that is less, counting it against
+// the budget.
+func (b *buffer) grow(room int64) ([]byte, error) {
+	n := min(room, blockBytes)
+	if !b.budget.tryAcquire(n) {
+		return nil, errBudgetExceeded
+	}
+	b.held += n
+	var chunk []byte
+	if n == blockBytes {
+		chunk = b.budget.blockSource().get()[:0]
+	} else {
+		chunk = make([]byte, 0, n)
+	}
+	b.chunks = append(b.chunks, chunk)
+	return chunk, nil
 }

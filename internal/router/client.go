@@ -2,7 +2,6 @@ package router
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -89,11 +88,11 @@ func newStepClient() *stepClient {
 // post sends in to t with header, under ctx and within timeout, and returns the step's final
 // answer. The answer's body must be closed; until then ctx and the timeout still apply.
 func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration, header http.Header, in payload) (*http.Response, error) {
-	if t.direct && len(in.body.Bytes()) <= directBodyLimit {
+	if t.direct && in.body.Len() <= directBodyLimit {
 		return c.postDirect(ctx, t, timeout, header, in)
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, t.url, bytes.NewReader(in.body.Bytes()))
+	req, err := newBodyRequest(actx, t.url, in.body)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -168,13 +167,12 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 // exchange writes one request and reads the final answer's header.
 func (cc *clientConn) exchange(t *target, header http.Header, in payload) (*http.Response, error) {
 	w := cc.bw
-	body := in.body.Bytes()
 	_, _ = w.WriteString("POST ")
 	_, _ = w.WriteString(t.path)
 	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = w.WriteString(t.host)
 	_, _ = w.WriteString("\r\nContent-Length: ")
-	_, _ = w.WriteString(strconv.Itoa(len(body)))
+	_, _ = w.WriteString(strconv.FormatInt(in.body.Len(), 10))
 	_, _ = w.WriteString("\r\n")
 	for name, values := range header {
 		for _, v := range values {
@@ -191,7 +189,9 @@ func (cc *clientConn) exchange(t *target, header http.Header, in payload) (*http
 		}
 	}
 	_, _ = w.WriteString("\r\n")
-	_, _ = w.Write(body)
+	if _, err := in.body.WriteTo(w); err != nil {
+		return nil, err
+	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}

@@ -163,9 +163,9 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 	if resp.contentType != "" {
 		h["Content-Type"] = []string{resp.contentType}
 	}
-	h["Content-Length"] = []string{strconv.Itoa(len(resp.body.Bytes()))}
+	h["Content-Length"] = []string{strconv.FormatInt(resp.body.Len(), 10)}
 	w.WriteHeader(status)
-	_, _ = w.Write(resp.body.Bytes())
+	_, _ = resp.body.WriteTo(w)
 	return status
 }
 
@@ -182,7 +182,11 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		if resp.status >= 400 {
 			return resp, s.name, nil
 		}
-		stop, f := s.stops(ctx, resp, r.budget)
+		f = joinForStopWhen(s, resp)
+		stop := false
+		if f == nil {
+			stop, f = s.stops(ctx, resp, r.budget)
+		}
 		if f != nil {
 			resp.body.release()
 			return nil, "", f
