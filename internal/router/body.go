@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -246,10 +247,15 @@ func (r *bodyReader) Close() error {
 	return nil
 }
 
-// newBodyRequest is a POST of body to url. Each sending of it (the transport may send it
-// again on a new connection, through GetBody) reads the body through a reader of its own,
+// newBodyRequest is a POST of body to url. Each sending of a body in blocks (the transport may
+// send it again on a new connection, through GetBody) reads it through a reader of its own,
 // which the transport closes once done with it.
 func newBodyRequest(ctx context.Context, url string, body *buffer) (*http.Request, error) {
+	if len(body.chunks) == 1 && cap(body.chunks[0]) != blockBytes {
+		// An array of its own, never reused: the transport knows the in-memory reader, and
+		// sends the headers and a short body in one packet.
+		return http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body.chunks[0]))
+	}
 	if body.Len() == 0 {
 		return http.NewRequestWithContext(ctx, http.MethodPost, url, http.NoBody)
 	}
