@@ -139,10 +139,9 @@ type clientConn struct {
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Duration, header http.Header, in payload) (*http.Response, error) {
+	// The connection's deadline is the step's timeout; ctx's own deadline, like the caller going
+	// away, ends the exchange through ctx, so that the error is told apart by ctx's state.
 	deadline := time.Now().Add(timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	cc, err := c.get(ctx, t.addr, deadline)
 	if err != nil {
 		return nil, err
@@ -151,7 +150,7 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 		_ = cc.conn.Close()
 		return nil, err
 	}
-	// The caller going away ends the exchange at once; the connection is not used again.
+	// ctx ending ends the exchange at once; the connection is not used again.
 	stop := context.AfterFunc(ctx, func() { _ = cc.conn.SetDeadline(aLongTimeAgo) })
 	res, err := cc.exchange(t, header, in)
 	if err != nil {
