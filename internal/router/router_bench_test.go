@@ -2,6 +2,8 @@ package router
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -35,6 +37,88 @@ func BenchmarkRouterThreeSteps(b *testing.B) {
 			_ = res.Body.Close()
 			if res.StatusCode != http.StatusOK || len(got) != len(body) {
 				b.Fatalf("answer %d", res.StatusCode)
+			}
+		}
+	})
+}
+
+// benchDocument is the document make bench-router sends (hack/bench-router): 1083 bytes,
+// {"items": [16 strings of 64 bytes]}.
+func benchDocument() []byte {
+	items := make([]string, 16)
+	for i := range items {
+		items[i] = strings.Repeat("x", 64)
+	}
+	b, _ := json.Marshal(map[string][]string{"items": items})
+	return b
+}
+
+// benchResponse is an echo step's answer to the benchmark's document, with the headers a Go
+// HTTP server sends.
+func benchResponse(b *testing.B) *stepResponse {
+	b.Helper()
+	doc := benchDocument()
+	if len(doc) != 1083 {
+		b.Fatalf("the document is %d bytes, want 1083", len(doc))
+	}
+	return &stepResponse{
+		payload: payload{body: &buffer{data: doc}, contentType: "application/json"},
+		status:  http.StatusOK,
+		header: http.Header{
+			"Content-Type":   {"application/json"},
+			"Content-Length": {"1083"},
+			"Date":           {"Tue, 25 Nov 2026 16:44:00 GMT"},
+		},
+	}
+}
+
+// BenchmarkStopWhen is the stopWhen of make bench-router on one step's answer, whole and in its
+// parts (go test -bench StopWhen -cpuprofile to see where the time goes).
+func BenchmarkStopWhen(b *testing.B) {
+	sw, err := CompileStopWhen("size(response.items) == 0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := benchResponse(b)
+	doc := resp.body.Bytes()
+	b.Run("stops", func(b *testing.B) {
+		s := &step{name: "bench", index: 1, stopWhen: sw}
+		bg := &budget{limit: 1 << 30}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if stop, f := s.stops(ctx, resp, bg); stop || f != nil {
+				b.Fatalf("stops: %v, %v", stop, f)
+			}
+		}
+	})
+	b.Run("cost", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = jsonDecodeCost(doc)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if decodeJSON(doc) == nil {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+	b.Run("headers", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = firstValues(resp.header)
+		}
+	})
+	b.Run("eval", func(b *testing.B) {
+		in := StopWhenInput{Response: decodeJSON(doc), Status: http.StatusOK, Headers: firstValues(resp.header)}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if stop, err := sw.Eval(ctx, in); stop || err != nil {
+				b.Fatalf("eval: %v, %v", stop, err)
 			}
 		}
 	})
