@@ -4,8 +4,8 @@ package router
 // value becomes an interface, every object a map. jsonDecodeCost estimates it from the
 // document's shape, so that the decoded document is held against the buffer budget too.
 const (
-	// jsonBytesFactor counts the document's bytes this many times (strings and keys copied,
-	// slices grown by doubling).
+	// jsonBytesFactor counts the document's bytes this many times (the document copied once
+	// as the text of its strings, a string with escapes copied once more).
 	jsonBytesFactor = 2
 	// jsonValueBytes is counted for each value, key and container.
 	jsonValueBytes = 64

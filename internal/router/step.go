@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -246,15 +245,6 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// decodeJSON is the body decoded, nil when it does not parse.
-func decodeJSON(body []byte) any {
-	var v any
-	if json.Unmarshal(body, &v) != nil {
-		return nil
-	}
-	return v
 }
 
 // defaultBackoff is the jittered exponential backoff before retry n.

@@ -1,0 +1,111 @@
+package router
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// jsonDecodeCases are documents on every path of parseJSON: each is decoded as
+// encoding/json decodes it, or refused as it refuses it.
+var jsonDecodeCases = []string{
+	// Values.
+	`null`, `true`, `false`, `0`, `-0`, `1`, `-1`, `123456789012345`, `1234567890123456`,
+	`-123456789012345678901234567890`, `9007199254740993`, `0.1`, `-0.5e-3`, `1E+2`, `1e400`,
+	`-1e400`, `1e-400`, `2.2250738585072011e-308`, `""`, `"a"`, `[]`, `{}`, `[1,"a",true,null]`,
+	`{"a":{"b":[{}]}}`, " \t\r\n[ 1 , 2 ] \n", `{"a":1,"a":2}`, `{"a":[1],"b":{"c":null},"a":"x"}`,
+	// Strings: escapes, surrogates, invalid UTF-8.
+	`"\"\\\/\b\f\n\r\t"`, `"\u0041\u00e9\u4e2d"`, `"\u0000"`, `"\ud83d\ude00"`, `"\uD83D\uDE00"`,
+	`"\ud83d"`, `"\ud83dx"`, `"\ude00"`, `"\ud83d\ud83d\ude00"`, `"\ud83d\u0041"`, `"\ud83d\n"`,
+	"\"caf\xc3\xa9\"", "\"\xff\"", "\"a\xc3\"", "\"\xed\xa0\x80\"", "\"\xef\xbf\xbd\"",
+	"\"\\n\xff\xfe\"", "{\"k\xff\":1}", "\"\xf4\x90\x80\x80\"", `"é\u00e9"`,
+	// Refused.
+	``, ` `, `nul`, `nulll`, `True`, `tru`, `-`, `01`, `1.`, `.1`, `1e`, `1e+`, `+1`, `0x1`, `1.5.`,
+	`NaN`, `Infinity`, `"abc`, `"\`, `"\x"`, `"\'"`, `"\u12"`, `"\u12G4"`, "\"a\tb\"", "\"a\x00\"",
+	`[`, `[1`, `[1,]`, `[,1]`, `[1 2]`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{a:1}`, `{"a" 1}`,
+	`{,}`, `{"a":1 "b":2}`, `[1]]`, `{}}`, `1 2`, "\xef\xbb\xbf{}", "\v1", `[1]x`, `"a"b`,
+}
+
+func TestParseJSONDecodesAsEncodingJSON(t *testing.T) {
+	for _, doc := range jsonDecodeCases {
+		checkLikeEncodingJSON(t, []byte(doc))
+	}
+}
+
+func TestParseJSONNestingDepth(t *testing.T) {
+	for _, depth := range []int{maxJSONDepth, maxJSONDepth + 1} {
+		for _, open := range []string{"[", `{"a":`} {
+			close := map[string]string{"[": "]", `{"a":`: "}"}[open]
+			doc := strings.Repeat(open, depth) + "1" + strings.Repeat(close, depth)
+			_, err := parseJSON([]byte(doc))
+			if (err == nil) != (depth <= maxJSONDepth) {
+				t.Errorf("%d nested %q: error %v", depth, open, err)
+			}
+			checkLikeEncodingJSON(t, []byte(doc))
+		}
+	}
+}
+
+func TestParseJSONNumbers(t *testing.T) {
+	for doc, want := range map[string]float64{
+		`0`:                      0,
+		`123456789012345`:        123456789012345,
+		`-123456789012345`:       -123456789012345,
+		`9007199254740993`:       9007199254740992, // rounded to even, as strconv does
+		`0.1`:                    0.1,
+		`1e-400`:                 0,
+		`1.7976931348623157e308`: math.MaxFloat64,
+	} {
+		if got, err := parseJSON([]byte(doc)); err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", doc, got, err, want)
+		}
+	}
+	if v, _ := parseJSON([]byte(`-0`)); !math.Signbit(v.(float64)) {
+		t.Error("-0 lost its sign")
+	}
+}
+
+// TestParseJSONEmptyContainersAreNotNil checks that [] and {} are empty, not nil, as
+// encoding/json makes them (CEL tells a null from an empty list).
+func TestParseJSONEmptyContainersAreNotNil(t *testing.T) {
+	v, err := parseJSON([]byte(`{"a":[],"b":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	if a, ok := m["a"].([]any); !ok || a == nil {
+		t.Errorf("[] decoded as %#v", m["a"])
+	}
+	if o, ok := m["b"].(map[string]any); !ok || o == nil {
+		t.Errorf("{} decoded as %#v", m["b"])
+	}
+}
+
+// FuzzDecodeJSON checks parseJSON against encoding/json: the same value, or both refuse.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, doc := range jsonDecodeCases {
+		f.Add([]byte(doc))
+	}
+	f.Add(benchDocument())
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkLikeEncodingJSON(t, doc)
+	})
+}
+
+func checkLikeEncodingJSON(t *testing.T, doc []byte) {
+	t.Helper()
+	var want any
+	wantErr := json.Unmarshal(doc, &want)
+	got, err := parseJSON(doc)
+	switch {
+	case (err != nil) != (wantErr != nil):
+		t.Errorf("%q: error %v, encoding/json's %v", doc, err, wantErr)
+	case err == nil && !reflect.DeepEqual(got, want):
+		t.Errorf("%q: %#v, encoding/json's %#v", doc, got, want)
+	}
+	if err == nil && decodeJSON(doc) == nil && want != nil {
+		t.Errorf("%q: decodeJSON lost the value", doc)
+	}
+}
