@@ -185,6 +185,7 @@ FUZZTIME ?= 5000x
 test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders and the router's JSON decoding (-fuzztime $(FUZZTIME)).
 	go test ./internal/controller/pipeline/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/ -run '^$$' -fuzz FuzzDecodeJSON -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 BENCH_SIZES ?= 100,300,1000
 

@@ -1,5 +1,7 @@
 package router
 
+import "bytes"
+
 // Decoding a JSON document for stopWhen takes memory the body's buffer does not count: every
 // value becomes an interface, every object a map. jsonDecodeCost estimates it from the
 // document's shape, so that the decoded document is held against the buffer budget too.
@@ -16,23 +18,33 @@ const (
 // strings starts one).
 func jsonDecodeCost(doc []byte) int64 {
 	values := int64(1)
-	inString, escaped := false, false
-	for _, c := range doc {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch c {
-			case '\\':
-				escaped = true
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ',' || c == ':' || c == '{' || c == '[':
+	for i := 0; i < len(doc); i++ {
+		switch doc[i] {
+		case '"':
+			i = stringEnd(doc, i+1)
+		case ',', ':', '{', '[':
 			values++
 		}
 	}
 	return jsonBytesFactor*int64(len(doc)) + jsonValueBytes*values
+}
+
+// stringEnd is the index of the quote that ends the string whose contents start at i (one not
+// escaped: after an even number of backslashes), len(doc) when there is none.
+func stringEnd(doc []byte, i int) int {
+	for {
+		q := bytes.IndexByte(doc[i:], '"')
+		if q < 0 {
+			return len(doc)
+		}
+		q += i
+		b := q
+		for b > i && doc[b-1] == '\\' {
+			b--
+		}
+		if (q-b)%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
 }

@@ -53,3 +53,42 @@ func TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget(t *testing.T) {
 		t.Errorf("a small JSON answer: %d %q", a.status, a.body)
 	}
 }
+
+// costByStates is jsonDecodeCost as a state machine over every byte: the reference the
+// faster scan is checked against.
+func costByStates(doc []byte) int64 {
+	values := int64(1)
+	inString, escaped := false, false
+	for _, c := range doc {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ',' || c == ':' || c == '{' || c == '[':
+			values++
+		}
+	}
+	return jsonBytesFactor*int64(len(doc)) + jsonValueBytes*values
+}
+
+// FuzzJSONDecodeCost checks jsonDecodeCost against costByStates on any bytes, JSON or not.
+func FuzzJSONDecodeCost(f *testing.F) {
+	for _, doc := range []string{`1`, `[1,2,3]`, `{"a":1,"b":[true,null]}`, `"a,b:{c[d"`, `["\",", ","]`,
+		`"\\",1`, `"\\\",1"`, `"\`, `"`, `",`, `{"a\\":{"b":"\\\\\"[,"}}`, `\\",[`} {
+		f.Add([]byte(doc))
+	}
+	f.Add(benchDocument())
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if got, want := jsonDecodeCost(doc), costByStates(doc); got != want {
+			t.Errorf("jsonDecodeCost(%q) = %d, want %d", doc, got, want)
+		}
+	})
+}
