@@ -54,6 +54,26 @@ func TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget(t *testing.T) {
 	}
 }
 
+// TestRouterDoesNotDecodeForAnExpressionWithoutResponse checks that an answer is neither
+// decoded nor held in the budget for an expression that does not read response: the JSON
+// answer that would not fit (above) passes.
+func TestRouterDoesNotDecodeForAnExpressionWithoutResponse(t *testing.T) {
+	many := jsonStep(t, "["+strings.TrimSuffix(strings.Repeat("1,", 500), ",")+"]")
+	tr := newTestRouter(t, Config{Steps: []Step{
+		{Name: "many", URL: many.URL, StopWhen: `status == 200 && headers["content-type"] == "application/json"`},
+	}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
+	if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "many" {
+		t.Errorf("answer %d %q, want the step's", a.status, a.body)
+	}
+	// The same answer for an expression that reads it is refused.
+	tr2 := newTestRouter(t, Config{Steps: []Step{
+		{Name: "many", URL: many.URL, StopWhen: `status == 200 && response != null`},
+	}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
+	if a := post(t, tr2.url, "", "in", nil); a.status != http.StatusServiceUnavailable {
+		t.Errorf("answer %d %q, want 503", a.status, a.body)
+	}
+}
+
 // costByStates is jsonDecodeCost as a state machine over every byte: the reference the
 // faster scan is checked against.
 func costByStates(doc []byte) int64 {

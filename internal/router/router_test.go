@@ -84,6 +84,32 @@ func TestRouterStopWhenSeesStatusAndHeaders(t *testing.T) {
 	}
 }
 
+// TestRouterStopWhenReadsTheAnswerHoweverItIsNamed checks that every way of reading response
+// sees the decoded answer: none may be mistaken for an expression that does not read it.
+func TestRouterStopWhenReadsTheAnswerHoweverItIsNamed(t *testing.T) {
+	detect := jsonStep(t, `{"faces": [], "label": "background", "x": {"y": 1}}`)
+	recognize := appendStep(t, "|recognized", "application/json", nil)
+	for _, expr := range []string{
+		"size(response.faces) == 0",
+		"has(response.faces)",
+		`response["label"] == "background"`,
+		".response.x.y == 1",
+		"dyn(response).x.y == 1",
+		"[response][0].label.startsWith('back')",
+		"response.exists(k, k == 'label')",
+		"[1].exists(x, response.x.y == x)",
+		"response != null && status == 200",
+	} {
+		tr := newTestRouter(t, Config{Steps: []Step{
+			{Name: "detect", URL: detect.URL, StopWhen: expr},
+			{Name: "recognize", URL: recognize.URL},
+		}})
+		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "detect" {
+			t.Errorf("%s: answer %d %q from %q, want the detector's", expr, a.status, a.body, a.header.Get(HeaderLastStep))
+		}
+	}
+}
+
 func TestRouterAnswers502WhenStopWhenFailsAtRunTime(t *testing.T) {
 	detect := statusStep(t, http.StatusOK, "not json")
 	recognize := appendStep(t, "", "text/plain", nil)

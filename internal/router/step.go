@@ -217,7 +217,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		return false, nil
 	}
 	var response any
-	if isJSON(resp.contentType) {
+	if s.stopWhen.readsResponse && isJSON(resp.contentType) {
 		cost := jsonDecodeCost(resp.body.Bytes())
 		if !bg.tryAcquire(cost) {
 			s.metrics.failed(ReasonBufferBudget)
@@ -231,7 +231,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
 		Response: response,
 		Status:   resp.status,
-		Headers:  firstValues(resp.header),
+		Header:   resp.header,
 	})
 	if err != nil {
 		s.metrics.failed(ReasonStopWhen)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 )
 
 const (
@@ -37,6 +41,9 @@ var stopWhenEnv = sync.OnceValues(func() (*cel.Env, error) {
 type StopWhen struct {
 	expr    string
 	program cel.Program
+	// readsResponse is false when the expression cannot read the variable response: the
+	// step's answer need not be decoded.
+	readsResponse bool
 }
 
 // StopWhenInput is what a stopWhen expression sees of a step's response.
@@ -47,6 +54,9 @@ type StopWhenInput struct {
 	Status int
 	// Headers maps the lower-case header names to their first values.
 	Headers map[string]string
+	// Header is the response's header, used when Headers is nil: the expression sees the first
+	// value of each, by lower-case name, built only when it reads them.
+	Header http.Header
 }
 
 // CompileStopWhen compiles expr with the router's CEL environment. The error carries the
@@ -73,7 +83,29 @@ func CompileStopWhen(expr string) (*StopWhen, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StopWhen{expr: expr, program: prg}, nil
+	return &StopWhen{expr: expr, program: prg, readsResponse: readsVariable(ast.NativeRep(), "response")}, nil
+}
+
+// readsVariable reports whether the checked expression may read the variable name: whether
+// any identifier, or any name the checker resolved, is name or starts with it (a qualified
+// name, a leading dot). A comprehension's own variable of that name counts too, so that the
+// answer errs on the side of reading.
+func readsVariable(a *celast.AST, name string) bool {
+	refers := func(n string) bool {
+		n = strings.TrimPrefix(n, ".")
+		return n == name || strings.HasPrefix(n, name+".")
+	}
+	for _, ref := range a.ReferenceMap() {
+		if refers(ref.Name) {
+			return true
+		}
+	}
+	for _, e := range celast.MatchDescendants(celast.NavigateAST(a), celast.KindMatcher(celast.IdentKind)) {
+		if refers(e.AsIdent()) {
+			return true
+		}
+	}
+	return false
 }
 
 // String is the expression's source.
@@ -81,15 +113,7 @@ func (s *StopWhen) String() string { return s.expr }
 
 // Eval reports whether the pipeline stops at a step whose response is in.
 func (s *StopWhen) Eval(ctx context.Context, in StopWhenInput) (bool, error) {
-	headers := in.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	val, _, err := s.program.ContextEval(ctx, map[string]any{
-		"response": in.Response,
-		"status":   int64(in.Status),
-		"headers":  headers,
-	})
+	val, _, err := s.program.ContextEval(ctx, &stopWhenActivation{in: in})
 	if err != nil {
 		return false, err
 	}
@@ -99,3 +123,28 @@ func (s *StopWhen) Eval(ctx context.Context, in StopWhenInput) (bool, error) {
 	}
 	return b, nil
 }
+
+// stopWhenActivation gives an evaluation its three variables without a map of them, and
+// makes headers only when the expression reads them.
+type stopWhenActivation struct {
+	in StopWhenInput
+}
+
+// ResolveName implements interpreter.Activation.
+func (a *stopWhenActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "response":
+		return a.in.Response, true
+	case "status":
+		return int64(a.in.Status), true
+	case "headers":
+		if a.in.Headers == nil {
+			a.in.Headers = firstValues(a.in.Header)
+		}
+		return a.in.Headers, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (a *stopWhenActivation) Parent() interpreter.Activation { return nil }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -59,5 +60,66 @@ func TestStopWhenEval(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s on %+v: %v, %v; want %v", tc.expr, tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestStopWhenReadsResponse checks which expressions get the decoded answer: every way of
+// reading response does, and only an expression that cannot read it goes without.
+func TestStopWhenReadsResponse(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"size(response.items) == 0":                          true,
+		"has(response.items)":                                true,
+		`response["items"] == null`:                          true,
+		".response.items == null":                            true,
+		"response == null":                                   true,
+		"[response][0] == null":                              true,
+		"dyn(response).items == null":                        true,
+		"[1].exists(x, x == 1) && response.ok":               true,
+		"[1].exists(response, response == 1)":                true, // a comprehension's variable counts too
+		`status == 204 || headers["x-faces"] == "0"`:         false,
+		`headers.exists(k, k == "response")`:                 false,
+		`"response" in headers`:                              false,
+		"status == 200 && [1, 2].all(x, x > 0)":              false,
+		`headers.exists(response, response == "x-response")`: true,
+	} {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if sw.readsResponse != want {
+			t.Errorf("%s: readsResponse %v, want %v", expr, sw.readsResponse, want)
+		}
+	}
+}
+
+// TestStopWhenEvalHeaders checks that an expression sees the first value of each header by
+// lower-case name, from the response's http.Header as from a map given.
+func TestStopWhenEvalHeaders(t *testing.T) {
+	for expr, want := range map[string]bool{
+		`headers["x-faces"] == "0"`: true,
+		`"X-Faces" in headers`:      false,
+		`"x-faces" in headers`:      true,
+		`size(headers) == 2`:        true,
+		`!("x-empty" in headers)`:   true,
+		`headers["content-type"] == "application/json" && headers["x-faces"] != "1"`: true,
+	} {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{"X-Faces": {"0", "1"}, "Content-Type": {"application/json"}, "X-Empty": {}}
+		for _, in := range []StopWhenInput{{Header: h}, {Headers: firstValues(h)}} {
+			if got, err := sw.Eval(context.Background(), in); err != nil || got != want {
+				t.Errorf("%s on %+v: %v, %v; want %v", expr, in, got, err, want)
+			}
+		}
+	}
+	// Neither: an empty map.
+	sw, err := CompileStopWhen("size(headers) == 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sw.Eval(context.Background(), StopWhenInput{}); err != nil || !got {
+		t.Errorf("size(headers) == 0 without headers: %v, %v", got, err)
 	}
 }
