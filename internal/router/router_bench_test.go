@@ -11,8 +11,14 @@ import (
 )
 
 // BenchmarkRouterThreeSteps is one request through three echo steps and the router, all in
-// this process on loopback (go test -bench Router -cpuprofile to see where the time goes).
+// this process on loopback (go test -bench Router -cpuprofile to see where the time goes), with
+// make bench-router's document, without stopWhen and with its stopWhen on every step.
 func BenchmarkRouterThreeSteps(b *testing.B) {
+	b.Run("no stopWhen", func(b *testing.B) { benchRouterThreeSteps(b, "") })
+	b.Run("stopWhen on every step", func(b *testing.B) { benchRouterThreeSteps(b, "size(response.items) == 0") })
+}
+
+func benchRouterThreeSteps(b *testing.B, stopWhen string) {
 	echo := func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -21,11 +27,12 @@ func BenchmarkRouterThreeSteps(b *testing.B) {
 	var steps []Step
 	for _, name := range []string{"one", "two", "three"} {
 		s := newStep(b, echo)
-		steps = append(steps, Step{Name: name, URL: s.URL})
+		steps = append(steps, Step{Name: name, URL: s.URL, StopWhen: stopWhen})
 	}
 	tr := newTestRouter(b, Config{Steps: steps})
-	body := []byte(`{"items": ["` + strings.Repeat("x", 1000) + `"]}`)
+	body := benchDocument()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -35,8 +42,8 @@ func BenchmarkRouterThreeSteps(b *testing.B) {
 			}
 			got, _ := io.ReadAll(res.Body)
 			_ = res.Body.Close()
-			if res.StatusCode != http.StatusOK || len(got) != len(body) {
-				b.Fatalf("answer %d", res.StatusCode)
+			if res.StatusCode != http.StatusOK || len(got) != len(body) || res.Header.Get(HeaderLastStep) != "three" {
+				b.Fatalf("answer %d from %q", res.StatusCode, res.Header.Get(HeaderLastStep))
 			}
 		}
 	})

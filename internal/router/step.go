@@ -243,6 +243,10 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 
 // isJSON reports whether contentType is JSON: application/json or anything+json.
 func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		// The usual answer, without parsing parameters into a map.
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

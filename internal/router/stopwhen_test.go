@@ -123,3 +123,21 @@ func TestStopWhenEvalHeaders(t *testing.T) {
 		t.Errorf("size(headers) == 0 without headers: %v, %v", got, err)
 	}
 }
+
+func TestIsJSON(t *testing.T) {
+	for contentType, want := range map[string]bool{
+		"application/json":                true,
+		"application/json; charset=utf-8": true,
+		"Application/JSON":                true,
+		"application/problem+json":        true,
+		"application/vnd.api+json; x=1":   true,
+		"application/jsonx":               false,
+		"text/plain":                      false,
+		"text/json; =":                    false,
+		"":                                false,
+	} {
+		if got := isJSON(contentType); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", contentType, got, want)
+		}
+	}
+}
