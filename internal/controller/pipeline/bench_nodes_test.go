@@ -14,7 +14,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 const (
@@ -32,6 +35,9 @@ const (
 	nodeEventsBegin     = "<!-- begin: node events, written by TestBenchNodeEvents -->"
 	nodeEventsEnd       = "<!-- end: node events -->"
 	benchRouterInterval = 10 // every 10th Pipeline has its router enabled
+	benchBudgetInterval = 10 // every 10th Pipeline (from the 5th) has an unpinned step of 2 pods
+	benchPools          = 20 // nodes and unpinned steps in pools, by their label benchPoolLabel
+	benchPoolLabel      = "bench.pipeline/pool"
 )
 
 // TestBenchNodeEvents measures what one node event costs the operator's process with 1 000
@@ -55,7 +61,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	}
 	if err := parallel(benchNodes, func(i int) error {
 		return c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i],
-			Labels: map[string]string{corev1.LabelHostname: names[i]}}})
+			Labels: map[string]string{corev1.LabelHostname: names[i], benchPoolLabel: benchPool(i)}}})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,46 +107,60 @@ func TestBenchNodeEvents(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	events := benchNodeEvents(nodeList.Items)
 	r := &Reconciler{Client: reader}
-	before := nodeEvent{mapNode: func(ctx context.Context, n client.Object) []reconcile.Request {
-		return scanPipelinesOnNode(ctx, reader, n)
+	before := nodeEvent{mapNode: func(ctx context.Context, _, node *corev1.Node) []reconcile.Request {
+		return scanPipelinesOnNode(ctx, reader, node)
 	}, lookup: scanLookup}
-	after := nodeEvent{mapNode: r.pipelinesOnNode, lookup: resolvedNode}
+	after := nodeEvent{mapNode: r.pipelinesOnNodeEvent, lookup: resolvedNode}
 
-	// Both answer the same for every node before either is timed.
-	var pipelinesPerEvent, lookupsPerEvent float64
-	for i := range nodeList.Items {
-		n := &nodeList.Items[i]
-		b, err := before.run(ctx, reader, n)
+	// Before either is timed, both queue what they should for every event, and the lookups of
+	// the Pipelines both queue find the same nodes.
+	var pipelinesPerEvent, lookupsPerEvent, budgetsBefore, budgetsAfter float64
+	for i := range events {
+		e := &events[i]
+		b, err := before.run(ctx, reader, e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := after.run(ctx, reader, n)
+		a, err := after.run(ctx, reader, e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(b.requests, a.requests) || !slices.Equal(b.found, a.found) {
-			t.Fatalf("node %s: the scan maps it to %v and finds %v, the indexes to %v and %v", n.Name, b.requests, b.found, a.requests, a.found)
+		on, budgets, all := expectedNodeEvent(pipelineList.Items, e.after)
+		if want := sortedUnion(on, all); !slices.Equal(b.requests, want) {
+			t.Fatalf("node %s: the scan queues %v, want %v", e.after.Name, b.requests, want)
 		}
-		if len(a.requests) == 0 {
-			t.Fatalf("node %s: no Pipeline runs on it", n.Name)
+		if want := sortedUnion(on, budgets); !slices.Equal(a.requests, want) {
+			t.Fatalf("node %s: the indexes queue %v, want %v", e.after.Name, a.requests, want)
+		}
+		if len(on) == 0 || len(budgets) == 0 {
+			t.Fatalf("node %s: no Pipeline runs on it (%d) or has a budget it may change (%d)", e.after.Name, len(on), len(budgets))
+		}
+		for req, found := range a.found {
+			if !slices.Equal(b.found[req], found) {
+				t.Fatalf("node %s, Pipeline %s: the scan finds %v, the indexes %v", e.after.Name, req, b.found[req], found)
+			}
+			lookupsPerEvent += float64(len(found)) / benchNodes
 		}
 		pipelinesPerEvent += float64(len(a.requests)) / benchNodes
-		lookupsPerEvent += float64(len(a.found)) / benchNodes
+		budgetsBefore += float64(len(all)) / benchNodes
+		budgetsAfter += float64(len(budgets)) / benchNodes
 	}
 
 	var scans, indexed, scanMaps, indexMaps []testing.BenchmarkResult
 	for range benchNodeRounds {
-		scans = append(scans, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { _, err := before.run(ctx, reader, n); return err }))
-		indexed = append(indexed, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { _, err := after.run(ctx, reader, n); return err }))
-		scanMaps = append(scanMaps, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { before.mapNode(ctx, n); return nil }))
-		indexMaps = append(indexMaps, benchmarkNodes(nodeList.Items, func(n *corev1.Node) error { after.mapNode(ctx, n); return nil }))
+		scans = append(scans, benchmarkNodes(events, func(e *benchEvent) error { _, err := before.run(ctx, reader, e); return err }))
+		indexed = append(indexed, benchmarkNodes(events, func(e *benchEvent) error { _, err := after.run(ctx, reader, e); return err }))
+		scanMaps = append(scanMaps, benchmarkNodes(events, func(e *benchEvent) error { before.mapNode(ctx, e.before, e.after); return nil }))
+		indexMaps = append(indexMaps, benchmarkNodes(events, func(e *benchEvent) error { after.mapNode(ctx, e.before, e.after); return nil }))
 	}
 	fig := nodeEventFigures{started: started, before: median(scans), after: median(indexed),
-		beforeMap: median(scanMaps), afterMap: median(indexMaps), pipelines: pipelinesPerEvent, lookups: lookupsPerEvent}
-	t.Logf("per node event: before %s, %d allocs; after %s, %d allocs; map function alone: before %s, after %s; %.0f Pipelines and %.0f node lookups",
+		beforeMap: median(scanMaps), afterMap: median(indexMaps), pipelines: pipelinesPerEvent, lookups: lookupsPerEvent,
+		budgetsBefore: budgetsBefore, budgetsAfter: budgetsAfter}
+	t.Logf("per node event: before %s, %d allocs; after %s, %d allocs; map function alone: before %s, after %s; %.0f Pipelines (%.0f with a budget, %.0f before) and %.0f node lookups",
 		time.Duration(fig.before.NsPerOp()), fig.before.AllocsPerOp(), time.Duration(fig.after.NsPerOp()), fig.after.AllocsPerOp(),
-		time.Duration(fig.beforeMap.NsPerOp()), time.Duration(fig.afterMap.NsPerOp()), fig.pipelines, fig.lookups)
+		time.Duration(fig.beforeMap.NsPerOp()), time.Duration(fig.afterMap.NsPerOp()), fig.pipelines, fig.budgetsAfter, fig.budgetsBefore, fig.lookups)
 
 	doc, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
@@ -153,7 +173,9 @@ func TestBenchNodeEvents(t *testing.T) {
 
 // benchNodePipeline is the i-th Pipeline of the node-event run: the bench Pipeline with step s
 // located on node 3i+s (mod 200) and falling back to node 3i+s+100, and every 10th with its
-// router enabled on node 7i: about 30 Pipelines may run on each node.
+// router enabled on node 7i: about 30 Pipelines may run on each node. Every 10th from the 5th
+// has instead an unpinned last step of 2 pods, confined by its nodeSelector to pool i/10 (mod
+// 20), of 10 nodes: a step that may get a disruption budget.
 func benchNodePipeline(ns string, i int, names []string) *pipelinev1beta1.Pipeline {
 	p := benchPipeline(ns, i)
 	for s := range p.Spec.Steps {
@@ -163,31 +185,92 @@ func benchNodePipeline(ns string, i int, names []string) *pipelinev1beta1.Pipeli
 	if i%benchRouterInterval == 0 {
 		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: names[(7*i)%len(names)]}
 	}
+	if i%benchBudgetInterval == benchBudgetInterval/2 {
+		last := &p.Spec.Steps[len(p.Spec.Steps)-1]
+		last.Location, last.FallbackLocations = "", nil
+		last.Replicas = ptr.To[int32](2)
+		last.NodeSelector = map[string]string{benchPoolLabel: benchPool(i / benchBudgetInterval)}
+	}
 	return p
 }
 
+// benchPool is the pool of node i, and the one unpinned step i/10 is confined to.
+func benchPool(i int) string { return fmt.Sprintf("pool-%02d", i%benchPools) }
+
+// benchEvent is a node event of the run: a ready node stops reporting (its Ready condition
+// turns Unknown), the event that moves steps and changes how many nodes can hold pods.
+type benchEvent struct {
+	before, after *corev1.Node
+}
+
+// benchNodeEvents are the events of the run: one per node, as the cache holds it.
+func benchNodeEvents(items []corev1.Node) []benchEvent {
+	events := make([]benchEvent, len(items))
+	for i := range items {
+		ready := items[i].DeepCopy()
+		ready.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		lost := ready.DeepCopy()
+		lost.Status.Conditions[0].Status = corev1.ConditionUnknown
+		events[i] = benchEvent{before: ready, after: lost}
+	}
+	return events
+}
+
+// expectedNodeEvent is what an event of node should queue, found by matching every Pipeline:
+// the Pipelines that may run on it, those with a step that may get a disruption budget and
+// whose nodeSelector picks it, and all those with such a step (what every event queued before
+// the index of their nodeSelectors).
+func expectedNodeEvent(items []pipelinev1beta1.Pipeline, node *corev1.Node) (on, budgets, all []string) {
+	for i := range items {
+		p := &items[i]
+		key := client.ObjectKeyFromObject(p).String()
+		if slices.Contains(nodes.PipelineNodes(p), nodes.Hostname(node)) || slices.Contains(nodes.PipelineNodes(p), node.Name) {
+			on = append(on, key)
+		}
+		for s := range p.Spec.Steps {
+			if !resources.NeedsDisruptionBudget(p, s) {
+				continue
+			}
+			all = append(all, key)
+			if labels.SelectorFromSet(p.Spec.Steps[s].NodeSelector).Matches(labels.Set(node.Labels)) {
+				budgets = append(budgets, key)
+			}
+			break
+		}
+	}
+	return on, budgets, all
+}
+
+// sortedUnion is the sorted union of a and b.
+func sortedUnion(a, b []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
+}
+
 // nodeEvent is what one node event costs the operator's process, apart from the apiserver: the
-// map function that turns the node into requests, then, for every request, what its pass does to
-// place the Pipeline's steps and router: read the Pipeline, look up the node of every location,
-// fallback location and router location.
+// map function that turns the node, as it was and as it is, into requests, then, for every
+// request, what its pass does to place the Pipeline's steps and router and to decide their
+// disruption budgets: read the Pipeline, look up the node of every location, fallback location
+// and router location, and count the nodes that can hold the pods of every step that may get a
+// budget (twoNodesCanHold).
 type nodeEvent struct {
-	mapNode func(context.Context, client.Object) []reconcile.Request
+	mapNode func(ctx context.Context, before, after *corev1.Node) []reconcile.Request
 	lookup  func(context.Context, client.Reader, string) (*corev1.Node, error)
 }
 
-// nodeEventResult is what one event found: its requests (sorted) and the node every lookup
-// returned ("" for none), in order.
+// nodeEventResult is what one event found: its requests (sorted) and, for each, the node every
+// lookup returned ("" for none), in order.
 type nodeEventResult struct {
 	requests []string
-	found    []string
+	found    map[string][]string
 }
 
-func (e nodeEvent) run(ctx context.Context, r client.Reader, n *corev1.Node) (nodeEventResult, error) {
-	var res nodeEventResult
-	for _, req := range e.mapNode(ctx, n) {
+func (e nodeEvent) run(ctx context.Context, r client.Client, ev *benchEvent) (nodeEventResult, error) {
+	res := nodeEventResult{found: map[string][]string{}}
+	for _, req := range e.mapNode(ctx, ev.before, ev.after) {
 		res.requests = append(res.requests, req.String())
 	}
 	sort.Strings(res.requests)
+	counter := &Reconciler{Client: r}
 	for _, key := range res.requests {
 		ns, name, _ := strings.Cut(key, "/")
 		p := &pipelinev1beta1.Pipeline{}
@@ -210,19 +293,27 @@ func (e nodeEvent) run(ctx context.Context, r client.Reader, n *corev1.Node) (no
 			if node != nil {
 				found = node.Name
 			}
-			res.found = append(res.found, found)
+			res.found[key] = append(res.found[key], found)
+		}
+		for s := range p.Spec.Steps {
+			if !resources.NeedsDisruptionBudget(p, s) {
+				continue
+			}
+			if _, err := counter.twoNodesCanHold(ctx, p.Spec.Steps[s].NodeSelector, p.Spec.Steps[s].Tolerations); err != nil {
+				return res, err
+			}
 		}
 	}
 	return res, nil
 }
 
-// benchmarkNodes times f on one node per iteration, over the nodes in turn.
-func benchmarkNodes(nodeItems []corev1.Node, f func(*corev1.Node) error) testing.BenchmarkResult {
+// benchmarkNodes times f on one event per iteration, over the events in turn.
+func benchmarkNodes(events []benchEvent, f func(*benchEvent) error) testing.BenchmarkResult {
 	runtime.GC()
 	return testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			if err := f(&nodeItems[i%len(nodeItems)]); err != nil {
+			if err := f(&events[i%len(events)]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -237,7 +328,8 @@ func median(rs []testing.BenchmarkResult) testing.BenchmarkResult {
 }
 
 // scanPipelinesOnNode is the node-event map function the cache indexes replaced, kept as the
-// baseline: it lists (and copies) every Pipeline and matches each one's locations.
+// baseline: it lists (and copies) every Pipeline and matches each one's locations, and queues
+// every Pipeline with a step that may get a disruption budget, whichever node it is.
 func scanPipelinesOnNode(ctx context.Context, c client.Reader, obj client.Object) []reconcile.Request {
 	hostname := obj.GetLabels()[corev1.LabelHostname]
 	if hostname == "" {
@@ -253,8 +345,9 @@ func scanPipelinesOnNode(ctx context.Context, c client.Reader, obj client.Object
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 			continue
 		}
-		for _, s := range p.Spec.Steps {
-			if slices.Contains(s.Locations(), hostname) || slices.Contains(s.Locations(), obj.GetName()) {
+		for s, step := range p.Spec.Steps {
+			if slices.Contains(step.Locations(), hostname) || slices.Contains(step.Locations(), obj.GetName()) ||
+				resources.NeedsDisruptionBudget(&p, s) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 				break
 			}
@@ -291,6 +384,9 @@ type nodeEventFigures struct {
 	before, after       testing.BenchmarkResult
 	beforeMap, afterMap testing.BenchmarkResult // the map function alone
 	pipelines, lookups  float64
+	// budgetsBefore and budgetsAfter are the Pipelines per event with a step that may get a
+	// disruption budget, before and after.
+	budgetsBefore, budgetsAfter float64
 }
 
 func (f nodeEventFigures) markdown() string {
@@ -299,30 +395,43 @@ func (f nodeEventFigures) markdown() string {
 	b.WriteString(nodeEventsBegin + "\n")
 	fmt.Fprintf(&b, "## Node events\n\nMeasured by TestBenchNodeEvents on %s (%s/%s, %d CPUs, %s), %s.\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), f.started.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, `A fresh kube-apiserver and etcd (envtest) hold %d Nodes and %d Pipelines of 3 steps: step s of
-Pipeline i is located on node 3i+s (mod %d), with node 3i+s+%d as its fallback location, and
-every %dth Pipeline has its router enabled on node 7i, so that %.1f Pipelines may run on each node.
-An informer cache (controller-runtime's cache.New, with the operator's manager.CacheOptions and
-the indexes the reconciler registers) holds them all. One node event is what the operator's process does for it:
-the controller's map function turns the node into requests, then, for every request, the pass
-reads the Pipeline from the cache and looks up the node of every location, fallback location
-and router location (%.1f lookups per event). No request reaches the apiserver.
+	fmt.Fprintf(&b, `A fresh kube-apiserver and etcd (envtest) hold %d Nodes, in %d pools of %d by a label, and %d
+Pipelines of 3 steps: step s of Pipeline i is located on node 3i+s (mod %d), with node
+3i+s+%d as its fallback location, every %dth Pipeline has its router enabled on node 7i, and
+every %dth (from the %dth) has instead an unpinned last step of 2 pods whose nodeSelector picks
+one pool: a step that may get a disruption budget, which depends on how many nodes can hold its
+pods. An informer cache (controller-runtime's cache.New, with the operator's
+manager.CacheOptions and the indexes the reconciler registers) holds them all.
+
+One node event is a ready node that stops reporting (its Ready condition turns Unknown), and
+what the operator's process does for it: the controller's map function turns the node, as it
+was and as it is, into requests, then, for every request, the pass reads the Pipeline from the
+cache, looks up the node of every location, fallback location and router location (%.1f
+lookups per event), and counts the nodes that can hold the pods of every step that may get a
+budget (a list of the nodes its nodeSelector picks). An event queues %.1f Pipelines after, of
+which %.1f with a budget (%.1f before). No request reaches the apiserver.
 
 - **before**: the scanning implementation the indexes replaced (kept in
-  internal/controller/pipeline/bench_nodes_test.go as the baseline): the map function lists and copies
-  every Pipeline, and each lookup lists the nodes with a label selector, which the cache answers
-  by matching every node.
+  internal/controller/pipeline/bench_nodes_test.go as the baseline): the map function lists and
+  copies every Pipeline, and queues those that may run on the node and every one with a step
+  that may get a budget; each lookup lists the nodes with a label selector, which the cache
+  answers by matching every node.
 - **after**: the map function and the lookups read the cache indexes of internal/nodes/index.go
-  (Pipelines by the nodes they may run on, Nodes by their kubernetes.io/hostname label).
+  (Pipelines by the nodes they may run on, Nodes by their kubernetes.io/hostname label) and of
+  internal/controller/pipeline/setup.go (Pipelines with a step that may get a budget by a label
+  of its nodeSelector), and queue a Pipeline for its budget only when the node could hold the
+  step's pods before the event and not after, or after and not before.
 
 Each variant, and its map function alone, is timed by Go's testing.Benchmark, one event per
 iteration over the %d nodes in turn, in the same process against the same cache, %d times in
-turn; the median run of each is shown. Before timing, both variants are checked to give the same
-requests and the same nodes for every node.
+turn; the median run of each is shown. Before timing, each variant is checked to queue what it
+should for every event (matched against every Pipeline), and both to find the same nodes for the
+Pipelines both queue.
 
 | per node event | time | allocations | bytes allocated |
 |---|---|---|---|
-`, benchNodes, benchNodePipelines, benchNodes, benchNodes/2, benchRouterInterval, f.pipelines, f.lookups, benchNodes, benchNodeRounds)
+`, benchNodes, benchPools, benchNodes/benchPools, benchNodePipelines, benchNodes, benchNodes/2, benchRouterInterval,
+		benchBudgetInterval, benchBudgetInterval/2, f.lookups, f.pipelines, f.budgetsAfter, f.budgetsBefore, benchNodes, benchNodeRounds)
 	row := func(name string, r testing.BenchmarkResult) {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", name, msString(r.NsPerOp()), r.AllocsPerOp(), kibString(r.AllocedBytesPerOp()))
 	}
@@ -340,11 +449,12 @@ requests and the same nodes for every node.
 	row("after (indexes)", f.afterMap)
 	ratios(f.beforeMap, f.afterMap)
 	b.WriteString(`
-Before, an event costs a copy of every Pipeline plus, per lookup, a match of every node: it
-grows as nodes × Pipelines. After, it costs what the Pipelines on that node cost: the map
-function reads one index bucket (two when the node's hostname label differs from its name) and
-copies nothing, each lookup reads one bucket; what remains is, per Pipeline concerned, the copy
-of it that its pass reads (in both rows) and the list machinery of each lookup.
+Before, an event costs a copy of every Pipeline plus, per lookup, a match of every node, plus
+a list of nodes for every Pipeline with a budget: it grows as nodes × Pipelines. After, it costs
+what the Pipelines on that node cost: the map function reads one index bucket per name of the
+node and per label it has, and converts only the Pipelines of the buckets of its labels; each
+lookup reads one bucket; what remains is, per Pipeline concerned, the copy of it that its pass
+reads (in both rows), the list machinery of each lookup, and the nodes its budget counts.
 `)
 	b.WriteString("\nReproduce with `make bench`, which runs it with the other measurements and keeps this\n" +
 		"section when it rewrites the file; alone, with the apiserver and etcd that `make envtest` builds:\n" +

@@ -69,9 +69,10 @@ var _ = Describe("Node events through the cache indexes", func() {
 		requested := func(node *corev1.Node) func() []string {
 			return func() []string {
 				var out []string
-				for _, req := range r.pipelinesOnNode(ctx, node) {
-					// Every node event also concerns the Pipelines, of other tests here, with a
-					// step that may get a disruption budget (see needsDisruptionBudget).
+				for _, req := range r.pipelinesOnNodeEvent(ctx, nil, node) {
+					// The event of a ready node also concerns the Pipelines, of other tests here,
+					// with a step any node may hold that may get a disruption budget (see
+					// budgetsChangedBy).
 					if req.Namespace == ns {
 						out = append(out, req.Name)
 					}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -69,11 +70,30 @@ func (r *Reconciler) twoNodesCanHold(ctx context.Context, selector map[string]st
 	}
 	schedulable := 0
 	for j := range list.Items {
-		if nodes.Classify(&list.Items[j], tolerations).Schedulable() {
+		if canHold(&list.Items[j], selector, tolerations) {
 			schedulable++
 		}
 	}
 	return schedulable >= 2, nil
+}
+
+// canHold reports whether node (nil: none) can hold pods with this node selector and these
+// tolerations now: it carries the selector's labels and is ready and schedulable for them. The
+// nodes twoNodesCanHold counts, and what a node event must change for a budget to change
+// (budgetChangedBy).
+func canHold(node *corev1.Node, selector map[string]string, tolerations []corev1.Toleration) bool {
+	return node != nil && labels.SelectorFromSet(selector).Matches(labels.Set(node.Labels)) &&
+		nodes.Classify(node, tolerations).Schedulable()
+}
+
+// mayHoldPods reports whether node (nil: none) can hold some pods, whatever their node selector
+// and tolerations: it is Ready and not cordoned (canHold is never true otherwise).
+func mayHoldPods(node *corev1.Node) bool {
+	if node == nil || node.Spec.Unschedulable {
+		return false
+	}
+	ready := nodes.ReadyCondition(node)
+	return ready != nil && ready.Status == corev1.ConditionTrue
 }
 
 // deleteUnneededScaling deletes the autoscaler and the disruption budget of step i when the spec

@@ -82,8 +82,7 @@ func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(autoscalerChanged())).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(pipelineOfVolume)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOnNode),
-			builder.WithPredicates(nodes.PlacementChanged())).
+		Watches(&corev1.Node{}, r.nodeEvents(), builder.WithPredicates(nodes.PlacementChanged())).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
 			builder.WithPredicates(namespaceLabelsChanged())).
 		Watches(&pipelinev1beta1.ModelStorageClass{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfClass)).
@@ -99,25 +98,116 @@ func pipelineOfVolume(_ context.Context, obj client.Object) []reconcile.Request 
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[resources.LabelPipelineNamespace], Name: l[resources.LabelPipeline]}}}
 }
 
-// pipelinesOnNode maps a node to the Pipelines with a step that may run on it (its location or
-// one of its fallbackLocations), or with the router located on it, and to those with a step
-// whose disruption budget depends on the nodes (see needsDisruptionBudget), through the cache's
-// indexes.
-func (r *Reconciler) pipelinesOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
-	keys, err := nodes.PipelinesOn(ctx, r.Client, obj)
-	if err != nil {
-		return nil
-	}
-	withBudgets, err := hub.Keys(ctx, r.Client, client.MatchingFields{indexBudgetSteps: "true"})
-	if err != nil {
-		return nil
-	}
-	for _, key := range withBudgets {
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
+// nodeEvents is the handler of node events: each queues the Pipelines pipelinesOnNodeEvent
+// finds, from the node as it was (nil for a new node) and as it is (nil for a deleted one).
+func (r *Reconciler) nodeEvents() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], before, after client.Object) {
+		for _, req := range r.pipelinesOnNodeEvent(ctx, asNode(before), asNode(after)) {
+			q.Add(req)
 		}
 	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, nil, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, nil)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, nil, e.Object)
+		},
+	}
+}
+
+// asNode is obj as a Node; nil when it is none (a nil object).
+func asNode(obj client.Object) *corev1.Node {
+	n, _ := obj.(*corev1.Node)
+	return n
+}
+
+// pipelinesOnNodeEvent maps a node event, from before (nil for a new node) to after (nil for a
+// deleted one), to the Pipelines it concerns, each once, through the cache's indexes: those with
+// a step that may run on the node (its location or one of its fallbackLocations) or with the
+// router located on it, as it was and as it is; and those whose disruption budgets the event may
+// change (budgetsChangedBy).
+func (r *Reconciler) pipelinesOnNodeEvent(ctx context.Context, before, after *corev1.Node) []reconcile.Request {
+	var keys []types.NamespacedName
+	add := func(more []types.NamespacedName) {
+		for _, key := range more {
+			if !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
+		}
+	}
+	for _, n := range []*corev1.Node{before, after} {
+		if n == nil {
+			continue
+		}
+		on, err := nodes.PipelinesOn(ctx, r.Client, n)
+		if err != nil {
+			return nil
+		}
+		add(on)
+	}
+	budgets, err := r.budgetsChangedBy(ctx, before, after)
+	if err != nil {
+		return nil
+	}
+	add(budgets)
 	return requests(keys)
+}
+
+// budgetsChangedBy are the Pipelines whose disruption budgets a node event, from before (nil
+// for a new node) to after (nil for a deleted one), may change: those with a step (or a router)
+// that may get one and that the node could hold before but not after, or after but not before
+// (canHold). Whether a budget exists depends on how many nodes can hold the pods
+// (twoNodesCanHold), and the event changes that count for no other Pipeline. The candidates come
+// from indexBudgetNodes, under anyNode and under each label of the node, as it was and as it is:
+// a node that stays unable to hold any pod (not Ready, cordoned) reads no index at all.
+func (r *Reconciler) budgetsChangedBy(ctx context.Context, before, after *corev1.Node) ([]types.NamespacedName, error) {
+	if !mayHoldPods(before) && !mayHoldPods(after) {
+		return nil, nil
+	}
+	values := []string{anyNode}
+	for _, n := range []*corev1.Node{before, after} {
+		if n == nil {
+			continue
+		}
+		for k, v := range n.Labels {
+			if pair := k + "=" + v; !slices.Contains(values, pair) {
+				values = append(values, pair)
+			}
+		}
+	}
+	var out []types.NamespacedName
+	for _, v := range values {
+		list, err := hub.List(ctx, r.Client, client.MatchingFields{indexBudgetNodes: v})
+		if err != nil {
+			return nil, fmt.Errorf("list Pipelines with a disruption budget on nodes labelled %s: %w", v, err)
+		}
+		for i := range list {
+			p := &list[i]
+			if key := client.ObjectKeyFromObject(p); !slices.Contains(out, key) && budgetChangedBy(p, before, after) {
+				out = append(out, key)
+			}
+		}
+	}
+	return out, nil
+}
+
+// budgetChangedBy reports whether a step of p, or its router, may get a disruption budget and
+// could be held by the node before but not after, or after but not before.
+func budgetChangedBy(p *pipelinev1beta1.Pipeline, before, after *corev1.Node) bool {
+	for i := range p.Spec.Steps {
+		s := &p.Spec.Steps[i]
+		if resources.NeedsDisruptionBudget(p, i) && canHold(before, s.NodeSelector, s.Tolerations) != canHold(after, s.NodeSelector, s.Tolerations) {
+			return true
+		}
+	}
+	return resources.RouterWantsDisruptionBudget(p) && canHold(before, nil, nil) != canHold(after, nil, nil)
 }
 
 // requests are the reconcile requests of the Pipelines keys names.
@@ -164,13 +254,13 @@ func (r *Reconciler) pipelinesOfClass(ctx context.Context, obj client.Object) []
 }
 
 // setupIndexes registers the cache indexes the reconciler reads through: those of node lookups
-// and node events (nodes.SetupIndexes), indexBudgetSteps and indexModelStorageClass.
+// and node events (nodes.SetupIndexes), indexBudgetNodes and indexModelStorageClass.
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := nodes.SetupIndexes(ctx, indexer); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, hub.Object(), indexBudgetSteps, hub.IndexFunc(budgetSteps)); err != nil {
-		return fmt.Errorf("index Pipelines by steps that may get a disruption budget: %w", err)
+	if err := indexer.IndexField(ctx, hub.Object(), indexBudgetNodes, hub.IndexFunc(budgetNodes)); err != nil {
+		return fmt.Errorf("index Pipelines by the nodes that may hold pods with a disruption budget: %w", err)
 	}
 	if err := indexer.IndexField(ctx, hub.Object(), indexModelStorageClass, hub.IndexFunc(modelStorageClassOf)); err != nil {
 		return fmt.Errorf("index Pipelines by ModelStorageClass: %w", err)
@@ -190,16 +280,37 @@ func modelStorageClassOf(p *pipelinev1beta1.Pipeline) []string {
 	return nil
 }
 
-// indexBudgetSteps indexes Pipelines under "true" when a step may get a disruption budget: any
-// node's change may change how many nodes can hold its pods.
-const indexBudgetSteps = "pipeline.budgetSteps"
+// indexBudgetNodes indexes the Pipelines with a step, or a router, that may get a disruption
+// budget (whether it does depends on the nodes that can hold its pods, see twoNodesCanHold) by a
+// label every node that can hold those pods carries: the first of the step's nodeSelector in key
+// order, as key=value, or anyNode when it selects no label (the router never does). A node event
+// reads the buckets of the node's labels, and the budget of no other Pipeline can depend on it.
+const indexBudgetNodes = "pipeline.budgetNodes"
 
-// budgetSteps is the value of indexBudgetSteps for a Pipeline.
-func budgetSteps(p *pipelinev1beta1.Pipeline) []string {
-	for i := range p.Spec.Steps {
-		if resources.NeedsDisruptionBudget(p, i) {
-			return []string{"true"}
+// anyNode is the value of indexBudgetNodes for a budget whose pods any node may hold; no label
+// pair has it, as it holds no "=".
+const anyNode = "*"
+
+// budgetNodes is the value of indexBudgetNodes for a Pipeline.
+func budgetNodes(p *pipelinev1beta1.Pipeline) []string {
+	var out []string
+	add := func(selector map[string]string) {
+		v := anyNode
+		if len(selector) > 0 {
+			k := slices.Min(slices.Collect(maps.Keys(selector)))
+			v = k + "=" + selector[k]
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return nil
+	for i := range p.Spec.Steps {
+		if resources.NeedsDisruptionBudget(p, i) {
+			add(p.Spec.Steps[i].NodeSelector)
+		}
+	}
+	if resources.RouterWantsDisruptionBudget(p) {
+		add(nil)
+	}
+	return out
 }
