@@ -1,5 +1,6 @@
-// Package docs holds the project's documentation; its test keeps the links between the pages,
-// and from README.md, pointing at files and headings that exist.
+// Package docs holds the project's documentation; its tests keep the links between the pages,
+// and from README.md, pointing at files and headings that exist, and the imports between the
+// packages flowing the way architecture.md says (architecture_test.go).
 package docs
 
 import (
