@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -126,9 +127,18 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 		}
 
 		By("the passes retry with back-off, and the refusal is one Warning event, not one per pass")
+		refused := func() float64 {
+			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyRefused})
+		}
+		before := refused()
+		Expect(before).To(BeNumerically(">=", 1), "the refused passes are counted")
 		Consistently(warnings(ctx, p), "3s").Should(And(
 			HaveKeyWithValue(pipelinev1beta1.ReasonApplyRefused, 1),
 			Not(HaveKey(pipelinev1beta1.ReasonApplyFailed))))
+		// The controller's limiter waits 5 ms after the first failure and twice as long after
+		// each next one: at most about 10 refused passes fit in 3 seconds, where passes retried
+		// without waiting make hundreds.
+		Expect(refused()-before).To(BeNumerically("<=", 12), "refused passes in 3 seconds")
 
 		By("once the freeze is lifted, the change goes through and the Pipeline recovers")
 		lift()
