@@ -69,7 +69,7 @@ func benchResponse(b *testing.B) *stepResponse {
 		b.Fatalf("the document is %d bytes, want 1083", len(doc))
 	}
 	return &stepResponse{
-		payload: payload{body: &buffer{data: doc}, contentType: "application/json"},
+		payload: payload{body: &buffer{chunks: [][]byte{doc}, size: int64(len(doc))}, contentType: "application/json"},
 		status:  http.StatusOK,
 		header: http.Header{
 			"Content-Type":   {"application/json"},
