@@ -50,8 +50,9 @@ type PipelineSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Expose *Expose `json:"expose,omitempty"`
 
-	// failover says when steps with fallbackLocations move to another node and back. Without
-	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// failover says when steps, and the router, with fallbackLocations move to another node
+	// and back. Without it the defaults apply (afterSeconds 60, failback Automatic,
+	// failbackAfterSeconds 300).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Failover *Failover `json:"failover,omitempty"`
@@ -458,6 +459,8 @@ type HeaderName string
 // Router is the pipeline router: a Deployment of the router (shipped in the operator's image)
 // that calls the steps in order, passes each answer on to the next step, retries, enforces
 // per-step deadlines and exports per-step metrics.
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="router.fallbackLocations needs router.location: a router that is not pinned to a node has nothing to fail over from"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="router.fallbackLocations must not repeat router.location: list only the other nodes the router may move to"
 type Router struct {
 	// location is the name of the node the router must run on, resolved and pinned as a
 	// step's location is. Without it the scheduler chooses.
@@ -466,6 +469,20 @@ type Router struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Location string `json:"location,omitempty"`
+
+	// fallbackLocations are the nodes the router moves to, in order of preference, when the
+	// node it runs on has been not ready for spec.failover.afterSeconds, as a step's
+	// fallbackLocations: its Deployment is pinned to the first ready node of [location,
+	// fallbackLocations...], and returns as spec.failover.failback says. Requires location.
+	// The router's Service, and so the pipeline's entry, stays as it is.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(n, self.exists_one(m, m == n))",message="router.fallbackLocations must not name a node twice"
+	// +listType=atomic
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 
 	// replicas is the number of router pods, spread over nodes when location is empty.
 	// +optional
@@ -597,7 +614,8 @@ const (
 	FailbackManual FailbackPolicy = "Manual"
 )
 
-// Failover says when the steps that have fallbackLocations move between their nodes.
+// Failover says when the steps, and the router, that have fallbackLocations move between
+// their nodes.
 type Failover struct {
 	// afterSeconds is how long the node a step runs on must have been not ready (its Ready
 	// condition False or Unknown, or the node gone) before the step moves to the first ready
@@ -866,6 +884,19 @@ type PipelineStatus struct {
 	// Router.
 	// +optional
 	RouterState DeploymentState `json:"routerState,omitempty"`
+
+	// routerNode is the node the router is pinned to now: dataPath.router.location, or the
+	// fallback location it failed over to. Absent unless the router runs with a location.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	RouterNode string `json:"routerNode,omitempty"`
+
+	// routerNodeReady says whether routerNode exists, reports Ready and accepts the router's
+	// pods (not cordoned, no NoSchedule or NoExecute taint). Written whenever routerNode is
+	// set.
+	// +optional
+	RouterNodeReady *bool `json:"routerNodeReady,omitempty"` //nolint:kubeapilinter // nobools: an observed fact, true or false, as in v1beta1's status.
 
 	// steps holds the state of every step, in spec order.
 	// +optional

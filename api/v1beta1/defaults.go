@@ -122,6 +122,15 @@ func (s *Step) Locations() []string {
 	return append([]string{s.Location}, s.FallbackLocations...)
 }
 
+// Locations are the nodes router r may run on, most preferred first: location, then
+// fallbackLocations. Empty for a router without location, and for no router (r nil).
+func (r *Router) Locations() []string {
+	if r == nil || r.Location == "" {
+		return nil
+	}
+	return append([]string{r.Location}, r.FallbackLocations...)
+}
+
 // EffectiveAfterSeconds is how long a step's node must be not ready before the step moves.
 func (f *Failover) EffectiveAfterSeconds() int32 {
 	if f != nil && f.AfterSeconds != nil {

@@ -324,6 +324,7 @@ func routerTo(s spokeRouter) hubDataPath {
 	}
 	settings := &pipelinev1.Router{
 		Location:              r.Location,
+		FallbackLocations:     r.FallbackLocations,
 		Replicas:              r.Replicas,
 		Resources:             r.Resources,
 		MaxBodyBytes:          r.MaxBodyBytes,
@@ -346,7 +347,7 @@ func routerFrom(h hubDataPath) spokeRouter {
 	out := &Router{Enabled: d.Mode == pipelinev1.DataPathModeRouter}
 	if r := d.Router; r != nil {
 		out.Location, out.Replicas, out.Resources, out.MaxBodyBytes = r.Location, r.Replicas, r.Resources, r.MaxBodyBytes
-		out.RequestTimeoutSeconds = r.RequestTimeoutSeconds
+		out.FallbackLocations, out.RequestTimeoutSeconds = r.FallbackLocations, r.RequestTimeoutSeconds
 		for _, h := range r.PropagateHeaders {
 			out.PropagateHeaders = append(out.PropagateHeaders, HeaderName(h))
 		}
@@ -726,8 +727,10 @@ func statusTo(s PipelineStatus) pipelinev1.PipelineStatus {
 		Storage: pipelinev1.StorageStatus{
 			VolumeName: s.PVName, VolumeState: d.PVPhase, ClaimName: s.PVCName, ClaimState: d.PVCPhase,
 		},
-		IngressState: pipelinev1.IngressState(d.IngressPhase),
-		RouterState:  pipelinev1.DeploymentState(d.RouterPhase),
+		IngressState:    pipelinev1.IngressState(d.IngressPhase),
+		RouterState:     pipelinev1.DeploymentState(d.RouterPhase),
+		RouterNode:      d.RouterNode,
+		RouterNodeReady: d.RouterNodeReady,
 	}
 	if s.Models != "" {
 		out.Models = strings.Split(s.Models, ",")
@@ -751,10 +754,12 @@ func statusFrom(h pipelinev1.PipelineStatus) PipelineStatus {
 		Models:             strings.Join(h.Models, ","),
 		ReadySteps:         readyStepsFrom(h.ReadySteps, h.TotalSteps),
 		DetailPhase: DetailPhase{
-			PVPhase:      h.Storage.VolumeState,
-			PVCPhase:     h.Storage.ClaimState,
-			IngressPhase: IngressPhase(h.IngressState),
-			RouterPhase:  DeploymentPhase(h.RouterState),
+			PVPhase:         h.Storage.VolumeState,
+			PVCPhase:        h.Storage.ClaimState,
+			IngressPhase:    IngressPhase(h.IngressState),
+			RouterPhase:     DeploymentPhase(h.RouterState),
+			RouterNode:      h.RouterNode,
+			RouterNodeReady: h.RouterNodeReady,
 		},
 	}
 	for _, st := range h.Steps {

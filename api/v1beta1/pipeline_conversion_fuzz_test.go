@@ -244,3 +244,31 @@ func v1FillFuncs() []any {
 		},
 	}
 }
+
+// TestFuzzRouterOneToOne converts random enabled routers, fallbackLocations included, and the
+// router's status to v1 and back with nothing kept: every field has its place in both versions.
+func TestFuzzRouterOneToOne(t *testing.T) {
+	f := newFiller(3)
+	for i := range fuzzRounds {
+		var in Router
+		f.Fill(&in)
+		in.Enabled = true
+		hub := viaJSON(t, routerTo(spokeRouter{Router: &in}))
+		if r := hub.DataPath.Router; len(in.FallbackLocations) > 0 && (r == nil || !apiequality.Semantic.DeepEqual(r.FallbackLocations, in.FallbackLocations)) {
+			t.Fatalf("router %d: fallbackLocations %v became %+v", i, in.FallbackLocations, r)
+		}
+		if out := routerFrom(hub); !apiequality.Semantic.DeepEqual(*out.Router, in) {
+			t.Fatalf("router %d: v1beta1 -> v1 -> v1beta1 changed it (-in +out):\n%s", i, cmp.Diff(in, *out.Router))
+		}
+
+		var st DetailPhase
+		f.Fill(&st)
+		st.IngressPhase, st.RouterPhase, st.StepsPhase = "", "", nil
+		status := PipelineStatus{DetailPhase: st}
+		back := statusFrom(viaJSON(t, statusTo(status)))
+		if back.DetailPhase.RouterNode != st.RouterNode || !apiequality.Semantic.DeepEqual(back.DetailPhase.RouterNodeReady, st.RouterNodeReady) {
+			t.Fatalf("status %d: router node %q ready %v came back as %q ready %v", i, st.RouterNode, st.RouterNodeReady,
+				back.DetailPhase.RouterNode, back.DetailPhase.RouterNodeReady)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -212,5 +213,28 @@ func TestConvertV1EditWins(t *testing.T) {
 	}
 	if out.Spec.Steps[1].Name != "" {
 		t.Errorf("unchanged step 2 not restored: name %q", out.Spec.Steps[1].Name)
+	}
+}
+
+// TestConvertRouterFallbackLocations checks that the router's fallbackLocations and the node it
+// runs on convert one to one, without conversion data.
+func TestConvertRouterFallbackLocations(t *testing.T) {
+	in := seedPipeline()
+	in.Spec.Router = &Router{Enabled: true, Location: "edge-1", FallbackLocations: []string{"edge-2", "edge-3"}}
+	in.Status.DetailPhase.RouterNode, in.Status.DetailPhase.RouterNodeReady = "edge-2", ptrTo(true)
+	hub := toV1(t, in)
+	want := &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter,
+		Router: &pipelinev1.Router{Location: "edge-1", FallbackLocations: []string{"edge-2", "edge-3"}}}
+	if !apiequality.Semantic.DeepEqual(hub.Spec.DataPath, want) {
+		t.Errorf("v1 dataPath (-want +got):\n%s", cmp.Diff(want, hub.Spec.DataPath))
+	}
+	if hub.Status.RouterNode != "edge-2" || hub.Status.RouterNodeReady == nil || !*hub.Status.RouterNodeReady {
+		t.Errorf("v1 status routerNode %q, routerNodeReady %v; want edge-2, true", hub.Status.RouterNode, hub.Status.RouterNodeReady)
+	}
+	if data := hub.Annotations[ConversionDataAnnotation]; strings.Contains(data, "router") || strings.Contains(data, "dataPath") {
+		t.Errorf("the router was kept as conversion data: %s", data)
+	}
+	if out := fromV1(t, hub); !apiequality.Semantic.DeepEqual(out, in) {
+		t.Errorf("back to v1beta1 (-want +got):\n%s", cmp.Diff(in, out))
 	}
 }

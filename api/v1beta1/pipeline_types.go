@@ -209,6 +209,8 @@ type Step struct {
 // Router is the pipeline's single entry: a Deployment of the pipeline router (shipped in the
 // operator's image) that calls the steps in order, passes each answer on to the next step,
 // retries, enforces per-step deadlines and exports per-step metrics.
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="router.fallbackLocations needs router.location: a router that is not pinned to a node has nothing to fail over from"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="router.fallbackLocations must not repeat router.location: list only the other nodes the router may move to"
 type Router struct {
 	// enabled makes the operator run the router: a ConfigMap, a Deployment and a Service
 	// named <pipeline>-router. spec.expose then points at the router instead of the first step,
@@ -224,6 +226,20 @@ type Router struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	Location string `json:"location,omitempty"`
+
+	// fallbackLocations are the nodes the router moves to, in order of preference, when the
+	// node it runs on has been not ready for spec.failover.afterSeconds, as a step's
+	// fallbackLocations: its Deployment is pinned to the first ready node of [location,
+	// fallbackLocations...], and returns as spec.failover.failback says. Requires location.
+	// The router's Service, and so the pipeline's entry, stays as it is.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(n, self.exists_one(m, m == n))",message="router.fallbackLocations must not name a node twice"
+	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Fallback Nodes",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 
 	// replicas is the number of router pods, spread over nodes when location is empty.
 	// +optional
@@ -447,7 +463,8 @@ const (
 	FailbackManual FailbackPolicy = "Manual"
 )
 
-// Failover says when the steps that have fallbackLocations move between their nodes.
+// Failover says when the steps, and the router, that have fallbackLocations move between
+// their nodes.
 type Failover struct {
 	// afterSeconds is how long the node a step runs on must have been not ready (its Ready
 	// condition False or Unknown, or the node gone) before the step moves to the first ready
@@ -509,8 +526,9 @@ type PipelineSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router"
 	Router *Router `json:"router,omitempty"`
 
-	// failover says when steps with fallbackLocations move to another node and back. Without
-	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// failover says when steps, and the router, with fallbackLocations move to another node
+	// and back. Without it the defaults apply (afterSeconds 60, failback Automatic,
+	// failbackAfterSeconds 300).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover"
 	Failover *Failover `json:"failover,omitempty"`
@@ -654,6 +672,21 @@ type DetailPhase struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Router Phase",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
 	RouterPhase DeploymentPhase `json:"routerPhase,omitempty"`
+
+	// routerNode is the node the router is pinned to now: spec.router.location, or the
+	// fallback location it failed over to. Empty when the router is not enabled or has no
+	// location.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Router Node",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	RouterNode string `json:"routerNode,omitempty"`
+
+	// routerNodeReady says whether routerNode exists, reports Ready and accepts the router's
+	// pods (not cordoned, no NoSchedule or NoExecute taint). Written whenever routerNode is
+	// set, false included.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Router Node Ready",xDescriptors="urn:alm:descriptor:com.tectonic.ui:text"
+	RouterNodeReady *bool `json:"routerNodeReady,omitempty"`
 
 	// stepsPhase holds one entry per step, in spec order.
 	// +optional

@@ -158,6 +158,18 @@ var _ = Describe("v1 Pipeline admission", func() {
 		}, "spec.steps[0]", "fallbackLocations must not repeat location"),
 		Entry("a fallback node twice", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge-b"} },
 			"spec.steps[0].fallbackLocations", "fallbackLocations must not name a node twice"),
+		Entry("router fallbackLocations without location", func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter,
+				Router: &pipelinev1.Router{FallbackLocations: []string{"edge-b"}}}
+		}, "spec.dataPath.router", "router.fallbackLocations needs router.location"),
+		Entry("router fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter,
+				Router: &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"edge-a"}}}
+		}, "spec.dataPath.router", "router.fallbackLocations must not repeat router.location"),
+		Entry("a router fallback node twice", func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter,
+				Router: &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}}}
+		}, "spec.dataPath.router.fallbackLocations", "router.fallbackLocations must not name a node twice"),
 		Entry("replicas and autoscaling", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
 			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}

@@ -44,7 +44,9 @@ func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
 	}
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
 	if rt := p.Spec.Router; rt != nil {
-		errs = append(errs, validateResources(rt.Resources, specPath.Child("router", "resources"))...)
+		rp := specPath.Child("router")
+		errs = append(errs, validateNodeNames(rt.Location, rt.FallbackLocations, rp)...)
+		errs = append(errs, validateResources(rt.Resources, rp.Child("resources"))...)
 		for i, h := range rt.PropagateHeaders {
 			if err := router.CheckPropagatedHeader(string(h)); err != nil {
 				errs = append(errs, field.Invalid(specPath.Child("router", "propagateHeaders").Index(i), h, err.Error()))
@@ -60,11 +62,7 @@ func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(sp.Child("image"), s.Image,
 			fmt.Sprintf("not a valid image reference (%v): expected [registry/]repository[:tag][@digest], lowercase, without spaces", err)))
 	}
-	if s.Location != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(s.Location) {
-			errs = append(errs, field.Invalid(sp.Child("location"), s.Location, "not a valid node name: "+msg))
-		}
-	}
+	errs = append(errs, validateNodeNames(s.Location, s.FallbackLocations, sp)...)
 	for _, e := range s.Env {
 		ep := sp.Child("env").Key(e.Name)
 		if e.Name == "" || strings.ContainsAny(e.Name, "= \t\n") {
@@ -95,6 +93,24 @@ func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
 	}
 	for j, t := range s.Tolerations {
 		errs = append(errs, validateToleration(t, sp.Child("tolerations").Index(j))...)
+	}
+	return errs
+}
+
+// validateNodeNames checks that location and fallbackLocations, of the step or router at
+// path, are node names: the pattern of the schema lets through names such as a..b.
+func validateNodeNames(location string, fallbackLocations []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(p *field.Path, name string) {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(p, name, "not a valid node name: "+msg))
+		}
+	}
+	if location != "" {
+		check(path.Child("location"), location)
+	}
+	for i, n := range fallbackLocations {
+		check(path.Child("fallbackLocations").Index(i), n)
 	}
 	return errs
 }

@@ -119,6 +119,33 @@ func TestValidateRouterPropagateHeaders(t *testing.T) {
 	}
 }
 
+// The nodes a step or the router may run on, fallbacks included, are node names; the schema's
+// pattern lets a..b through.
+func TestValidateNodeNames(t *testing.T) {
+	p, err := samples.Pipeline("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge..c"}
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge..a", FallbackLocations: []string{"edge-b", "-x"}}
+	var fields []string
+	for _, e := range ValidatePipeline(p) {
+		if !strings.Contains(e.Error(), "not a valid node name") {
+			t.Errorf("unexpected error %v", e)
+		}
+		fields = append(fields, e.Field)
+	}
+	want := []string{"spec.steps[0].fallbackLocations[1]", "spec.router.location", "spec.router.fallbackLocations[1]"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Errorf("errors on %v, want %v", fields, want)
+	}
+	p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge.c"}
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b"}}
+	if errs := ValidatePipeline(p); len(errs) != 0 {
+		t.Fatalf("valid node names refused: %v", errs)
+	}
+}
+
 // Removing autoscaling brings the step back to its replicas at once: the update says so.
 func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
 	stored, err := samples.Pipeline("default")

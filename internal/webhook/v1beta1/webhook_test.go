@@ -343,6 +343,28 @@ var _ = Describe("Pipeline admission", func() {
 			"spec.steps[0].location", "not a valid node name"),
 		Entry("a location in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "Edge_Node" },
 			"spec.steps[0].location", "should match"),
+		Entry("a fallback location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge..node"}
+		}, "spec.steps[0].fallbackLocations[1]", "not a valid node name"),
+		Entry("a router location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge..node"}
+		}, "spec.router.location", "not a valid node name"),
+		Entry("a router fallback location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge..node"}}
+		}, "spec.router.fallbackLocations[0]", "not a valid node name"),
+		Entry("router fallbackLocations without location", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, FallbackLocations: []string{"edge-b"}}
+		}, "spec.router", "router.fallbackLocations needs router.location"),
+		Entry("router fallbackLocations repeating location", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-a"}}
+		}, "spec.router", "router.fallbackLocations must not repeat router.location"),
+		Entry("a router fallback node twice", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}}
+		}, "spec.router.fallbackLocations", "router.fallbackLocations must not name a node twice"),
+		Entry("more than 8 router fallbacks", func(p *pipelinev1beta1.Pipeline) {
+			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a",
+				FallbackLocations: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}
+		}, "spec.router.fallbackLocations", "must have at most 8 items"),
 		Entry("no model", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "" },
 			"spec.steps[0].model", "should be at least 1 chars long"),
 		Entry("a model outside the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },

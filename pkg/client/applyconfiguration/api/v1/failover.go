@@ -25,7 +25,8 @@ import (
 // FailoverApplyConfiguration represents a declarative configuration of the Failover type for use
 // with apply.
 //
-// Failover says when the steps that have fallbackLocations move between their nodes.
+// Failover says when the steps, and the router, that have fallbackLocations move between
+// their nodes.
 type FailoverApplyConfiguration struct {
 	// afterSeconds is how long the node a step runs on must have been not ready (its Ready
 	// condition False or Unknown, or the node gone) before the step moves to the first ready

@@ -35,8 +35,9 @@ type PipelineSpecApplyConfiguration struct {
 	// Router) is reached from outside the cluster. Without it every step has a ClusterIP
 	// Service only.
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
-	// failover says when steps with fallbackLocations move to another node and back. Without
-	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// failover says when steps, and the router, with fallbackLocations move to another node
+	// and back. Without it the defaults apply (afterSeconds 60, failback Automatic,
+	// failbackAfterSeconds 300).
 	Failover *FailoverApplyConfiguration `json:"failover,omitempty"`
 	// paused true stops the operator from touching the Pipeline's children: drift is
 	// not repaired and spec changes are not applied until it is false or removed. Deleting a

@@ -55,6 +55,13 @@ type PipelineStatusApplyConfiguration struct {
 	// routerState is the state of the router's Deployment; absent unless dataPath.mode is
 	// Router.
 	RouterState *apiv1.DeploymentState `json:"routerState,omitempty"`
+	// routerNode is the node the router is pinned to now: dataPath.router.location, or the
+	// fallback location it failed over to. Absent unless the router runs with a location.
+	RouterNode *string `json:"routerNode,omitempty"`
+	// routerNodeReady says whether routerNode exists, reports Ready and accepts the router's
+	// pods (not cordoned, no NoSchedule or NoExecute taint). Written whenever routerNode is
+	// set.
+	RouterNodeReady *bool `json:"routerNodeReady,omitempty"`
 	// steps holds the state of every step, in spec order.
 	Steps []StepStatusApplyConfiguration `json:"steps,omitempty"`
 }
@@ -157,6 +164,22 @@ func (b *PipelineStatusApplyConfiguration) WithIngressState(value apiv1.IngressS
 // If called multiple times, the RouterState field is set to the value of the last call.
 func (b *PipelineStatusApplyConfiguration) WithRouterState(value apiv1.DeploymentState) *PipelineStatusApplyConfiguration {
 	b.RouterState = &value
+	return b
+}
+
+// WithRouterNode sets the RouterNode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RouterNode field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithRouterNode(value string) *PipelineStatusApplyConfiguration {
+	b.RouterNode = &value
+	return b
+}
+
+// WithRouterNodeReady sets the RouterNodeReady field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RouterNodeReady field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithRouterNodeReady(value bool) *PipelineStatusApplyConfiguration {
+	b.RouterNodeReady = &value
 	return b
 }
 

@@ -33,6 +33,12 @@ type RouterApplyConfiguration struct {
 	// location is the name of the node the router must run on, resolved and pinned as a
 	// step's location is. Without it the scheduler chooses.
 	Location *string `json:"location,omitempty"`
+	// fallbackLocations are the nodes the router moves to, in order of preference, when the
+	// node it runs on has been not ready for spec.failover.afterSeconds, as a step's
+	// fallbackLocations: its Deployment is pinned to the first ready node of [location,
+	// fallbackLocations...], and returns as spec.failover.failback says. Requires location.
+	// The router's Service, and so the pipeline's entry, stays as it is.
+	FallbackLocations []string `json:"fallbackLocations,omitempty"`
 	// replicas is the number of router pods, spread over nodes when location is empty.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// resources are the compute resources of the router's container.
@@ -61,6 +67,16 @@ func Router() *RouterApplyConfiguration {
 // If called multiple times, the Location field is set to the value of the last call.
 func (b *RouterApplyConfiguration) WithLocation(value string) *RouterApplyConfiguration {
 	b.Location = &value
+	return b
+}
+
+// WithFallbackLocations adds the given value to the FallbackLocations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FallbackLocations field.
+func (b *RouterApplyConfiguration) WithFallbackLocations(values ...string) *RouterApplyConfiguration {
+	for i := range values {
+		b.FallbackLocations = append(b.FallbackLocations, values[i])
+	}
 	return b
 }
 

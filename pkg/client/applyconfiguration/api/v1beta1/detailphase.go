@@ -37,6 +37,14 @@ type DetailPhaseApplyConfiguration struct {
 	// routerPhase is the state of the router's Deployment; empty when spec.router is not
 	// enabled.
 	RouterPhase *apiv1beta1.DeploymentPhase `json:"routerPhase,omitempty"`
+	// routerNode is the node the router is pinned to now: spec.router.location, or the
+	// fallback location it failed over to. Empty when the router is not enabled or has no
+	// location.
+	RouterNode *string `json:"routerNode,omitempty"`
+	// routerNodeReady says whether routerNode exists, reports Ready and accepts the router's
+	// pods (not cordoned, no NoSchedule or NoExecute taint). Written whenever routerNode is
+	// set, false included.
+	RouterNodeReady *bool `json:"routerNodeReady,omitempty"`
 	// stepsPhase holds one entry per step, in spec order.
 	StepsPhase []StepStatusApplyConfiguration `json:"stepsPhase,omitempty"`
 }
@@ -76,6 +84,22 @@ func (b *DetailPhaseApplyConfiguration) WithIngressPhase(value apiv1beta1.Ingres
 // If called multiple times, the RouterPhase field is set to the value of the last call.
 func (b *DetailPhaseApplyConfiguration) WithRouterPhase(value apiv1beta1.DeploymentPhase) *DetailPhaseApplyConfiguration {
 	b.RouterPhase = &value
+	return b
+}
+
+// WithRouterNode sets the RouterNode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RouterNode field is set to the value of the last call.
+func (b *DetailPhaseApplyConfiguration) WithRouterNode(value string) *DetailPhaseApplyConfiguration {
+	b.RouterNode = &value
+	return b
+}
+
+// WithRouterNodeReady sets the RouterNodeReady field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RouterNodeReady field is set to the value of the last call.
+func (b *DetailPhaseApplyConfiguration) WithRouterNodeReady(value bool) *DetailPhaseApplyConfiguration {
+	b.RouterNodeReady = &value
 	return b
 }
 

@@ -34,8 +34,9 @@ type PipelineSpecApplyConfiguration struct {
 	Expose *ExposeApplyConfiguration `json:"expose,omitempty"`
 	// router, when enabled, runs the pipeline router in front of the steps.
 	Router *RouterApplyConfiguration `json:"router,omitempty"`
-	// failover says when steps with fallbackLocations move to another node and back. Without
-	// it the defaults apply (afterSeconds 60, failback Automatic, failbackAfterSeconds 300).
+	// failover says when steps, and the router, with fallbackLocations move to another node
+	// and back. Without it the defaults apply (afterSeconds 60, failback Automatic,
+	// failbackAfterSeconds 300).
 	Failover *FailoverApplyConfiguration `json:"failover,omitempty"`
 }
 
