@@ -58,8 +58,8 @@ func New(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, error) {
 		}, []string{"reason"}),
 		stepFailovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricStepFailovers,
-			Help: "Moves of a step off its node (not ready for spec.failover.afterSeconds, or gone) to another of its nodes. " +
-				"0 from the first pass over a step with fallbackLocations.",
+			Help: "Moves of a step off its node (not ready for spec.failover.afterSeconds, or gone) to another of its nodes; " +
+				"step router counts the router's. 0 from the first pass over a step or router with fallbackLocations.",
 		}, []string{"namespace", "pipeline", "step"}),
 	}
 	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines)} {
@@ -78,16 +78,16 @@ func (m *Metrics) ObserveError(err error) {
 	}
 }
 
-// ObserveFailover counts a failover of step of p.
+// ObserveFailover counts a failover of step of p (resources.RouterMetricName: of its router).
 func (m *Metrics) ObserveFailover(p *pipelinev1beta1.Pipeline, step string) {
 	if m != nil {
 		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, step).Inc()
 	}
 }
 
-// InitFailovers makes the failover counter of every step of p that has fallbackLocations exist,
-// at 0 until its first failover: increase() over a series that starts at its first failover
-// would not count that one.
+// InitFailovers makes the failover counter of every step of p that has fallbackLocations, and
+// of its router when it has them (step router), exist, at 0 until its first failover:
+// increase() over a series that starts at its first failover would not count that one.
 func (m *Metrics) InitFailovers(p *pipelinev1beta1.Pipeline) {
 	if m == nil {
 		return
@@ -96,6 +96,9 @@ func (m *Metrics) InitFailovers(p *pipelinev1beta1.Pipeline) {
 		if len(p.Spec.Steps[i].FallbackLocations) > 0 {
 			m.stepFailovers.WithLabelValues(p.Namespace, p.Name, resources.StepName(p, i)).Add(0)
 		}
+	}
+	if resources.RouterEnabled(p) && len(p.Spec.Router.FallbackLocations) > 0 {
+		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, resources.RouterMetricName).Add(0)
 	}
 }
 

@@ -52,8 +52,8 @@ func NodeHostname(obj client.Object) []string {
 }
 
 // PipelineNodes is the index function of IndexPipelineNodes: every node name the Pipeline may
-// run on, each once: each step's location and fallbackLocations (Step.Locations), and
-// spec.router.location when the router is enabled.
+// run on, each once: each step's location and fallbackLocations (Step.Locations), and the
+// router's location and fallbackLocations (Router.Locations) when the router is enabled.
 func PipelineNodes(obj client.Object) []string {
 	p, ok := obj.(*pipelinev1beta1.Pipeline)
 	if !ok {
@@ -71,7 +71,9 @@ func PipelineNodes(obj client.Object) []string {
 		}
 	}
 	if rt := p.Spec.Router; rt != nil && rt.Enabled {
-		add(rt.Location)
+		for _, n := range rt.Locations() {
+			add(n)
+		}
 	}
 	return out
 }

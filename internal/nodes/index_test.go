@@ -97,6 +97,11 @@ func TestPipelineNodes(t *testing.T) {
 		{"an enabled router without location", pipeline("ns", "p", enabled(""), []string{"a"}), []string{"a"}},
 		{"not the location of a disabled router", pipeline("ns", "p", &pipelinev1beta1.Router{Location: "r"}, []string{"a"}),
 			[]string{"a"}},
+		{"the router's location and fallbackLocations, each once", pipeline("ns", "p",
+			&pipelinev1beta1.Router{Enabled: true, Location: "r", FallbackLocations: []string{"a", "s"}}, []string{"a"}),
+			[]string{"a", "r", "s"}},
+		{"not the fallbackLocations of a disabled router", pipeline("ns", "p",
+			&pipelinev1beta1.Router{Location: "r", FallbackLocations: []string{"s"}}, []string{"a"}), []string{"a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,6 +73,10 @@ const routerMemoryLimitTenths = 9
 // with it (the router reads its configuration once, at start).
 const AnnotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
 
+// RouterMetricName is the step label of the router's series of the failover counter: no step
+// may be named router while the router is enabled.
+const RouterMetricName = componentRouter
+
 // RouterEnabled reports whether p asks for the router.
 func RouterEnabled(p *pipelinev1beta1.Pipeline) bool {
 	return p.Spec.RouterEnabled()
@@ -160,8 +164,9 @@ func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.Confi
 }
 
 // RouterDeployment is the router's Deployment: image runs cmd/router with config (the
-// content of the ConfigMap, whose hash is on the pod template), pinned to the node named node
-// (the node spec.router.location resolves to; empty is the name location).
+// content of the ConfigMap, whose hash is on the pod template), pinned to the node named node:
+// the node placement chose among spec.router.location and fallbackLocations (see
+// nodes.Decide), resolved to its name; empty is the name location when the router has one.
 // The router image runs as a non-root user and writes no file, so its pods meet the restricted
 // Pod Security level in every namespace.
 func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *appsv1ac.DeploymentApplyConfiguration {

@@ -360,3 +360,55 @@ func TestRouterDisruptionBudget(t *testing.T) {
 		t.Errorf("router budget %+v", pdb.Spec)
 	}
 }
+
+// The router's Deployment is pinned to the node placement chose: its location's, a fallback
+// location's after a failover, by node name; the rest of the Deployment does not change with it.
+func TestRouterDeploymentPinning(t *testing.T) {
+	base := testenv.RoutedSample(t)
+	base.Spec.Router.FallbackLocations = []string{"edge-b", "edge-c"}
+	data, err := RouterConfigJSON(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		location string
+		node     string
+		want     string // the node the pods are pinned to; empty: not pinned, spread
+	}{
+		{name: "no decision yet: the location", location: "xx-test-node236", want: "xx-test-node236"},
+		{name: "on the location's node", location: "xx-test-node236", node: "xx-test-node236", want: "xx-test-node236"},
+		{name: "a location resolved by hostname: the node's name", location: "xx-test-node236", node: "node-236.edge", want: "node-236.edge"},
+		{name: "failed over to the first fallback", location: "xx-test-node236", node: "edge-b", want: "edge-b"},
+		{name: "failed over to the second fallback", location: "xx-test-node236", node: "edge-c", want: "edge-c"},
+		{name: "no location", location: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base.DeepCopy()
+			p.Spec.Router.Location = tc.location
+			d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, tc.node))
+			pod := d.Spec.Template.Spec
+			if got := PinnedNode(&pod); got != tc.want {
+				t.Errorf("pinned to %q, want %q", got, tc.want)
+			}
+			if len(pod.NodeSelector) != 0 {
+				t.Errorf("node selector %v: the router is pinned by node name", pod.NodeSelector)
+			}
+			if spread := len(pod.TopologySpreadConstraints) > 0; spread != (tc.want == "") {
+				t.Errorf("spread %v, pinned to %q: a pinned router is not spread, an unpinned one is", spread, tc.want)
+			}
+			if tc.want != "" {
+				if diff := cmp.Diff(nameAffinity(tc.want), pod.Affinity); diff != "" {
+					t.Errorf("affinity (-want +got):\n%s", diff)
+				}
+			}
+			// The node is all a move changes: the config hash, and with it the pods' configuration, stays.
+			if got := d.Spec.Template.Annotations[AnnotationRouterConfigHash]; got != shortHash(data) {
+				t.Errorf("config hash %q, want %q", got, shortHash(data))
+			}
+		})
+	}
+	if RouterWantsDisruptionBudget(base) {
+		t.Error("a router pinned to a node, fallbackLocations or not, wants a disruption budget: a drain of that node would wait for ever")
+	}
+}

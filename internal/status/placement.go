@@ -13,7 +13,8 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
-// Placement is where one step runs and how its node stands, as one pass decided it.
+// Placement is where one step, or the router, runs and how its node stands, as one pass
+// decided it.
 type Placement struct {
 	// Decision is where the step's Deployment is pinned; Node is empty for a step without location.
 	Decision nodes.Decision
@@ -29,11 +30,12 @@ type Placement struct {
 	Moved bool
 }
 
-// setPlacementStatus writes the node of every step into st, and marks the Progressing
-// condition while a step moves: a step moved this pass, or pinned to a fallback node and not
-// available yet, is failing over; one moved back this pass is failing back.
-func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, placements []Placement) {
-	reason, moving := "", []string(nil)
+// setPlacementStatus writes the node of every step, and of the router (router), into st, and
+// marks the Progressing condition while a step or the router moves: one moved this pass, or
+// pinned to a fallback node and not available yet, is failing over; one moved back this pass
+// is failing back.
+func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, placements []Placement, router Placement) {
+	var m moves
 	for i, pl := range placements {
 		if i >= len(st.DetailPhase.StepsPhase) || pl.Decision.Node == "" {
 			continue
@@ -41,29 +43,48 @@ func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.P
 		step := &st.DetailPhase.StepsPhase[i]
 		step.Node = pl.Decision.Node
 		step.NodeReady = ptr.To(pl.Health.Schedulable())
-		if step.DeploymentPhase == pipelinev1beta1.DeploymentPhaseAvailable {
-			continue
-		}
-		label := resources.StepLabel(p, i)
-		switch {
-		case pl.Moved && pl.Decision.Move == nodes.MoveFailback:
-			reason = cmp.Or(reason, pipelinev1beta1.ReasonFailingBack)
-			moving = append(moving, fmt.Sprintf("%s is moving back from node %s to node %s", label, pl.Decision.From, pl.Decision.Node))
-		case pl.Moved && pl.Decision.Move == nodes.MoveRelocate && pl.Decision.Node == p.Spec.Steps[i].Location:
-			reason = cmp.Or(reason, pipelinev1beta1.ReasonRollingOut)
-			moving = append(moving, fmt.Sprintf("%s is moving from node %s to node %s", label, pl.Decision.From, pl.Decision.Node))
-		case pl.Moved || pl.Decision.Node != p.Spec.Steps[i].Location:
-			reason = pipelinev1beta1.ReasonFailingOver
-			moving = append(moving, fmt.Sprintf("%s is moving to fallback node %s", label, pl.Decision.Node))
+		if step.DeploymentPhase != pipelinev1beta1.DeploymentPhaseAvailable {
+			m.add(resources.StepLabel(p, i), p.Spec.Steps[i].Location, pl)
 		}
 	}
-	if reason == "" {
+	if d := &st.DetailPhase; router.Decision.Node != "" && d.RouterPhase != "" {
+		d.RouterNode = router.Decision.Node
+		d.RouterNodeReady = ptr.To(router.Health.Schedulable())
+		if d.RouterPhase != pipelinev1beta1.DeploymentPhaseAvailable {
+			m.add("the router", p.Spec.Router.Location, router)
+		}
+	}
+	if m.reason == "" {
 		return
 	}
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		if c.Type == pipelinev1beta1.ConditionProgressing && c.Status == metav1.ConditionTrue {
-			c.Reason, c.Message = reason, problem.JoinMessages(append(moving, c.Message))
+			c.Reason, c.Message = m.reason, problem.JoinMessages(append(m.messages, c.Message))
 		}
+	}
+}
+
+// moves are the steps, and the router, that move between nodes and are not available yet: the
+// reason of the Progressing condition and what its message says of each.
+type moves struct {
+	reason   string
+	messages []string
+}
+
+// add records the move of what label names, whose location is location, placed as pl says;
+// nothing when it does not move.
+func (m *moves) add(label, location string, pl Placement) {
+	d := pl.Decision
+	switch {
+	case pl.Moved && d.Move == nodes.MoveFailback:
+		m.reason = cmp.Or(m.reason, pipelinev1beta1.ReasonFailingBack)
+		m.messages = append(m.messages, fmt.Sprintf("%s is moving back from node %s to node %s", label, d.From, d.Node))
+	case pl.Moved && d.Move == nodes.MoveRelocate && d.Node == location:
+		m.reason = cmp.Or(m.reason, pipelinev1beta1.ReasonRollingOut)
+		m.messages = append(m.messages, fmt.Sprintf("%s is moving from node %s to node %s", label, d.From, d.Node))
+	case pl.Moved || d.Node != location:
+		m.reason = pipelinev1beta1.ReasonFailingOver
+		m.messages = append(m.messages, fmt.Sprintf("%s is moving to fallback node %s", label, d.Node))
 	}
 }

@@ -43,6 +43,8 @@ type Observed struct {
 	RouterService    *corev1.Service
 	// Placements are indexed like spec.steps: the node each step is pinned to.
 	Placements []Placement
+	// RouterPlacement is the node the router is pinned to; empty without a router location.
+	RouterPlacement Placement
 	// Problems found while reconciling (name conflicts, missing nodes or claims).
 	Problems []problem.Problem
 	// StorageHeld is true when the pass could not make the storage the spec asks for (its
@@ -134,7 +136,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
 	failed := problem.Failing(problems)
 	setProgressing(&st, p.Generation, allAvailable, failed, waiting)
-	setPlacementStatus(&st, p, obs.Placements)
+	setPlacementStatus(&st, p, obs.Placements, obs.RouterPlacement)
 	setDegraded(&st, p.Generation, problems)
 	SetReconciled(&st, p.Generation, cmp.Or(obs.Err, heldStorage(obs)))
 

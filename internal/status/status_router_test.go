@@ -1,6 +1,7 @@
 package status
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -8,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -100,6 +103,71 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
 		if st.Phase != pipelinev1beta1.PipelinePhaseFailed || c == nil || c.Status != metav1.ConditionTrue || c.Reason != pipelinev1beta1.ReasonRouterImageUnknown {
 			t.Errorf("phase %s, Degraded %+v", st.Phase, c)
+		}
+	})
+}
+
+// The router reports its node as a step does: routerNode and routerNodeReady, and Progressing
+// says while it moves to a fallback node or back.
+func TestComputeRouterPlacement(t *testing.T) {
+	rolling := statustest.AvailableDeployment(1)
+	rolling.Status.AvailableReplicas = 0
+	rolling.Name = "facedetection-pipeline-router"
+	ready := nodes.Health{State: nodes.StateReady}
+	down := nodes.Health{State: nodes.StateNotReady}
+	for _, tc := range []struct {
+		name      string
+		router    *appsv1.Deployment
+		placement Placement
+		node      string
+		nodeReady *bool
+		reason    string // of Progressing, when it must say the router moves
+		message   string
+	}{
+		{name: "no location", router: statustest.AvailableDeployment(1)},
+		{name: "on its location", router: statustest.AvailableDeployment(1), node: "xx-test-node236", nodeReady: ptr.To(true),
+			placement: Placement{Decision: nodes.Decision{Node: "xx-test-node236", From: "xx-test-node236", Move: nodes.MoveNone}, Health: ready}},
+		{name: "its location not ready", router: statustest.AvailableDeployment(1), node: "xx-test-node236", nodeReady: ptr.To(false),
+			placement: Placement{Decision: nodes.Decision{Node: "xx-test-node236", From: "xx-test-node236", Move: nodes.MoveWaiting}, Health: down}},
+		{name: "failing over", router: rolling, node: "edge-b", nodeReady: ptr.To(true),
+			placement: Placement{Decision: nodes.Decision{Node: "edge-b", From: "xx-test-node236", Move: nodes.MoveFailover},
+				Health: ready, From: down, Moved: true},
+			reason: pipelinev1beta1.ReasonFailingOver, message: "the router is moving to fallback node edge-b"},
+		{name: "failing back", router: rolling, node: "xx-test-node236", nodeReady: ptr.To(true),
+			placement: Placement{Decision: nodes.Decision{Node: "xx-test-node236", From: "edge-b", Move: nodes.MoveFailback},
+				Health: ready, From: ready, Moved: true},
+			reason: pipelinev1beta1.ReasonFailingBack, message: "the router is moving back from node edge-b to node xx-test-node236"},
+		{name: "available on the fallback node", router: statustest.AvailableDeployment(1), node: "edge-b", nodeReady: ptr.To(true),
+			placement: Placement{Decision: nodes.Decision{Node: "edge-b", From: "edge-b", Move: nodes.MoveNone}, Health: ready}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testenv.RoutedSample(t)
+			p.Spec.Router.FallbackLocations = []string{"edge-b"}
+			obs := convergedWorld()
+			obs.RouterDeployment, obs.RouterService, obs.RouterPlacement = tc.router, statustest.ReadyService(), tc.placement
+			st := Compute(p, obs)
+			if d := st.DetailPhase; d.RouterNode != tc.node || !reflect.DeepEqual(d.RouterNodeReady, tc.nodeReady) {
+				t.Errorf("routerNode %q, routerNodeReady %v; want %q, %v", d.RouterNode, d.RouterNodeReady, tc.node, tc.nodeReady)
+			}
+			c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionProgressing)
+			switch {
+			case c == nil:
+				t.Fatal("no Progressing condition")
+			case tc.reason == "" && (c.Reason == pipelinev1beta1.ReasonFailingOver || c.Reason == pipelinev1beta1.ReasonFailingBack):
+				t.Errorf("Progressing %s: %s; the router does not move", c.Reason, c.Message)
+			case tc.reason != "" && (c.Reason != tc.reason || !strings.Contains(c.Message, tc.message)):
+				t.Errorf("Progressing %s: %q; want %s naming %q", c.Reason, c.Message, tc.reason, tc.message)
+			}
+		})
+	}
+
+	t.Run("a disabled router reports no node", func(t *testing.T) {
+		p := testenv.RoutedSample(t)
+		p.Spec.Router.Enabled = false
+		obs := convergedWorld()
+		obs.RouterPlacement = Placement{Decision: nodes.Decision{Node: "xx-test-node236"}, Health: ready}
+		if d := Compute(p, obs).DetailPhase; d.RouterNode != "" || d.RouterNodeReady != nil {
+			t.Errorf("routerNode %q, routerNodeReady %v; want none", d.RouterNode, d.RouterNodeReady)
 		}
 	})
 }

@@ -109,9 +109,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.Metrics.InitFailovers(p)
 	err = r.reconcileNormal(ctx, s)
-	if s.stepsApplied {
-		// Every step was placed with the failback asked for; another child's failure does not
-		// keep the one-shot annotation on.
+	if s.stepsApplied && s.routerApplied {
+		// Every step and the router were placed with the failback asked for; another child's
+		// failure does not keep the one-shot annotation on.
 		err = errors.Join(err, r.consumeFailback(ctx, p))
 	}
 	r.recordCreatedEvent(s)
@@ -153,6 +153,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	stepsErr := recoverPanic(ctx, "steps", func() error { return r.reconcileSteps(ctx, s) })
 	s.stepsApplied = stepsErr == nil
 	wg.Wait()
+	s.routerApplied = routerErr == nil
 	if storageErr != nil || stepsErr != nil || ingressErr != nil || routerErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
 		return errors.Join(storageErr, stepsErr, ingressErr, routerErr)

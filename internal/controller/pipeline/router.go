@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -57,28 +56,19 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 }
 
 // reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
-// when spec.router is enabled, and deletes them once it is not. Without a router image, or with
-// a configuration the router would refuse and no router running yet, the pass sees the router
-// disabled (see planRouter).
+// when spec.router is enabled, and deletes them once it is not. A router with a location is
+// placed as a step is (see place): on location, or on a fallback location while location's
+// node is not ready. Without a router image, or with a configuration the router would refuse
+// and no router running yet, the pass sees the router disabled (see planRouter).
 func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if !resources.RouterEnabled(p) {
 		return r.deleteDisabledRouter(ctx, s)
 	}
-	node := ""
-	if location := p.Spec.Router.Location; location != "" {
-		res, err := nodes.Resolve(ctx, r.Client, location)
-		if err != nil {
-			return err
-		}
-		node = res.Name
-		switch {
-		case len(res.Ambiguous) > 0:
-			s.addProblem(pipelinev1beta1.ReasonNodeAmbiguous, "router: %s", res.AmbiguousMessage())
-		case !res.Found():
-			s.addProblem(pipelinev1beta1.ReasonNodeNotFound, "router: node %s does not exist (no node is named %s or has %s=%s)",
-				location, location, corev1.LabelHostname, location)
-		}
+	what := routerPlaced(p)
+	pl, err := r.place(ctx, s, what)
+	if err != nil {
+		return err
 	}
 	if s.routerConfigErr != nil {
 		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
@@ -98,7 +88,8 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	ok, err = r.applyChild(ctx, s, d, resources.RouterDeployment(p, r.RouterImage, config, node))
+	pl, ok, err = r.applyPlaced(ctx, s, what, pl, d, resources.RouterDeployment(p, r.RouterImage, config, pl.NodeName))
+	s.obs.RouterPlacement = pl
 	if ok {
 		s.obs.RouterDeployment = d
 	}

@@ -47,6 +47,8 @@ type scope struct {
 	routerConfigErr error
 	// stepsApplied is true once every step's children were applied in this pass.
 	stepsApplied bool
+	// routerApplied is true once the router's children were applied (or deleted) in this pass.
+	routerApplied bool
 	// volumeName is the name of the model PersistentVolume (nfs and csi storage) this pass
 	// wants, set by reconcileStorage (see volumeName); empty until then.
 	volumeName string

@@ -43,21 +43,16 @@ func (r *Reconciler) reconcileSteps(ctx context.Context, s *scope) error {
 // budget when it needs them, exist as the spec says.
 func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 	p := s.pipeline
-	pl, err := r.placeStep(ctx, s, i)
+	what := stepPlaced(p, i)
+	pl, err := r.place(ctx, s, what)
 	if err != nil {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	res, err := r.applyExistingChild(ctx, s, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName))
-	if res.Owned {
+	pl, owned, err := r.applyPlaced(ctx, s, what, pl, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName))
+	if owned {
 		// Also when the update was refused: the Deployment exists, and the status describes it.
 		s.obs.Deployments[i] = d
-		// A move is a Deployment that ran on another node and was written to this one: not a
-		// new Deployment, nor one the apiserver already had there.
-		if res.Updated && pl.Decision.Moved() {
-			pl.Moved = true
-			r.recordMove(s, i, d, pl)
-		}
 	}
 	s.obs.Placements[i] = pl
 	if err != nil {
