@@ -145,10 +145,10 @@ func (b *buffer) join() error {
 	return nil
 }
 
-// joinForStopWhen joins the answer of a step whose stopWhen decodes it (JSON), which it
-// does from one slice.
+// joinForStopWhen joins the answer of a step whose stopWhen decodes it (a JSON answer and an
+// expression that reads response), which it does from one slice.
 func joinForStopWhen(s *step, resp *stepResponse) *failure {
-	if s.stopWhen == nil || !isJSON(resp.contentType) {
+	if s.stopWhen == nil || !s.stopWhen.readsResponse || !isJSON(resp.contentType) {
 		return nil
 	}
 	if err := resp.body.join(); err != nil {
