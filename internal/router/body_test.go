@@ -369,10 +369,11 @@ func TestStopWhenReadsAnAnswerOfSeveralBlocks(t *testing.T) {
 // leaves other answers in their blocks.
 func TestJoinForStopWhen(t *testing.T) {
 	tr := newTestRouter(t, Config{Steps: []Step{
-		{Name: "stops", URL: "http://127.0.0.1:1/", StopWhen: "true"},
+		{Name: "stops", URL: "http://127.0.0.1:1/", StopWhen: "response == null"},
 		{Name: "plain", URL: "http://127.0.0.1:2/"},
+		{Name: "on-status", URL: "http://127.0.0.1:3/", StopWhen: "status == 299"},
 	}})
-	stops, plain := tr.steps[0], tr.steps[1]
+	stops, plain, onStatus := tr.steps[0], tr.steps[1], tr.steps[2]
 	answer := func(bg *budget, contentType string) *stepResponse {
 		body, err := readBody(unsized{strings.NewReader(`"` + strings.Repeat("x", 2*blockBytes) + `"`)}, -1, 1<<20, bg)
 		if err != nil {
@@ -389,6 +390,7 @@ func TestJoinForStopWhen(t *testing.T) {
 		{stops, "application/json", 1},
 		{stops, "text/plain", 3},
 		{plain, "application/json", 3},
+		{onStatus, "application/json", 3},
 	} {
 		resp := answer(bg, tc.contentType)
 		if f := joinForStopWhen(tc.step, resp); f != nil {
