@@ -321,6 +321,13 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(children(ctx, steady)).To(Equal(steadyChildren))
 
 		By("a new Pipeline through this release's webhooks: defaulted, and a bad one refused")
+		// OLM rolls the new certificate out to the webhook configurations, the CRD and the pod
+		// in several writes: a dry run tells when the apiserver calls this release with its CA.
+		dry, err := samples.Pipeline(steady.Namespace)
+		Expect(err).NotTo(HaveOccurred())
+		dry.Name = "dry-run"
+		Eventually(func() error { return admin.Create(ctx, dry.DeepCopy(), client.DryRunAll) }).Should(Succeed())
+		timed("upgrade from the previous release (approval to webhooks called with the new CA):", start)
 		fresh := createSample(ctx, "fresh")
 		Expect(stored(ctx, Default, fresh).Spec.Steps[1].Name).To(Equal("step-2"), "defaulted by the mutating webhook")
 		Eventually(phaseOf(ctx, fresh)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))

@@ -40,7 +40,9 @@ const webhookCertMountPath = "/tmp/k8s-webhook-server/serving-certs"
 // would — the Deployment's arguments and environment (POD_NAMESPACE from the downward API,
 // OLM's OPERATOR_CONDITION_NAME), a token of its ServiceAccount, the Secrets it mounts — and
 // serves its webhook port on loopback. When OLM changes the pod template (an upgrade, a new
-// certificate) it starts the manager anew, like a rollout; when the Deployment goes, it stops it.
+// certificate) it starts the new manager and stops the old one once the new one serves its
+// webhook port, as a rolling update of the Deployment's two replicas keeps one serving; when the
+// Deployment goes, it stops it.
 type operatorPod struct {
 	admin     client.Client
 	clientset kubernetes.Interface
@@ -112,8 +114,32 @@ func (o *operatorPod) sync(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	o.stopManager()
-	return o.startManager(ctx, d.Spec.Template.DeepCopy(), hash)
+	next, err := o.startManager(ctx, d.Spec.Template.DeepCopy())
+	if err != nil {
+		o.stopManager()
+		return err
+	}
+	// Until the new manager serves, the old one does (a manager that never serves is swapped in
+	// after a while all the same, for the test to see it fail).
+	for wait := time.Now().Add(2 * time.Minute); !serving(next.ports[9443]) && time.Now().Before(wait) && ctx.Err() == nil; {
+		time.Sleep(100 * time.Millisecond)
+	}
+	o.mu.Lock()
+	old := o.proc
+	o.proc, o.hash, o.template, o.ports, o.lastEnv = next.proc, hash, next.template, next.ports, next.env
+	o.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	return nil
+}
+
+// managerRun is one start of the manager: its process and what it was started with.
+type managerRun struct {
+	proc     *process
+	template *corev1.PodTemplateSpec
+	ports    map[int32]int
+	env      map[string]string
 }
 
 func (o *operatorPod) stopManager() {
@@ -126,9 +152,9 @@ func (o *operatorPod) stopManager() {
 	}
 }
 
-func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplateSpec, hash string) error {
+func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplateSpec) (*managerRun, error) {
 	if len(tmpl.Spec.Containers) != 1 {
-		return fmt.Errorf("the operator's pod has %d containers, want 1", len(tmpl.Spec.Containers))
+		return nil, fmt.Errorf("the operator's pod has %d containers, want 1", len(tmpl.Spec.Containers))
 	}
 	c := tmpl.Spec.Containers[0]
 	o.mu.Lock()
@@ -138,18 +164,18 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 
 	kubeconfig, err := o.writeKubeconfig(ctx, dir, tmpl.Spec.ServiceAccountName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mounts, err := o.writeSecretVolumes(ctx, dir, tmpl, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env := map[string]string{}
 	vars := []string{"KUBECONFIG=" + kubeconfig}
 	for _, e := range c.Env {
 		value, err := downwardValue(e, c, o.namespace)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		env[e.Name] = value
 		vars = append(vars, e.Name+"="+value)
@@ -161,11 +187,11 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 	}
 	webhookPort, ok := ports[9443]
 	if !ok {
-		return fmt.Errorf("the operator's container has no port 9443 (webhook-server): %v", c.Ports)
+		return nil, fmt.Errorf("the operator's container has no port 9443 (webhook-server): %v", c.Ports)
 	}
 	certDir, ok := mounts[webhookCertMountPath]
 	if !ok {
-		return fmt.Errorf("OLM mounted no webhook certificate at %s", webhookCertMountPath)
+		return nil, fmt.Errorf("OLM mounted no webhook certificate at %s", webhookCertMountPath)
 	}
 	// The Deployment's arguments, then what differs out of the pod: loopback addresses, the
 	// mounted certificate's local copy, and the Lease's namespace (in a pod, its own).
@@ -191,10 +217,7 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 	GinkgoWriter.Printf("operator pod: starting the manager %s (%s=%s), log %s\n",
 		bin, envOperatorConditionName, env[envOperatorConditionName], p.logFile)
 	p.start()
-	o.mu.Lock()
-	o.proc, o.hash, o.template, o.ports, o.lastEnv = p, hash, tmpl, ports, env
-	o.mu.Unlock()
-	return nil
+	return &managerRun{proc: p, template: tmpl, ports: ports, env: env}, nil
 }
 
 // writeKubeconfig writes a kubeconfig with a token of the ServiceAccount, through the apiserver front.
@@ -295,7 +318,12 @@ func (o *operatorPod) webhookReady() bool {
 	o.mu.Lock()
 	port, ok := o.ports[9443]
 	o.mu.Unlock()
-	if !ok {
+	return ok && serving(port)
+}
+
+// serving reports whether a process accepts connections on the loopback port.
+func serving(port int) bool {
+	if port == 0 {
 		return false
 	}
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
