@@ -283,7 +283,7 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 		if s.Location != "" {
 			if !locations.Has(s.Location) && nodeExists != nil {
 				if ok, err := nodeExists(s.Location); err == nil && !ok {
-					out = append(out, missingLocationWarning(name, s))
+					out = append(out, missingLocationWarning("step "+name, "the step", s.Location, s.FallbackLocations))
 				}
 			}
 			locations.Insert(s.Location)
@@ -298,6 +298,7 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 			}
 		}
 	}
+	out = append(out, routerWarnings(p, nodeExists)...)
 	m := &p.Spec.ModelStorage
 	if reachable.Len() > 1 && m.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim {
 		for _, am := range m.EffectiveAccessModes() {
@@ -342,13 +343,26 @@ func storageChangeWarning(was, is *pipelinev1beta1.ModelStorage) string {
 	return w
 }
 
-// missingLocationWarning is the warning about step s, named name, whose location no node has.
-func missingLocationWarning(name string, s *pipelinev1beta1.Step) string {
-	if len(s.FallbackLocations) == 0 {
-		return fmt.Sprintf("step %s: no node %q exists yet: the step stays pending until it joins the cluster", name, s.Location)
+// routerWarnings are the warnings about p's router: a location no node has.
+func routerWarnings(p *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
+	r := p.Spec.Router
+	if r == nil || !r.Enabled || r.Location == "" || nodeExists == nil {
+		return nil
 	}
-	return fmt.Sprintf("step %s: no node %q exists yet: the step starts on the first ready node of its fallbackLocations "+
-		"and moves to %s once it joins the cluster as spec.failover.failback says", name, s.Location, s.Location)
+	if ok, err := nodeExists(r.Location); err == nil && !ok {
+		return []string{missingLocationWarning("router", "the router", r.Location, r.FallbackLocations)}
+	}
+	return nil
+}
+
+// missingLocationWarning is the warning about what (a step, named, or the router), called
+// subject in the sentence, whose location no node has.
+func missingLocationWarning(what, subject, location string, fallbacks []string) string {
+	if len(fallbacks) == 0 {
+		return fmt.Sprintf("%s: no node %q exists yet: %s stays pending until it joins the cluster", what, location, subject)
+	}
+	return fmt.Sprintf("%s: no node %q exists yet: %s starts on the first ready node of its fallbackLocations "+
+		"and moves to %s once it joins the cluster as spec.failover.failback says", what, location, subject, location)
 }
 
 // storageChanged reports whether an update from old (nil on create) to p changes what

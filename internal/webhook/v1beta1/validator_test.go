@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -212,6 +213,22 @@ func TestWarningsKnowFallbackLocations(t *testing.T) {
 		"and moves to edge-a once it joins the cluster as spec.failover.failback says"
 	if !strings.Contains(got, want) {
 		t.Errorf("warnings %q do not say %q", got, want)
+	}
+
+	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-r"}
+	got = strings.Join(warnings(p, nil, none), "\n")
+	if want := `router: no node "edge-r" exists yet: the router stays pending until it joins the cluster`; !strings.Contains(got, want) {
+		t.Errorf("warnings %q do not say %q", got, want)
+	}
+	p.Spec.Router.FallbackLocations = []string{"edge-s"}
+	got = strings.Join(warnings(p, nil, none), "\n")
+	if want := `router: no node "edge-r" exists yet: the router starts on the first ready node of its fallbackLocations ` +
+		"and moves to edge-r once it joins the cluster as spec.failover.failback says"; !strings.Contains(got, want) {
+		t.Errorf("warnings %q do not say %q", got, want)
+	}
+	some := func(string) (bool, error) { return true, nil }
+	if got := warnings(p, nil, some); slices.ContainsFunc(got, func(w string) bool { return strings.HasPrefix(w, "router:") }) {
+		t.Errorf("warnings %q about a router whose node exists", got)
 	}
 }
 
