@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -141,21 +140,6 @@ func (b *buffer) join() error {
 	if b.refs.Load() == 1 {
 		// No reader has the old chunks: they can serve other bodies.
 		b.recycle(chunks)
-	}
-	return nil
-}
-
-// joinForStopWhen joins the answer of a step whose stopWhen decodes it (a JSON answer and an
-// expression that reads response), which it does from one slice.
-func joinForStopWhen(s *step, resp *stepResponse) *failure {
-	if s.stopWhen == nil || !s.stopWhen.readsResponse || !isJSON(resp.contentType) {
-		return nil
-	}
-	if err := resp.body.join(); err != nil {
-		s.metrics.failed(ReasonBufferBudget)
-		return s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
-			" could not be evaluated: the router holds maxBufferedBytes of bodies already",
-			fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
 	}
 	return nil
 }

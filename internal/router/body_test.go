@@ -365,9 +365,9 @@ func TestStopWhenReadsAnAnswerOfSeveralBlocks(t *testing.T) {
 	eventually(t, "the budget is free", func() bool { return tr.budget.used.Load() == 0 })
 }
 
-// TestJoinForStopWhen joins the JSON answer of a step with a stopWhen, within the budget, and
-// leaves other answers in their blocks.
-func TestJoinForStopWhen(t *testing.T) {
+// TestStopsJoinsTheAnswerItDecodes has stopWhen join the JSON answer of a step whose expression
+// reads response, within the budget, and leave other answers in their blocks.
+func TestStopsJoinsTheAnswerItDecodes(t *testing.T) {
 	tr := newTestRouter(t, Config{Steps: []Step{
 		{Name: "stops", URL: "http://127.0.0.1:1/", StopWhen: "response == null"},
 		{Name: "plain", URL: "http://127.0.0.1:2/"},
@@ -393,7 +393,7 @@ func TestJoinForStopWhen(t *testing.T) {
 		{onStatus, "application/json", 3},
 	} {
 		resp := answer(bg, tc.contentType)
-		if f := joinForStopWhen(tc.step, resp); f != nil {
+		if _, f := tc.step.stops(t.Context(), resp, bg); f != nil {
 			t.Fatalf("%s, %s: %v", tc.step.name, tc.contentType, f)
 		}
 		if got := len(resp.body.chunks); got != tc.chunks {
@@ -404,7 +404,7 @@ func TestJoinForStopWhen(t *testing.T) {
 	// Room for the answer in blocks, not for its copy too.
 	tight := &budget{limit: 3*blockBytes + blockBytes/2}
 	resp := answer(tight, "application/json")
-	f := joinForStopWhen(stops, resp)
+	_, f := stops.stops(t.Context(), resp, tight)
 	if f == nil || f.reason != ReasonBufferBudget || f.status != http.StatusServiceUnavailable {
 		t.Fatalf("a join over the budget: %+v, want a 503 for the buffer budget", f)
 	}

@@ -182,11 +182,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		if resp.status >= 400 {
 			return resp, s.name, nil
 		}
-		f = joinForStopWhen(s, resp)
-		stop := false
-		if f == nil {
-			stop, f = s.stops(ctx, resp, r.budget)
-		}
+		stop, f := s.stops(ctx, resp, r.budget)
 		if f != nil {
 			resp.body.release()
 			return nil, "", f

@@ -210,14 +210,22 @@ func (s *step) fail(reason, message string, err error) *failure {
 	return &failure{step: s.name, index: s.index, url: s.url, reason: reason, status: status, message: message, err: err}
 }
 
-// stops evaluates the step's stopWhen on its response. The decoded JSON document is held
-// against bg while it is evaluated.
+// stops evaluates the step's stopWhen on its response. A JSON answer the expression reads is
+// joined into one slice (the copy counted in the answer's budget) and decoded; the decoded
+// document is held against bg while it is evaluated.
 func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool, *failure) {
 	if s.stopWhen == nil {
 		return false, nil
 	}
 	var response any
 	if s.stopWhen.readsResponse && isJSON(resp.contentType) {
+		// The answer is decoded from one slice: a body of several blocks is joined first.
+		if err := resp.body.join(); err != nil {
+			s.metrics.failed(ReasonBufferBudget)
+			return false, s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
+				" could not be evaluated: the router holds maxBufferedBytes of bodies already",
+				fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
+		}
 		cost := jsonDecodeCost(resp.body.Bytes())
 		if !bg.tryAcquire(cost) {
 			s.metrics.failed(ReasonBufferBudget)
