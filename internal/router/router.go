@@ -90,7 +90,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("step %q url: %w", s.Name, err)
 		}
-		st := &step{name: s.Name, index: i + 1, url: s.URL, target: t, timeout: s.Timeout(), retries: s.Retries,
+		st := &step{name: s.Name, index: i + 1, target: t, timeout: s.Timeout(), retries: s.Retries,
 			idempotent: s.IsIdempotent(), budget: newRetryBudget(r.now), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {

@@ -26,10 +26,10 @@ const (
 
 // step is a configured step with its compiled stopWhen and its metrics.
 type step struct {
-	name    string
-	index   int // 1-based position in the pipeline
-	url     string
-	target  target
+	name  string
+	index int // 1-based position in the pipeline
+	// target is where the step is called; its url also names the step in the log.
+	target
 	timeout time.Duration
 	retries int
 	// idempotent is false for a step that must not get a request twice: only attempts that
