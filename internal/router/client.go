@@ -67,23 +67,26 @@ func newTarget(raw string) (target, error) {
 }
 
 func newStepClient() *stepClient {
-	return &stepClient{
+	// One dialer for both ways of calling a step; proxy settings of the environment are not
+	// read: steps are called directly.
+	c := &stepClient{
 		dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
-		transport: &http.Client{
-			Transport: &http.Transport{
-				DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxIdleConns:          4096,
-				MaxIdleConnsPerHost:   maxIdlePerStep,
-				IdleConnTimeout:       idleConnTimeout,
-				TLSHandshakeTimeout:   10 * time.Second,
-				ExpectContinueTimeout: time.Second,
-				DisableCompression:    true,
-			},
-			// A redirect is an answer like any other: the router does not follow it.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		idle: map[string][]*clientConn{},
+		idle:   map[string][]*clientConn{},
 	}
+	c.transport = &http.Client{
+		Transport: &http.Transport{
+			DialContext:           c.dialer.DialContext,
+			MaxIdleConns:          4096,
+			MaxIdleConnsPerHost:   maxIdlePerStep,
+			IdleConnTimeout:       idleConnTimeout,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		},
+		// A redirect is an answer like any other: the router does not follow it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c
 }
 
 // post sends in to t with header, under ctx and within timeout, and returns the step's final
