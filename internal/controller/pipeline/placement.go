@@ -25,8 +25,6 @@ import (
 type placed struct {
 	// label names it in conditions ("step 2 (detect)", "router").
 	label string
-	// title names it at the start of an event ("Step 2 (detect)", "Router").
-	title string
 	// noun is what it is ("step", "router").
 	noun string
 	// metric is the step label of its failover counter: the step's name, or "router".
@@ -42,12 +40,14 @@ type placed struct {
 	ours func(*appsv1.Deployment) bool
 }
 
+// title names it at the start of an event ("Step 2 (detect)", "Router"): its label, capitalised.
+func (w placed) title() string { return strings.ToUpper(w.label[:1]) + w.label[1:] }
+
 // stepPlaced is step i of p, for placement.
 func stepPlaced(p *pipelinev1beta1.Pipeline, i int) placed {
 	step := &p.Spec.Steps[i]
 	return placed{
 		label:       resources.StepLabel(p, i),
-		title:       fmt.Sprintf("Step %d (%s)", i+1, resources.StepName(p, i)),
 		noun:        "step",
 		metric:      resources.StepName(p, i),
 		candidates:  step.Locations(),
@@ -61,7 +61,6 @@ func stepPlaced(p *pipelinev1beta1.Pipeline, i int) placed {
 func routerPlaced(p *pipelinev1beta1.Pipeline) placed {
 	return placed{
 		label:      "router",
-		title:      "Router",
 		noun:       "router",
 		metric:     resources.RouterMetricName,
 		candidates: p.Spec.Router.Locations(),
@@ -212,18 +211,18 @@ func (r *Reconciler) recordMove(s *scope, what placed, d *appsv1.Deployment, pl 
 	switch {
 	case dec.Move == nodes.MoveFailback:
 		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventFailedBack, "Failback",
-			"%s moved back from node %s to node %s, which is ready", what.title, dec.From, dec.Node)
+			"%s moved back from node %s to node %s, which is ready", what.title(), dec.From, dec.Node)
 		return
 	case dec.Move == nodes.MoveRelocate:
 		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventRelocated, "Relocate",
-			"%s moved from node %s, which its location and fallbackLocations no longer name, to node %s", what.title, dec.From, dec.Node)
+			"%s moved from node %s, which its location and fallbackLocations no longer name, to node %s", what.title(), dec.From, dec.Node)
 		return
 	case pl.From.State == nodes.StateMissing:
 		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
-			"%s moved from node %s, which does not exist, to node %s", what.title, dec.From, dec.Node)
+			"%s moved from node %s, which does not exist, to node %s", what.title(), dec.From, dec.Node)
 	default:
 		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
-			"%s moved from node %s, not ready for %ds or more, to node %s", what.title, dec.From,
+			"%s moved from node %s, not ready for %ds or more, to node %s", what.title(), dec.From,
 			p.Spec.Failover.EffectiveAfterSeconds(), dec.Node)
 	}
 	r.Metrics.ObserveFailover(p, what.metric)
