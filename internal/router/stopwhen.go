@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
@@ -44,6 +45,9 @@ type StopWhen struct {
 	// readsResponse is false when the expression cannot read the variable response: the
 	// step's answer need not be decoded.
 	readsResponse bool
+	// costTracked is true when the expression's work grows with its input: it runs under
+	// stopWhenCostLimit.
+	costTracked bool
 }
 
 // StopWhenInput is what a stopWhen expression sees of a step's response.
@@ -76,14 +80,50 @@ func CompileStopWhen(expr string) (*StopWhen, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression must be a bool, it is %s", t)
 	}
-	prg, err := env.Program(ast,
-		cel.CostLimit(stopWhenCostLimit),
-		cel.InterruptCheckFrequency(100),
-	)
-	if err != nil {
+	sw := &StopWhen{expr: expr, readsResponse: readsVariable(ast.NativeRep(), "response"),
+		costTracked: !boundedBelow(env, ast, stopWhenCostLimit)}
+	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
+	if sw.costTracked {
+		opts = append(opts, cel.CostLimit(stopWhenCostLimit))
+	}
+	if sw.program, err = env.Program(ast, opts...); err != nil {
 		return nil, err
 	}
-	return &StopWhen{expr: expr, program: prg, readsResponse: readsVariable(ast.NativeRep(), "response")}, nil
+	return sw, nil
+}
+
+// boundedBelow reports whether the checked expression costs at most limit whatever its
+// input: whether CEL's static estimate, with the size of every variable and of everything in
+// it unknown (unbounded), stays within limit. Such an expression (a field compared with a
+// number, size() of a list) needs no cost tracking as it runs, which costs more than
+// evaluating it. Any expression whose work grows with its input (a comprehension, a string
+// search) is estimated above any limit, and runs under it.
+//
+// The estimate can fall short of the tracked cost by one unit for each node of the
+// expression (a select on a dyn value): those are added.
+func boundedBelow(env *cel.Env, ast *cel.Ast, limit uint64) bool {
+	est, err := env.EstimateCost(ast, unknownSizes{})
+	if err != nil {
+		return false
+	}
+	nodes := exprNodes(ast)
+	return nodes <= limit && est.Max <= limit-nodes
+}
+
+// exprNodes counts the nodes of a checked expression.
+func exprNodes(ast *cel.Ast) uint64 {
+	all := func(celast.NavigableExpr) bool { return true }
+	return uint64(len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), all)))
+}
+
+// unknownSizes is a cost estimator that knows no size and no call's cost: CEL's estimate then
+// assumes the largest.
+type unknownSizes struct{}
+
+func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+
+func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // readsVariable reports whether the checked expression may read the variable name: whether

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/cel-go/cel"
 )
 
 func TestCompileStopWhen(t *testing.T) {
@@ -138,6 +140,81 @@ func TestIsJSON(t *testing.T) {
 	} {
 		if got := isJSON(contentType); got != want {
 			t.Errorf("isJSON(%q) = %v, want %v", contentType, got, want)
+		}
+	}
+}
+
+// TestStopWhenCost checks the cost limit: an expression whose work grows with its input runs
+// under it and fails past it; one whose cost CEL bounds whatever the input runs without
+// tracking, and costs, tracked, no more than that bound (plus its nodes) on a large input.
+func TestStopWhenCost(t *testing.T) {
+	// Each item costs about 10,000 to search: the limit is passed after about a hundred.
+	long := strings.Repeat("x", 100<<10)
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = long
+	}
+	big := map[string]any{
+		"items": items,
+		"label": strings.Repeat("cat", 1<<20),
+		"score": 0.4,
+		"a":     map[string]any{"b": map[string]any{"c": 1.0}},
+	}
+	bigHeaders := map[string]string{"x-label": strings.Repeat("y", 1<<20)}
+	for _, expr := range []string{
+		`response.items.exists(x, x.contains("nope"))`,
+		`response.items.all(x, x.matches("^x+$")) && response.items.all(x, x.endsWith("y"))`,
+	} {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sw.costTracked {
+			t.Errorf("%s: runs without cost tracking, but its work grows with its input", expr)
+		}
+		if _, err := sw.Eval(context.Background(), StopWhenInput{Response: big, Headers: bigHeaders}); err == nil ||
+			!strings.Contains(err.Error(), "cost limit exceeded") {
+			t.Errorf("%s on a large response: error %v, want the cost limit exceeded", expr, err)
+		}
+	}
+
+	env, err := stopWhenEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, expr := range []string{
+		"size(response.items) == 0",
+		"response.score < 0.5",
+		`response.label == "cat"`,
+		`headers["x-label"] == "y"`,
+		`response.items[0] == "item"`,
+		"response.a.b.c == 1.0",
+		"has(response.done) && response.done == true",
+		"status >= 500 || size(response) == 0",
+	} {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sw.costTracked {
+			t.Errorf("%s: tracked, but CEL bounds its cost", expr)
+		}
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		est, err := env.EstimateCost(ast, unknownSizes{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes := exprNodes(ast)
+		tracked, err := env.Program(ast, cel.EvalOptions(cel.OptTrackCost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, details, _ := tracked.Eval(map[string]any{"response": big, "headers": bigHeaders, "status": 200})
+		if cost := details.ActualCost(); cost == nil || *cost > est.Max+nodes {
+			t.Errorf("%s: tracked cost on a large input %v, above CEL's bound %d plus %d nodes", expr, cost, est.Max, nodes)
 		}
 	}
 }
