@@ -182,10 +182,11 @@ test-olm: local-tools $(OLM_DIR)/olm $(OPM) ## Install the previous release thro
 FUZZTIME ?= 5000x
 
 .PHONY: test-fuzz
-test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders and the router's JSON decoding (-fuzztime $(FUZZTIME)).
+test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders, the router's JSON decoding and its reading by stopWhen (-fuzztime $(FUZZTIME)).
 	go test ./internal/controller/pipeline/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/ -run '^$$' -fuzz FuzzDecodeJSON -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/ -run '^$$' -fuzz FuzzJSONValue -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 BENCH_SIZES ?= 100,300,1000
 

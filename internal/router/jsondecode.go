@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"sync"
@@ -17,15 +18,6 @@ var (
 	errJSONDepth  = errors.New("JSON nested too deeply")
 	errJSONNumber = errors.New("JSON number out of range")
 )
-
-// decodeJSON is the body decoded, nil when it does not parse.
-func decodeJSON(body []byte) any {
-	v, err := parseJSON(body)
-	if err != nil {
-		return nil
-	}
-	return v
-}
 
 // parseJSON decodes doc into the values encoding/json.Unmarshal gives an `any`
 // (map[string]any, []any, float64, string, bool and nil) and refuses what it refuses: the
@@ -47,6 +39,18 @@ func parseJSON(doc []byte) (any, error) {
 	return v, nil
 }
 
+// validJSON reports whether parseJSON would decode doc, without decoding it.
+func validJSON(doc []byte) bool {
+	d := jsonDecoders.Get().(*jsonDecoder)
+	defer d.reset()
+	d.data, d.check = doc, true
+	if _, err := d.value(); err != nil {
+		return false
+	}
+	d.skipSpace()
+	return d.pos == len(d.data)
+}
+
 // jsonDecoders keeps decoders' stacks from one document to the next.
 var jsonDecoders = sync.Pool{New: func() any { return new(jsonDecoder) }}
 
@@ -58,6 +62,9 @@ type jsonDecoder struct {
 	text  string
 	pos   int
 	depth int
+	// check is set when the decoder reads only to validate, or to find where values end: it
+	// makes no value (strings are "", containers and numbers nil).
+	check bool
 	elems []any
 	keys  []string
 	// buf holds a string being unescaped.
@@ -167,7 +174,9 @@ func (d *jsonDecoder) array() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.elems = append(d.elems, v)
+		if !d.check {
+			d.elems = append(d.elems, v)
+		}
 		more, err := d.next(']')
 		if err != nil {
 			return nil, err
@@ -175,6 +184,9 @@ func (d *jsonDecoder) array() (any, error) {
 		if !more {
 			break
 		}
+	}
+	if d.check {
+		return nil, nil
 	}
 	a := make([]any, len(d.elems)-base)
 	copy(a, d.elems[base:])
@@ -211,8 +223,10 @@ func (d *jsonDecoder) object() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.keys = append(d.keys, k)
-		d.elems = append(d.elems, v)
+		if !d.check {
+			d.keys = append(d.keys, k)
+			d.elems = append(d.elems, v)
+		}
 		more, err := d.next('}')
 		if err != nil {
 			return nil, err
@@ -220,6 +234,9 @@ func (d *jsonDecoder) object() (any, error) {
 		if !more {
 			break
 		}
+	}
+	if d.check {
+		return nil, nil
 	}
 	keys := d.keys[base:]
 	elems := d.elems[len(d.elems)-len(keys):]
@@ -239,6 +256,10 @@ func (d *jsonDecoder) object() (any, error) {
 func (d *jsonDecoder) string() (string, error) {
 	start := d.pos + 1
 	for i := start; i < len(d.data); {
+		if i+8 <= len(d.data) && plain8(binary.LittleEndian.Uint64(d.data[i:])) {
+			i += 8
+			continue
+		}
 		if plainJSON[d.data[i]] {
 			i++
 			continue
@@ -246,6 +267,9 @@ func (d *jsonDecoder) string() (string, error) {
 		switch c := d.data[i]; {
 		case c == '"':
 			d.pos = i + 1
+			if d.check {
+				return "", nil
+			}
 			return d.text[start:i], nil
 		case c == '\\' || c < ' ':
 			return d.unescape(start, i)
@@ -269,6 +293,19 @@ var plainJSON = func() (t [256]bool) {
 	return t
 }()
 
+// plain8 reports whether the eight bytes of w are all plain (see plainJSON), eight at a time:
+// none is below 0x20, a quote, a backslash or above 0x7f. A byte is below n when subtracting n
+// from it borrows (sets its high bit) while its own high bit was clear; it is zero when it is
+// below 1.
+func plain8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quotes, backslashes := w^('"'*ones), w^('\\'*ones)
+	control := (w - ' '*ones) &^ w
+	quote := (quotes - ones) &^ quotes
+	backslash := (backslashes - ones) &^ backslashes
+	return (control|quote|backslash|w)&highs == 0
+}
+
 // unescape reads the rest of a string whose bytes from start to i need no change.
 func (d *jsonDecoder) unescape(start, i int) (string, error) {
 	b := append(d.buf[:0], d.data[start:i]...)
@@ -278,6 +315,9 @@ func (d *jsonDecoder) unescape(start, i int) (string, error) {
 		switch {
 		case c == '"':
 			d.pos = i + 1
+			if d.check {
+				return "", nil
+			}
 			return string(b), nil
 		case c < ' ':
 			return "", errJSONSyntax
@@ -371,6 +411,10 @@ func (d *jsonDecoder) number() (any, error) {
 		return nil, errJSONSyntax
 	}
 	d.pos = end
+	if d.check && end == integer && end-start < 300 {
+		// An integer of fewer than 300 digits is within a float64's range.
+		return nil, nil
+	}
 	digits := start
 	if d.data[start] == '-' {
 		digits++
@@ -389,6 +433,9 @@ func (d *jsonDecoder) number() (any, error) {
 	f, err := strconv.ParseFloat(string(d.data[start:end]), 64)
 	if err != nil {
 		return nil, errJSONNumber
+	}
+	if d.check {
+		return nil, nil
 	}
 	return f, nil
 }

@@ -1,12 +1,22 @@
 package router
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 )
+
+// decodeJSON is the body decoded, nil when it does not parse.
+func decodeJSON(body []byte) any {
+	v, err := parseJSON(body)
+	if err != nil {
+		return nil
+	}
+	return v
+}
 
 // jsonDecodeCases are documents on every path of parseJSON: each is decoded as
 // encoding/json decodes it, or refused as it refuses it.
@@ -107,5 +117,22 @@ func checkLikeEncodingJSON(t *testing.T, doc []byte) {
 	}
 	if err == nil && decodeJSON(doc) == nil && want != nil {
 		t.Errorf("%q: decodeJSON lost the value", doc)
+	}
+	if valid := validJSON(doc); valid != (wantErr == nil) {
+		t.Errorf("%q: validJSON %v, encoding/json's error %v", doc, valid, wantErr)
+	}
+}
+
+// TestPlain8 checks the eight-byte test against plainJSON, byte by byte: every byte value in
+// every position, among plain bytes.
+func TestPlain8(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			b := []byte("abcdefgh")
+			b[pos] = byte(c)
+			if got := plain8(binary.LittleEndian.Uint64(b)); got != plainJSON[c] {
+				t.Errorf("byte %#x at %d: plain8 %v, plainJSON %v", c, pos, got, plainJSON[c])
+			}
+		}
 	}
 }

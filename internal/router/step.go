@@ -211,8 +211,9 @@ func (s *step) fail(reason, message string, err error) *failure {
 }
 
 // stops evaluates the step's stopWhen on its response. A JSON answer the expression reads is
-// joined into one slice (the copy counted in the answer's budget) and decoded; the decoded
-// document is held against bg while it is evaluated.
+// joined into one slice (the copy counted in the answer's budget) and read as the expression
+// reads it (jsonValue); what decoding it whole would hold is charged against bg while it is
+// evaluated.
 func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool, *failure) {
 	if s.stopWhen == nil {
 		return false, nil
@@ -234,7 +235,9 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 				fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
 		}
 		defer bg.release(cost)
-		response = decodeJSON(resp.body.Bytes())
+		if v := jsonValue(resp.body.Bytes()); v != nil {
+			response = v
+		}
 	}
 	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
 		Response: response,

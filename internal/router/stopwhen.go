@@ -52,7 +52,8 @@ type StopWhen struct {
 
 // StopWhenInput is what a stopWhen expression sees of a step's response.
 type StopWhenInput struct {
-	// Response is the decoded JSON body, nil when the body is not JSON.
+	// Response is the JSON body, decoded (as parseJSON decodes it) or read (jsonValue); nil
+	// when the body is not JSON.
 	Response any
 	// Status is the HTTP status code.
 	Status int

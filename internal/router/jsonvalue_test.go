@@ -1,0 +1,165 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// jsonValueExpressions read a document every way an expression can: members and elements,
+// sizes, presence, membership, equality on either side, comprehensions, conversions and the
+// list and set extensions, on objects, arrays and scalars alike (where they do not apply, the
+// errors must match too).
+var jsonValueExpressions = []string{
+	"size(response.items) == 0",
+	"size(response.items) == 2",
+	"size(response) == 2",
+	"response.items[0] == 1.0",
+	`response.items[1] == "b"`,
+	"response.items[-1] == 1.0",
+	"response.items[7] == 1.0",
+	"response.items[1.0] == 1.0",
+	"response[0] == 1.0",
+	"response[1] == 1.0",
+	`response["a"] == 1.0`,
+	`response["a\"b"] == 1.0`,
+	`response["é"] == 1.0`,
+	"response.a == 2.0",
+	"response.a.b.c == null",
+	`has(response.a) && response.a != "x"`,
+	"has(response.items)",
+	`"a" in response`,
+	`1.0 in response.items`,
+	`"b" in response.items`,
+	`response == {"a": 2.0}`,
+	`{"a": 2.0} == response`,
+	`response.items == [1.0, "b"]`,
+	`[1.0, "b"] == response.items`,
+	"response == response",
+	"response.items + [3] == [1.0, 3]",
+	"response.items.exists(x, x == 1.0)",
+	`response.items.all(x, type(x) == double)`,
+	"response.items.map(x, type(x)).size() > 0",
+	`response.exists(k, k == "a")`,
+	`response.all(k, k != "" && response[k] != null)`,
+	"type(response) == map",
+	"type(response.items) == list",
+	"type(response) == double",
+	`string(response) == "1"`,
+	"int(response.n) == 1",
+	"response.ok",
+	"response.items.distinct().size() == 2",
+	"sets.contains(response.items, [1.0])",
+	`response.s.startsWith("x")`,
+	"response == null",
+	"response.items.slice(0, 1) == [1.0]",
+	"dyn(response).items[0] == 1.0",
+}
+
+// jsonValueDocuments are documents of every shape the expressions meet, and some they do not.
+var jsonValueDocuments = []string{
+	`{"items": [], "a": 2}`,
+	`{"items": [1, "b"], "a": 2}`,
+	`{"items": [1, "b"], "a": 2, "items": [1]}`,
+	`{"a": {"b": {"c": null}}, "n": 1, "ok": true, "s": "xyz"}`,
+	`{"a\"b": 1, "\u00e9": 1, "a": 1}`,
+	"{\"caf\xff\": 1, \"\\u0061\": 2}",
+	`[1, 2, 3]`,
+	`[]`,
+	`{}`,
+	`1`,
+	`"x"`,
+	`null`,
+	`true`,
+	` { "items" : [ 1 , "b" , { "c" : [ ] } ] } `,
+	`{"items": [1, "b"]`,
+	`not json`,
+}
+
+func TestJSONValueEvaluatesAsTheDecodedDocument(t *testing.T) {
+	for _, doc := range jsonValueDocuments {
+		checkJSONValueAsDecoded(t, []byte(doc))
+	}
+	checkJSONValueAsDecoded(t, benchDocument())
+}
+
+// FuzzJSONValue checks every expression on the document read as it is read and decoded whole.
+func FuzzJSONValue(f *testing.F) {
+	for _, doc := range jsonValueDocuments {
+		f.Add([]byte(doc))
+	}
+	for _, doc := range jsonDecodeCases {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(checkJSONValueAsDecoded)
+}
+
+// jsonValueStopWhens are jsonValueExpressions compiled, once.
+var jsonValueStopWhens = sync.OnceValues(func() ([]*StopWhen, error) {
+	var all []*StopWhen
+	for _, expr := range jsonValueExpressions {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, sw)
+	}
+	return all, nil
+})
+
+// checkJSONValueAsDecoded evaluates every expression on doc read by jsonValue and decoded by
+// decodeJSON: the same answer, or the same error.
+func checkJSONValueAsDecoded(t *testing.T, doc []byte) {
+	t.Helper()
+	ctx := context.Background()
+	read := jsonValue(doc)
+	decoded := decodeJSON(doc)
+	var v any
+	if wantErr := json.Unmarshal(doc, &v); (read == nil) != (wantErr != nil) {
+		t.Fatalf("%q: read as %v, encoding/json's error %v", doc, read, wantErr)
+	}
+	var in StopWhenInput
+	if read != nil {
+		in.Response = read
+	}
+	compiled, err := jsonValueStopWhens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sw := range compiled {
+		expr := sw.String()
+		got, gotErr := sw.Eval(ctx, in)
+		want, wantErr := sw.Eval(ctx, StopWhenInput{Response: decoded})
+		if got != want || (gotErr == nil) != (wantErr == nil) ||
+			gotErr != nil && gotErr.Error() != wantErr.Error() {
+			t.Errorf("%s on %q: %v, %v; decoded: %v, %v", expr, doc, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+// TestJSONValueReadsWithoutDecoding checks the point of reading: an expression that reads a
+// member, or counts an array, gets its answer without the document being decoded.
+func TestJSONValueReadsWithoutDecoding(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"size(response.items) == 2":   true,
+		"response.items[1] == 'b'":    true,
+		"response.a == 2.0":           true,
+		"has(response.z)":             false,
+		`response["items"][0] == 3.0`: false,
+	} {
+		doc := jsonValue([]byte(`{"items": [1, "b"], "a": 2, "s": "` + strings.Repeat("x", 1000) + `"}`))
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sw.Eval(context.Background(), StopWhenInput{Response: doc})
+		if err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", expr, got, err, want)
+		}
+		if o := doc.(*jsonObject); o.decoded != nil {
+			t.Errorf("%s: the document was decoded", expr)
+		}
+	}
+}
