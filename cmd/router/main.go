@@ -54,7 +54,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			"Bytes of its body a caller must send per 10 s after the first second, else 408 (negative: no minimum).")
 		writeTimeout = fs.Duration("write-timeout", router.DefaultWriteTimeout, "How long writing one answer may take.")
 		logJSON      = fs.Bool("log-json", false, "Write the logs as JSON lines.")
-		profiling    = fs.Bool("profiling", false,
+		adaptProcs   = fs.Bool("adapt-procs", true,
+			"Run on one processor while at most one request is in flight, on all as soon as two are (ignored when GOMAXPROCS is set).")
+		profiling = fs.Bool("profiling", false,
 			"Serve Go's profiles at /debug/pprof/ on the metrics listener (for benchmarks; never in front of callers).")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -89,7 +91,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("router serving", "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
 		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
 	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout,
-		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, Profiling: *profiling}
+		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, AdaptProcs: *adaptProcs, Profiling: *profiling}
 	start := time.Now()
 	err = srv.Serve(ctx, ln, adminLn)
 	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)

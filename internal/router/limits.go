@@ -44,6 +44,8 @@ type guard struct {
 	grace        time.Duration
 	writeTimeout time.Duration
 	inFlight     atomic.Int64
+	// procs, when not nil, is told how many requests are in flight.
+	procs *procs
 }
 
 // guarded is one request's guards, allocated together.
@@ -53,7 +55,8 @@ type guarded struct {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if g.inFlight.Add(1) > g.maxInFlight {
+	n := g.inFlight.Add(1)
+	if n > g.maxInFlight {
 		g.inFlight.Add(-1)
 		id := requestID(req.Header)
 		w.Header()[HeaderRequestID] = []string{id}
@@ -62,6 +65,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer g.inFlight.Add(-1)
+	if g.procs != nil {
+		g.procs.started(n)
+	}
 	now := time.Now()
 	rc := http.NewResponseController(w)
 	// A deadline left on the connection by its previous answer does not apply to this one.

@@ -37,6 +37,10 @@ type Server struct {
 	// WriteTimeout bounds the writing of one answer, from its first byte
 	// (DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
+	// AdaptProcs runs the Go scheduler on one processor while at most one request is in
+	// flight, and on its default number as soon as two are (see procs). It does nothing when
+	// GOMAXPROCS is set in the environment.
+	AdaptProcs bool
 	// Profiling serves Go's profiles (net/http/pprof) at /debug/pprof/ on the admin listener.
 	// Off by default: a profile shows the program's internals to whoever reaches that port.
 	Profiling bool
@@ -56,7 +60,15 @@ const bodyReadTimeout = 2 * time.Minute
 func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	// The read timeout bounds how long a caller may take to send its request; the guard keeps
 	// its body to a minimum rate, and bounds the writing of each answer.
-	main := &http.Server{Handler: s.guard(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
+	g := s.guard()
+	if s.AdaptProcs {
+		if g.procs = newProcs(); g.procs != nil {
+			pctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go g.procs.run(pctx)
+		}
+	}
+	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
