@@ -50,7 +50,15 @@ func main() {
 	flag.IntVar(&o.slow.rate, "slow-rate", 64<<10, "Bytes per second a slow caller sends.")
 	flag.IntVar(&o.slow.callers, "slow-normal-callers", 8, "Normal callers measured with and without the slow callers.")
 	flag.DurationVar(&o.slowDuration, "slow-duration", 5*time.Second, "Longest measurement of the normal callers, with and without the slow callers.")
+	serve := flag.Int("serve-steps", 0, "Serve this many steps and print their URLs, until standard input closes (the steps' process).")
 	flag.Parse()
+	if *serve > 0 {
+		if err := serveSteps(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-router: steps:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, f := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -66,11 +74,11 @@ func main() {
 }
 
 func bench(ctx context.Context, o options) error {
-	steps, err := startSteps(o.steps)
+	steps, err := startStepsProcess(ctx, o.steps)
 	if err != nil {
 		return err
 	}
-	defer steps.close()
+	defer steps.stop()
 	env := newEnvironment()
 	body := requestBody(o.body)
 

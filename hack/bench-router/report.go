@@ -58,14 +58,15 @@ func (r report) markdown() string {
 		r.env.host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), r.env.start,
 		r.env.took.Round(time.Second), r.env.loadStart, r.env.loadEnd)
 	fmt.Fprintf(&b, `The pipeline: %d steps, each an HTTP server on a loopback address that answers the JSON body it
-is sent (no model time, so everything measured is transport and routing). The request: a JSON
-document of %d bytes. The callers, the steps and the routers share the machine's CPUs.
+is sent (no model time, so everything measured is transport and routing), all in one process of
+their own, apart from the callers', as the pods they stand for. The request: a JSON document of
+%d bytes. The callers, the steps and the routers share the machine's CPUs.
 
 - **direct chain**: the caller calls the steps itself, one after the other, each with the
   previous step's response: the floor.
 - **pipeline router**: `+"`bin/router`"+` built from this tree, no stopWhen.
 - **pipeline router, stopWhen on every step**: the same, with `+"`size(response.items) == 0`"+`
-  (never true) on every step, so every response is decoded and evaluated.
+  (never true) on every step, so every response is read and evaluated.
 `, r.steps, len(requestBody(r.body)))
 	if r.kserve != "" {
 		fmt.Fprintf(&b, "- **KServe router**: KServe's InferenceGraph router (`github.com/kserve/kserve` %s `cmd/router`, built\n"+

@@ -1,17 +1,88 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 )
 
-// stepServers are the pipeline's steps: echo servers on loopback addresses, in this process.
+// stepServers are the pipeline's steps: echo servers on loopback addresses.
 type stepServers struct {
 	urls    []string
 	servers []*http.Server
+}
+
+// stepsProcess is the pipeline's steps in a process of their own, as the pods they stand for:
+// so that the callers' calls to them cross from one process to another whether they go through
+// a router or not. (Steps in the callers' process would let the direct chain hand each call
+// over inside one Go runtime, and charge every router for crossing processes, which a caller
+// calling step pods does too.)
+type stepsProcess struct {
+	urls []string
+	cmd  *exec.Cmd
+	// stdin is held open: the child serves until it closes.
+	stdin io.Closer
+}
+
+// startStepsProcess runs n steps in a child process (this program, with -serve-steps) and
+// returns once they serve.
+func startStepsProcess(ctx context.Context, n int) (*stepsProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-serve-steps", strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &stepsProcess{cmd: cmd, stdin: stdin}
+	lines := bufio.NewScanner(stdout)
+	for len(p.urls) < n && lines.Scan() {
+		p.urls = append(p.urls, lines.Text())
+	}
+	if len(p.urls) < n {
+		p.stop()
+		return nil, fmt.Errorf("the steps' process gave %d step URLs of %d", len(p.urls), n)
+	}
+	return p, nil
+}
+
+func (p *stepsProcess) stop() {
+	_ = p.stdin.Close()
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// serveSteps is the child's side: n steps, their URLs on standard output, until standard input
+// closes.
+func serveSteps(n int) error {
+	steps, err := startSteps(n)
+	if err != nil {
+		return err
+	}
+	defer steps.close()
+	for _, u := range steps.urls {
+		fmt.Println(u)
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
 // echo answers the JSON body it is sent, as a model server that transforms its input in place
