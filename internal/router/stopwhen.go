@@ -8,11 +8,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/checker"
-	celast "github.com/google/cel-go/common/ast"
-	"github.com/google/cel-go/ext"
-	"github.com/google/cel-go/interpreter"
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
 )
 
 const (
@@ -121,9 +121,9 @@ func exprNodes(ast *cel.Ast) uint64 {
 // assumes the largest.
 type unknownSizes struct{}
 
-func (unknownSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (unknownSizes) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
 
-func (unknownSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+func (unknownSizes) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
 	return nil
 }
 
