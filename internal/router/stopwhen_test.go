@@ -154,8 +154,15 @@ func TestStopWhenCost(t *testing.T) {
 	for i := range items {
 		items[i] = long
 	}
+	// Many short items: a cost tracker that grows with each iteration of a comprehension took
+	// minutes over these before it stopped.
+	many := make([]any, 400_000)
+	for i := range many {
+		many[i] = "item"
+	}
 	big := map[string]any{
 		"items": items,
+		"many":  many,
 		"label": strings.Repeat("cat", 1<<20),
 		"score": 0.4,
 		"a":     map[string]any{"b": map[string]any{"c": 1.0}},
@@ -164,6 +171,7 @@ func TestStopWhenCost(t *testing.T) {
 	for _, expr := range []string{
 		`response.items.exists(x, x.contains("nope"))`,
 		`response.items.all(x, x.matches("^x+$")) && response.items.all(x, x.endsWith("y"))`,
+		`response.many.all(x, x.startsWith("it"))`,
 	} {
 		sw, err := CompileStopWhen(expr)
 		if err != nil {
