@@ -592,8 +592,8 @@ the operator reads and writes v1 and converts in its own process, as it does in 
 	}
 	for _, s := range r.sweep {
 		if s.converge == best {
-			fmt.Fprintf(&b, "\nFastest in this run: %d. The manager's default (`--max-concurrent-reconciles`) is %d: "+
-				"on this 2-core machine 1 has been the slowest in every run, while 2, 4 and 8 trade places from run to run.\n",
+			fmt.Fprintf(&b, "\nFastest in this run: %d. The manager's default (`--max-concurrent-reconciles`) is %d. "+
+				"On a shared 2-core machine these figures trade places from run to run: a guide, not a ranking.\n",
 				s.concurrency, defaultConcurrency)
 		}
 	}
