@@ -220,19 +220,18 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 	}
 	var response any
 	if s.stopWhen.readsResponse && isJSON(resp.contentType) {
-		// The answer is decoded from one slice: a body of several blocks is joined first.
-		if err := resp.body.join(); err != nil {
+		budgetFull := func(err error) (bool, *failure) {
 			s.metrics.failed(ReasonBufferBudget)
 			return false, s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
-				" could not be evaluated: the router holds maxBufferedBytes of bodies already",
-				fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
+				" could not be evaluated: the router holds maxBufferedBytes of bodies already", err)
+		}
+		// The answer is read from one slice: a body of several blocks is joined first.
+		if err := resp.body.join(); err != nil {
+			return budgetFull(fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
 		}
 		cost := jsonDecodeCost(resp.body.Bytes())
 		if !bg.tryAcquire(cost) {
-			s.metrics.failed(ReasonBufferBudget)
-			return false, s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
-				" could not be evaluated: the router holds maxBufferedBytes of bodies already",
-				fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
+			return budgetFull(fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
 		}
 		defer bg.release(cost)
 		if v := jsonValue(resp.body.Bytes()); v != nil {
