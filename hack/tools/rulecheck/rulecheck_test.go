@@ -88,6 +88,8 @@ type alertCase struct {
 	series string // promqltest "load 1m" lines
 	after  time.Duration
 	firing []string // a label value that identifies each firing alert
+	// summary, when set, is what each firing alert's summary reads.
+	summary string
 }
 
 var alertCases = []struct {
@@ -152,7 +154,14 @@ pipeline_router_step_errors_total{namespace="edge",pipeline="face",step="detect"
 		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
 		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} _x5 0 1x10 2x10 3x20
 pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="recognise"} _x5 0 1x40`,
-		firing: []string{"detect"},
+		firing:  []string{"detect"},
+		summary: "Step detect of Pipeline edge/face keeps failing over.",
+	}},
+	{"the router failing over three times in an hour fires, named as the router", alertCase{
+		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
+		series:  `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="router"} _x5 0 1x10 2x10 3x20`,
+		firing:  []string{"router"},
+		summary: "The router of Pipeline edge/face keeps failing over.",
 	}},
 	{"a series that began at its first failover would miss it", alertCase{
 		alert: "PipelineStepFailingOverRepeatedly", after: 40 * time.Minute,
@@ -185,9 +194,14 @@ func TestAlertsFireWhereTheyShould(t *testing.T) {
 				t.Fatalf("no alert %s", tc.alert)
 			}
 			covered[tc.alert] = true
-			got := evaluate(t, r, tc.series, tc.after)
+			got, summaries := evaluate(t, r, tc.series, tc.after)
 			if strings.Join(got, ",") != strings.Join(tc.firing, ",") {
 				t.Errorf("%s firing for %v, want %v", tc.alert, got, tc.firing)
+			}
+			for _, s := range summaries {
+				if tc.summary != "" && s != tc.summary {
+					t.Errorf("%s summary %q, want %q", tc.alert, s, tc.summary)
+				}
 			}
 		})
 	}
@@ -200,7 +214,7 @@ func TestAlertsFireWhereTheyShould(t *testing.T) {
 
 // evaluate runs the alerting rule every minute over the series, as Prometheus would, and returns
 // an identifying label value of each alert firing at the end.
-func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) []string {
+func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) (firing, summaries []string) {
 	t.Helper()
 	storage := promqltest.LoadedStorage(t, "load 1m\n  "+strings.ReplaceAll(series, "\n", "\n  "))
 	engine := promqltest.NewTestEngine(t, false, 0, 100000)
@@ -217,11 +231,11 @@ func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) 
 			t.Fatalf("evaluate %s at %s: %v", r.Alert, ts, err)
 		}
 	}
-	var firing []string
 	for _, a := range rule.ActiveAlerts() {
 		if a.State != rules.StateFiring {
 			continue
 		}
+		summaries = append(summaries, a.Annotations.Get("summary"))
 		for _, name := range []string{"pipeline", "reason"} {
 			if v := a.Labels.Get(name); v != "" {
 				if name == "pipeline" && a.Labels.Get("step") != "" {
@@ -232,7 +246,7 @@ func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) 
 			}
 		}
 	}
-	return firing
+	return firing, summaries
 }
 
 func TestDashboardQueriesParse(t *testing.T) {
