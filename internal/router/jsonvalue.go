@@ -66,40 +66,79 @@ func (c *jsonContainer) whole() ref.Val {
 }
 
 // walk reads the container's members in order, calling f with each (the key's span is empty
-// in an array) until it returns false.
+// in an array) until it returns false. The text is valid JSON: the members are skipped, not
+// checked again.
 func (c *jsonContainer) walk(f func(jsonMember) bool) {
-	d := jsonDecoders.Get().(*jsonDecoder)
-	defer d.reset()
-	d.data, d.check = c.text, true
-	d.pos = 1
-	d.skipSpace()
-	if d.data[d.pos] == ']' || d.data[d.pos] == '}' {
+	b := c.text
+	i := skipSpaceAt(b, 1)
+	if b[i] == ']' || b[i] == '}' {
 		return
 	}
-	object := c.text[0] == '{'
+	object := b[0] == '{'
 	for {
 		var m jsonMember
-		d.skipSpace()
+		i = skipSpaceAt(b, i)
 		if object {
-			m.key.start = d.pos
-			_, _ = d.string()
-			m.key.end = d.pos
-			d.skipSpace()
-			d.pos++ // the colon
-			d.skipSpace()
+			m.key.start = i
+			i = stringEnd(b, i+1) + 1
+			m.key.end = i
+			i = skipSpaceAt(b, skipSpaceAt(b, i)+1) // the colon, and the space around it
 		}
-		m.value.start = d.pos
-		_, _ = d.value()
-		m.value.end = d.pos
+		m.value.start = i
+		i = skipValue(b, i)
+		m.value.end = i
 		if !f(m) {
 			return
 		}
-		d.skipSpace()
-		if d.data[d.pos] != ',' {
+		i = skipSpaceAt(b, i)
+		if b[i] != ',' {
 			return
 		}
-		d.pos++
+		i++
 	}
+}
+
+// skipValue is the end of the valid JSON value that starts at b[i]: strings are skipped to
+// their closing quote, containers to their closing bracket, numbers and literals to the
+// next delimiter.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i+1) + 1
+	case '{', '[':
+		for depth := 0; ; i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i+1)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) && !jsonDelimiter[b[i]] {
+		i++
+	}
+	return i
+}
+
+// jsonDelimiter tells the bytes that end a number or a literal in valid JSON.
+var jsonDelimiter = func() (t [256]bool) {
+	for _, c := range " \t\n\r,]}" {
+		t[c] = true
+	}
+	return t
+}()
+
+// skipSpaceAt is the index of the first byte from i on that is not JSON white space.
+func skipSpaceAt(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // index finds where the members are, once.

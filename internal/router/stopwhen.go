@@ -11,6 +11,7 @@ import (
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
@@ -154,7 +155,17 @@ func (s *StopWhen) String() string { return s.expr }
 
 // Eval reports whether the pipeline stops at a step whose response is in.
 func (s *StopWhen) Eval(ctx context.Context, in StopWhenInput) (bool, error) {
-	val, _, err := s.program.ContextEval(ctx, &stopWhenActivation{in: in})
+	var (
+		val ref.Val
+		err error
+	)
+	if s.costTracked {
+		// Work that grows with the answer also ends when ctx does (the caller went away).
+		val, _, err = s.program.ContextEval(ctx, &stopWhenActivation{in: in})
+	} else {
+		// Bounded work: watching ctx would cost more than finishing.
+		val, _, err = s.program.Eval(&stopWhenActivation{in: in})
+	}
 	if err != nil {
 		return false, err
 	}

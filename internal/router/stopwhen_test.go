@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -184,6 +185,16 @@ func TestStopWhenCost(t *testing.T) {
 			!strings.Contains(err.Error(), "cost limit exceeded") {
 			t.Errorf("%s on a large response: error %v, want the cost limit exceeded", expr, err)
 		}
+	}
+	// A caller gone away ends work that grows with the answer before its cost limit does.
+	sw, err := CompileStopWhen(`response.many.all(x, x.startsWith("it"))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sw.Eval(gone, StopWhenInput{Response: big}); !errors.Is(err, context.Canceled) {
+		t.Errorf("%s after the caller went away: error %v, want it interrupted", sw, err)
 	}
 
 	env, err := stopWhenEnv()
