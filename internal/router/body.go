@@ -283,7 +283,9 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 			// Full (or nothing allocated yet): read one byte to know whether the body goes on.
 			n, err := io.ReadFull(r, probe[:])
 			if n == 0 {
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
+				// Only an end of file ends the body: a body cut short before its announced
+				// length (io.ErrUnexpectedEOF) is an error like any other.
+				if err == io.EOF {
 					return buf, nil
 				}
 				buf.release()

@@ -28,7 +28,13 @@ const (
 	// maxInformational is how many informational (1xx) answers before the final one are
 	// skipped; a step that sends more is answered for as a broken connection.
 	maxInformational = 5
+	// maxAnswerHeaderBytes bounds what a step's answer header takes, with the informational
+	// answers before it: the bound the router's server sets on a caller's request header.
+	maxAnswerHeaderBytes = http.DefaultMaxHeaderBytes
 )
+
+// errAnswerHeaderTooLarge is a step's answer whose header goes on past maxAnswerHeaderBytes.
+var errAnswerHeaderTooLarge = fmt.Errorf("the answer's header exceeds %d bytes", maxAnswerHeaderBytes)
 
 // stepClient calls steps. A small body to a plain HTTP step is written and its answer read on
 // the request's goroutine over a kept-alive connection: one HTTP exchange costs the router a
@@ -75,13 +81,14 @@ func newStepClient() *stepClient {
 	}
 	c.transport = &http.Client{
 		Transport: &http.Transport{
-			DialContext:           c.dialer.DialContext,
-			MaxIdleConns:          4096,
-			MaxIdleConnsPerHost:   maxIdlePerStep,
-			IdleConnTimeout:       idleConnTimeout,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			DisableCompression:    true,
+			DialContext:            c.dialer.DialContext,
+			MaxIdleConns:           4096,
+			MaxIdleConnsPerHost:    maxIdlePerStep,
+			IdleConnTimeout:        idleConnTimeout,
+			TLSHandshakeTimeout:    10 * time.Second,
+			ExpectContinueTimeout:  time.Second,
+			DisableCompression:     true,
+			MaxResponseHeaderBytes: maxAnswerHeaderBytes,
 		},
 		// A redirect is an answer like any other: the router does not follow it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -132,11 +139,34 @@ func (b *cancelBody) Close() error {
 // clientConn is a connection to a step, with its buffers.
 type clientConn struct {
 	// addr is the step's host:port the connection was made to.
-	addr   string
-	conn   net.Conn
+	addr string
+	conn net.Conn
+	// br reads conn through limit, which bounds an answer's header while it is read.
 	br     *bufio.Reader
+	limit  readLimit
 	bw     *bufio.Writer
 	idleAt time.Time
+}
+
+// readLimit reads from r at most left more bytes, any number while left is negative.
+type readLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *readLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errAnswerHeaderTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // aLongTimeAgo, as a deadline, ends a blocked read or write at once.
@@ -198,6 +228,7 @@ func (cc *clientConn) exchange(t *target, header http.Header, in payload) (*http
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
+	cc.limit.left = maxAnswerHeaderBytes
 	for informational := 0; ; informational++ {
 		res, err := http.ReadResponse(cc.br, nil)
 		if err != nil {
@@ -205,6 +236,7 @@ func (cc *clientConn) exchange(t *target, header http.Header, in payload) (*http
 		}
 		// 100 Continue, 103 Early Hints and the like come before the answer; 101 is final.
 		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+			cc.limit.left = -1
 			return res, nil
 		}
 		if informational == maxInformational {
@@ -286,7 +318,9 @@ func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	return &clientConn{addr: addr, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
+	cc := &clientConn{addr: addr, conn: conn, limit: readLimit{r: conn, left: -1}, bw: bufio.NewWriter(conn)}
+	cc.br = bufio.NewReader(&cc.limit)
+	return cc, nil
 }
 
 // put keeps cc for the next call to its step, up to maxIdlePerStep.

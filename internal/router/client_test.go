@@ -192,3 +192,105 @@ func TestStepClientClosesConnectionsIdleTooLong(t *testing.T) {
 		t.Errorf("the connection used last was closed: %v", err)
 	}
 }
+
+// TestRouterRefusesATruncatedAnswer runs steps that announce more than they send and close the
+// connection, the end falling before the body, inside it, and on a block's boundary: each is
+// a connection failure, never an answer shorter than announced passed on.
+func TestRouterRefusesATruncatedAnswer(t *testing.T) {
+	for _, sent := range []int{0, 100, blockBytes} {
+		t.Run(strconv.Itoa(sent)+" of "+strconv.Itoa(blockBytes+500)+" bytes", func(t *testing.T) {
+			s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s",
+					blockBytes+500, strings.Repeat("x", sent))
+			})
+			tr := newTestRouter(t, Config{Steps: []Step{{Name: "cut", URL: s.url}}})
+			a := post(t, tr.url, "text/plain", "in", nil)
+			if a.status != http.StatusBadGateway {
+				t.Fatalf("answer %d with %d bytes, want 502", a.status, len(a.body))
+			}
+			if e := a.errorBody(t); e.Reason != ReasonConnection {
+				t.Errorf("reason %q, want %q", e.Reason, ReasonConnection)
+			}
+		})
+	}
+}
+
+// TestRouterRefusesATruncatedRequest sends a request that announces a body, sends none and
+// ends its side of the connection: the router calls no step and answers nothing that looks
+// like a success.
+func TestRouterRefusesATruncatedRequest(t *testing.T) {
+	s := newStep(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) })
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "echo", URL: s.URL}}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(tr.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: router\r\nContent-Type: text/plain\r\nContent-Length: 5000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's end of file also tells the router it went away: no answer, or an error.
+	if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+		_ = res.Body.Close()
+		if res.StatusCode < 400 {
+			t.Errorf("answer %d, want none or an error", res.StatusCode)
+		}
+	}
+	if got := s.calls.Load(); got != 0 {
+		t.Errorf("the step was called %d times, want never", got)
+	}
+}
+
+// TestRouterBoundsAStepAnswersHeader runs a step whose answer's header never ends: the router
+// stops reading it at maxAnswerHeaderBytes and answers 502, without retrying, instead of
+// holding it all; for a small body (its own client) and a large one (net/http's).
+func TestRouterBoundsAStepAnswersHeader(t *testing.T) {
+	for _, size := range []int{2, directBodyLimit + 1} {
+		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
+			var sent atomic.Int64
+			s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\n"); err != nil {
+					return
+				}
+				line := "X-Padding: " + strings.Repeat("p", 1000) + "\r\n"
+				for sent.Load() < 64<<20 {
+					n, err := io.WriteString(c, line)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			})
+			tr := newTestRouter(t, Config{Steps: []Step{{Name: "chatty", URL: s.url, Retries: 2}}})
+			a := post(t, tr.url, "text/plain", strings.Repeat("x", size), nil)
+			if a.status != http.StatusBadGateway {
+				t.Fatalf("answer %d, want 502", a.status)
+			}
+			if e := a.errorBody(t); e.Reason != ReasonResponseTooLarge {
+				t.Errorf("reason %q, want %q", e.Reason, ReasonResponseTooLarge)
+			}
+			if got := s.conns.Load(); got != 1 {
+				t.Errorf("%d calls, want 1: a step that answers too much is not asked again", got)
+			}
+			// What the step got out before the router closed the connection: what the router
+			// read, plus what the sockets' buffers hold.
+			if got := sent.Load(); got >= 4*maxAnswerHeaderBytes {
+				t.Errorf("the step sent %d bytes of header before the router stopped reading", got)
+			}
+		})
+	}
+}

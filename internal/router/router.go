@@ -111,6 +111,11 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header()[HeaderRequestID] = []string{id}
 	code := r.serve(w, req, id)
 	r.metrics.answered(code)
+	if code == statusClientClosedRequest {
+		// Nobody listens: the connection ends without an answer, where the server would
+		// otherwise send an empty 200 on it.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int {

@@ -99,6 +99,11 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 	// is first.
 	res, err := r.client.post(ctx, &s.target, s.timeout, header, in)
 	if err != nil {
+		if ctx.Err() == nil && answerHeaderTooLarge(err) {
+			return nil, &attemptError{reason: ReasonResponseTooLarge,
+				what: fmt.Sprintf("answered a header over %d bytes", maxAnswerHeaderBytes),
+				err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
+		}
 		return nil, classify(ctx, err, s.timeout)
 	}
 	defer func() {
@@ -161,6 +166,12 @@ func classify(ctx context.Context, err error, timeout time.Duration) *attemptErr
 			err: fmt.Errorf("no response within timeoutSeconds (%s): %w", timeout, err)}
 	}
 	return &attemptError{reason: ReasonConnection, retryable: true, unsent: unsent, what: connectionTrouble(err), err: err}
+}
+
+// answerHeaderTooLarge reports whether err is a step answer's header over
+// maxAnswerHeaderBytes: the direct path's error, or net/http's, which has no type of its own.
+func answerHeaderTooLarge(err error) bool {
+	return errors.Is(err, errAnswerHeaderTooLarge) || strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isDialError reports whether err happened while connecting (refused, name not resolved, no
