@@ -164,3 +164,44 @@ func TestJSONValueReadsWithoutDecoding(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONValueReadsAnAnswerAFewTimesAtMost evaluates expressions that would read a large
+// answer over and over in place (a member selected again and again, an array counted in a
+// loop, a deep chain of members, each level going over the text below it): the answer is gone
+// over in place at most jsonReadAllowance times, then decoded once, and the answers are those
+// of the decoded document.
+func TestJSONValueReadsAnAnswerAFewTimesAtMost(t *testing.T) {
+	const depth = 100
+	pad := `"` + strings.Repeat("p", 10<<10) + `"`
+	items := "[" + strings.Repeat(pad+",", 100) + "1]"
+	deep := `{"v": 1}`
+	for range depth {
+		deep = `{"a": ` + deep + `, "p": ` + pad + `}`
+	}
+	doc := []byte(`{"items": ` + items + `, "deep": ` + deep + `}`)
+	chain := "response.deep" + strings.Repeat(".a", depth) + ".v"
+	for _, expr := range []string{
+		strings.Repeat("size(response.items) < 0 || ", 100) + "false",
+		"lists.range(300).all(i, size(response.items) == 101)",
+		chain + " == 1.0",
+		chain + " == 1.0 && " + chain + " == 1.0 && response.items[100] == 1.0",
+		strings.Repeat(`response.items[7] == "x" || `, 50) + "false",
+		"[response.deep, response.deep, response.deep] == [response.deep, response.deep, response.deep]",
+	} {
+		sw, err := CompileStopWhen(expr)
+		if err != nil {
+			t.Fatalf("%.80s: %v", expr, err)
+		}
+		v := jsonValue(doc)
+		got, err := sw.Eval(context.Background(), StopWhenInput{Response: v})
+		want, wantErr := sw.Eval(context.Background(), StopWhenInput{Response: decodeJSON(doc)})
+		if got != want || err != nil || wantErr != nil {
+			t.Errorf("%.80s: %v, %v; decoded: %v, %v", expr, got, err, want, wantErr)
+		}
+		d := v.(*jsonObject).doc
+		if d.scanned > jsonReadAllowance*len(doc) || d.decodes > 1 {
+			t.Errorf("%.80s: went over %d bytes of a %d-byte answer in place, and decoded it %d times",
+				expr, d.scanned, len(doc), d.decodes)
+		}
+	}
+}
