@@ -68,7 +68,10 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 		}
 	}
 	out[HeaderRequestID] = []string{id}
-	out["User-Agent"] = []string{"pipeline-router"}
+	if out["User-Agent"] == nil {
+		// The router's own, unless propagateHeaders passes the caller's on.
+		out["User-Agent"] = []string{"pipeline-router"}
+	}
 	return out
 }
 
