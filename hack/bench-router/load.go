@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"context"
 	"fmt"
 	"io"
@@ -189,6 +190,19 @@ func (c *cell) throughput() float64 {
 		return 0
 	}
 	return t[len(t)/2]
+}
+
+// roundRatios is the lowest and the highest ratio of a's throughput to b's measured in the
+// same round: how far the noise of the machine moves a ratio from round to round.
+func roundRatios(a, b *cell) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range min(len(a.throughputs), len(b.throughputs)) {
+		if b.throughputs[i] > 0 {
+			r := a.throughputs[i] / b.throughputs[i]
+			lo, hi = min(lo, r), max(hi, r)
+		}
+	}
+	return lo, hi
 }
 
 // spread is the slowest and the fastest round's throughput.

@@ -61,8 +61,12 @@ func profileRouter(ctx context.Context, r *process, bin string, v *variant, body
 }
 
 func (p *profile) markdown() string {
-	return fmt.Sprintf("\n## Where the router's CPU goes\n\nA CPU profile of the pipeline router (no stopWhen) over %d s with %d callers, "+
-		"taken from its `/debug/pprof/` (`--profiling`); the top entries of `go tool pprof -top` (the callers, the steps and "+
-		"the router share the machine, so the router's share of the samples is below 100 %%):\n\n```text\n%s\n```\n",
-		p.seconds, p.callers, p.top)
+	return fmt.Sprintf("\n### %d %s, over %d s\n\n```text\n%s\n```\n", p.callers, callersWord(p.callers), p.seconds, p.top)
+}
+
+func callersWord(n int) string {
+	if n == 1 {
+		return "caller"
+	}
+	return "callers"
 }

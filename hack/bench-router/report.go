@@ -39,7 +39,7 @@ type report struct {
 	env      *environment
 	variants []*variant
 	slow     *slowCallers
-	profile  *profile
+	profiles []*profile
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -77,7 +77,8 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 		fmt.Fprintf(&b, "- **KServe router**: not measured: %s\n", r.kserveError)
 	}
 	fmt.Fprintf(&b, "\nEvery round measures every variant at every concurrency for %s (after %s of warm-up),\n"+
-		"interleaved, so that a burst of other work on the machine touches every variant alike; %d rounds.\n"+
+		"interleaved, in an order that turns from round to round, so that a burst of other work on the machine\n"+
+		"touches every variant alike and none always runs right after another; %d rounds.\n"+
 		"Latencies are pooled over the rounds; throughput is the median round (the slowest and fastest\n"+
 		"rounds in parentheses).\n",
 		r.duration, r.warmup, r.rounds)
@@ -86,8 +87,13 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	r.throughput(&b)
 	r.latency(&b)
 	r.cpu(&b)
-	if r.profile != nil {
-		b.WriteString(r.profile.markdown())
+	if len(r.profiles) > 0 {
+		b.WriteString("\n## Where the router's CPU goes\n\nCPU profiles of the pipeline router (no stopWhen), taken from its `/debug/pprof/` " +
+			"(`--profiling`): the top entries of `go tool pprof -top`. The callers, the steps and the router share the machine, " +
+			"so the router's share of the samples is below 100 %.\n")
+		for _, p := range r.profiles {
+			b.WriteString(p.markdown())
+		}
 	}
 	if r.slow != nil {
 		b.WriteString(r.slow.markdown())
@@ -130,7 +136,9 @@ func (r report) throughput(b *strings.Builder) {
 	b.WriteString("\n## Throughput\n\nRequests per second through the whole pipeline (median of the rounds), and ratios of\n" +
 		"figures measured in the same run. Goals: the pipeline router at least 0.6 × the direct chain at the most callers\n" +
 		"(it makes one more HTTP exchange per request than the chain, so about 0.75 is its CPU-bound ceiling), at least\n" +
-		"1.5 × KServe's router at every concurrency, and stopWhen on every step at most 10 % slower than without.\n")
+		"1.5 × KServe's router at every concurrency, and stopWhen on every step at most 10 % slower than without.\n" +
+		"A ratio is that of the medians; in parentheses, the lowest and the highest ratio of the two measured in\n" +
+		"one round, which shows how much the machine's noise moves it.\n")
 	b.WriteString("\n| callers |")
 	for _, v := range r.variants {
 		b.WriteString(" " + v.name + " |")
@@ -151,14 +159,15 @@ func (r report) throughput(b *strings.Builder) {
 			lo, hi := v.cells[c].spread()
 			fmt.Fprintf(b, " %.0f/s (%.0f–%.0f) |", v.cells[c].throughput(), lo, hi)
 		}
-		plain := r.variants[1].cells[c].throughput()
-		direct, cel := plain/r.variants[0].cells[c].throughput(), r.variants[2].cells[c].throughput()/plain
+		plainCell, celCell := r.variants[1].cells[c], r.variants[2].cells[c]
+		plain := plainCell.throughput()
+		direct, cel := plain/r.variants[0].cells[c].throughput(), celCell.throughput()/plain
 		met := cel >= 0.9 && (c != most || direct >= 0.6)
-		fmt.Fprintf(b, " %.2f | %.2f |", direct, cel)
+		fmt.Fprintf(b, " %s | %s |", ratio(direct, plainCell, r.variants[0].cells[c]), ratio(cel, celCell, plainCell))
 		if ks != nil {
 			k := plain / ks.cells[c].throughput()
 			met = met && k >= 1.5
-			fmt.Fprintf(b, " %.2f |", k)
+			fmt.Fprintf(b, " %s |", ratio(k, plainCell, ks.cells[c]))
 		}
 		fmt.Fprintf(b, " %s |\n", verdict(met))
 	}
@@ -173,6 +182,13 @@ func (r report) throughput(b *strings.Builder) {
 			fmt.Fprintf(b, "\n%s: %d calls failed; the first: %v\n", v.name, n, first)
 		}
 	}
+}
+
+// ratio is r, the ratio of a's median throughput to b's, with the lowest and highest ratio of
+// the two in one round.
+func ratio(r float64, a, b *cell) string {
+	lo, hi := roundRatios(a, b)
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", r, lo, hi)
 }
 
 // cpu is the routers' CPU time per request: what a router costs, whatever else the machine
