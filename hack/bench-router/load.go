@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"sync"

@@ -28,7 +28,7 @@ func TestRouterSendsItsUserAgentUnlessTheCallersIsPassedOn(t *testing.T) {
 		mu  sync.Mutex
 		got []string
 	)
-	s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+	s := newStep(t, func(_ http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, r.Header.Get("User-Agent"))
