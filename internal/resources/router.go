@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -58,10 +59,11 @@ const (
 )
 
 // RouterDrainTimeout is how long a stopping router pod lets the requests in flight run: the
-// longest one request may take (the request deadline of its configuration: every step's
-// timeout once per attempt, and the back-off before each retry), capped at routerMaxDrain.
+// longest one request may take (receiving its body, the request deadline of its configuration:
+// every step's timeout once per attempt and the back-off before each retry, and writing its
+// answer), capped at routerMaxDrain.
 func RouterDrainTimeout(p *pipelinev1beta1.Pipeline) time.Duration {
-	return min(RouterConfig(p).RequestTimeout(), routerMaxDrain)
+	return min(RouterConfig(p).LongestRequest(), routerMaxDrain)
 }
 
 // routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
@@ -228,7 +230,10 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 			WithMaxSkew(1).
 			WithTopologyKey(corev1.LabelHostname).
 			WithWhenUnsatisfiable(corev1.ScheduleAnyway).
-			WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(RouterSelector(p))))
+			WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(RouterSelector(p))).
+			// The pods of one revision are spread: during a rollout, the old ones about to go
+			// are not counted.
+			WithMatchLabelKeys(appsv1.DefaultDeploymentUniqueLabelKey))
 	}
 
 	return appsv1ac.Deployment(RouterObjectName(p), p.Namespace).

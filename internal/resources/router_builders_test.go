@@ -153,14 +153,15 @@ func TestDesiredRouterDeployment(t *testing.T) {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
 	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090",
-		"--shutdown-delay=5s", "--shutdown-timeout=48s"}
+		"--shutdown-delay=5s", "--shutdown-timeout=3m48s"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
-	// Step 1: 5 s, 3 attempts and 2 back-offs of at most 1.5 s; step 2: 30 s. The shutdown delay
-	// (5 s), the drain (48 s) and a margin (5 s).
-	if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); got != 58 {
-		t.Errorf("termination grace period %d s, want 58", got)
+	// The drain: 2 min to receive the body; step 1: 5 s, 3 attempts and 2 back-offs of at most
+	// 1.5 s; step 2: 30 s; 1 min to write the answer. The grace period: the shutdown delay (5 s),
+	// the drain (3 min 48 s) and a margin (5 s).
+	if got := ptr.Deref(pod.TerminationGracePeriodSeconds, 0); got != 238 {
+		t.Errorf("termination grace period %d s, want 238", got)
 	}
 	if len(pod.TopologySpreadConstraints) != 0 {
 		t.Errorf("a router pinned to a node is spread: %+v", pod.TopologySpreadConstraints)
@@ -208,7 +209,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 			t.Errorf("replicas %v", d.Spec.Replicas)
 		}
 		want := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: RouterSelector(p)}}}
+			LabelSelector: &metav1.LabelSelector{MatchLabels: RouterSelector(p)}, MatchLabelKeys: []string{"pod-template-hash"}}}
 		if diff := cmp.Diff(want, pod.TopologySpreadConstraints); diff != "" {
 			t.Errorf("spread (-want +got):\n%s", diff)
 		}
@@ -307,14 +308,17 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 }
 
 func TestRouterDrainTimeout(t *testing.T) {
+	// Receiving the body (2 min) and writing the answer (1 min) come before and after the
+	// request's deadline.
+	const body, answer = 2 * time.Minute, time.Minute
 	for _, tc := range []struct {
 		name  string
 		steps []pipelinev1beta1.Step
 		want  time.Duration
 	}{
-		{"defaults", []pipelinev1beta1.Step{{}, {}}, 60 * time.Second},
+		{"defaults", []pipelinev1beta1.Step{{}, {}}, body + 60*time.Second + answer},
 		{"timeouts and retries", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](10), Retries: ptr.To[int32](1)}, {TimeoutSeconds: ptr.To[int32](2)}},
-			10*time.Second*2 + 1500*time.Millisecond + 2*time.Second},
+			body + 10*time.Second*2 + 1500*time.Millisecond + 2*time.Second + answer},
 		{"capped", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](3600), Retries: ptr.To[int32](10)}}, 10 * time.Minute},
 	} {
 		p := testenv.RoutedSample(t)
@@ -328,7 +332,7 @@ func TestRouterDrainTimeout(t *testing.T) {
 		timeout int32
 		want    time.Duration
 	}{
-		{"the request deadline set", 30, 30 * time.Second},
+		{"the request deadline set", 30, body + 30*time.Second + answer},
 		{"a request deadline above the cap", 86400, 10 * time.Minute},
 	} {
 		p := testenv.RoutedSample(t)

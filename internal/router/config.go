@@ -97,6 +97,13 @@ func (c Config) RequestTimeout() time.Duration {
 	return d
 }
 
+// LongestRequest is the longest a request may take with the router's default limits:
+// bodyReadTimeout to send its body, the request deadline (which starts once the body is read)
+// and DefaultWriteTimeout to write its answer.
+func (c Config) LongestRequest() time.Duration {
+	return bodyReadTimeout + c.RequestTimeout() + DefaultWriteTimeout
+}
+
 // BodyLimit is maxBodyBytes with the default applied.
 func (c Config) BodyLimit() int64 {
 	if c.MaxBodyBytes == 0 {
