@@ -123,8 +123,7 @@ type guardedBody struct {
 
 // Read reads the body, failing with errBodyTooSlow once the caller falls behind.
 func (b *guardedBody) Read(p []byte) (int, error) {
-	owed := time.Duration(float64(b.read) / float64(b.g.minBodyRate) * float64(b.g.window))
-	deadline := b.start.Add(min(b.g.grace+b.g.window+owed, bodyReadTimeout))
+	deadline := b.g.bodyDeadline(b.start, b.read)
 	if !deadline.Equal(b.deadline) {
 		b.deadline = deadline
 		_ = b.rc.SetReadDeadline(deadline)
@@ -137,6 +136,15 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 			time.Since(b.start).Round(time.Millisecond), err)
 	}
 	return n, err
+}
+
+// bodyDeadline is when the rest of a body that started at start, read bytes of it received,
+// must have arrived: after the grace and one window, one more window per minBodyRate bytes
+// received, and bodyReadTimeout after start at the latest. The time owed is bounded before it
+// is a Duration: at a tiny rate, a large body's would not fit in one.
+func (g *guard) bodyDeadline(start time.Time, read int64) time.Time {
+	owed := min(float64(read)/float64(g.minBodyRate)*float64(g.window), float64(bodyReadTimeout))
+	return start.Add(min(g.grace+g.window+time.Duration(owed), bodyReadTimeout))
 }
 
 // Close closes the body.

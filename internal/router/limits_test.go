@@ -140,3 +140,24 @@ func TestServerCapsTheRequestsInFlight(t *testing.T) {
 		t.Errorf("requests_total{code=503}: %v", got)
 	}
 }
+
+func TestBodyDeadline(t *testing.T) {
+	start := time.Unix(1000, 0)
+	g := &guard{minBodyRate: 64 << 10, grace: time.Second, window: 10 * time.Second}
+	for _, tc := range []struct {
+		name string
+		rate int64
+		read int64
+		want time.Duration
+	}{
+		{"nothing received: the grace and one window", 64 << 10, 0, 11 * time.Second},
+		{"one window's bytes: one more window", 64 << 10, 64 << 10, 21 * time.Second},
+		{"far ahead: bodyReadTimeout at the latest", 64 << 10, 1 << 30, bodyReadTimeout},
+		{"a tiny rate and a large body: bodyReadTimeout, not a time in the past", 1, 2 << 30, bodyReadTimeout},
+	} {
+		g.minBodyRate = tc.rate
+		if got := g.bodyDeadline(start, tc.read).Sub(start); got != tc.want {
+			t.Errorf("%s: deadline %s after the start, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -24,6 +24,8 @@ type procs struct {
 	// peak is the most requests in flight seen since the last tick (approximate: concurrent
 	// updates may lose one, and the next request makes up for it).
 	peak atomic.Int64
+	// inFlight is the number of requests in flight now: the guard's count.
+	inFlight func() int64
 	// set applies a choice: runtime's, replaced in tests.
 	set func(one bool)
 
@@ -34,11 +36,11 @@ type procs struct {
 
 // newProcs is nil when the choice is not the router's: GOMAXPROCS is set in the environment,
 // or the process has one processor anyway.
-func newProcs() *procs {
+func newProcs(inFlight func() int64) *procs {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) == 1 {
 		return nil
 	}
-	return &procs{set: setProcs}
+	return &procs{inFlight: inFlight, set: setProcs}
 }
 
 func setProcs(one bool) {
@@ -59,10 +61,16 @@ func (p *procs) started(inFlight int64) {
 	}
 }
 
-// tick goes to one processor when no two requests were in flight since the last tick.
+// tick goes to one processor when no two requests were in flight since the last tick, nor
+// are now (requests that started before it count too).
 func (p *procs) tick() {
-	if p.peak.Swap(0) <= 1 && !p.one.Load() && p.one.CompareAndSwap(false, true) {
+	if max(p.peak.Swap(0), p.inFlight()) <= 1 && !p.one.Load() && p.one.CompareAndSwap(false, true) {
 		p.apply()
+		// A second request that started meanwhile found the default still in place, and left
+		// it: back to it.
+		if p.inFlight() > 1 && p.one.CompareAndSwap(true, false) {
+			p.apply()
+		}
 	}
 }
 

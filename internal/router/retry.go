@@ -24,6 +24,12 @@ func retryableStatus(code int) bool {
 func (r *Router) call(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *failure) {
 	s.budget.request()
 	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			// The caller went away, or the request's deadline passed: no call starts.
+			aerr := classify(ctx, context.Cause(ctx), s.timeout)
+			s.metrics.failed(aerr.reason)
+			return nil, s.failAttempt(aerr)
+		}
 		start := time.Now()
 		resp, aerr := r.attempt(ctx, s, header, in)
 		s.metrics.duration.Observe(time.Since(start).Seconds())

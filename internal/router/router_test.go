@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -479,5 +480,98 @@ func TestRouterAcceptsOnlyPost(t *testing.T) {
 	}
 	if step.calls.Load() != 0 {
 		t.Error("the step was called")
+	}
+}
+
+// TestRouterStartsNoStepCallAfterTheCallerWentAway runs a request whose context has ended over
+// a kept connection to the step: no call reaches the step.
+func TestRouterStartsNoStepCallAfterTheCallerWentAway(t *testing.T) {
+	one := appendStep(t, "", "text/plain", nil)
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: one.URL}}})
+	// A first request leaves a kept connection to the step.
+	if a := post(t, tr.url, "text/plain", "warm", nil); a.status != http.StatusOK {
+		t.Fatalf("warm-up: %d %s", a.status, a.body)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	const tries = 20
+	for range tries {
+		body, err := readBody(strings.NewReader("in"), 2, tr.bodyLimit, tr.budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _, f := tr.run(gone, stepHeaders(http.Header{}, tr.propagate, "id"), payload{body: body, contentType: "text/plain"})
+		if resp != nil {
+			resp.body.release()
+		}
+		if f == nil || f.reason != ReasonCanceled {
+			t.Fatalf("run after the caller went away: %v", f)
+		}
+		// Let a call that reached the step be counted, and a fresh connection be kept again.
+		time.Sleep(20 * time.Millisecond)
+		if a := post(t, tr.url, "text/plain", "warm", nil); a.status != http.StatusOK {
+			t.Fatalf("warm-up: %d %s", a.status, a.body)
+		}
+	}
+	if got := one.calls.Load() - 1 - tries; got != 0 {
+		t.Errorf("the step got %d of %d calls made after the caller had gone away, want none", got, tries)
+	}
+}
+
+// TestRouterCountsACallerGoneDuringStopWhenAsCanceled hangs up while a cost-tracked stopWhen
+// is evaluated: the interruption is the caller's going away (499, canceled), not the
+// expression failing (502, stop_when).
+func TestRouterCountsACallerGoneDuringStopWhenAsCanceled(t *testing.T) {
+	answered := make(chan struct{})
+	big := `{"items":[` + strings.Repeat("0,", 100_000) + `0]}`
+	detect := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(big))
+		close(answered)
+	})
+	next := appendStep(t, "", "text/plain", nil)
+	tr := newTestRouter(t, Config{Steps: []Step{
+		{Name: "detect", URL: detect.URL, StopWhen: `response.items.exists(x, x == -1)`},
+		{Name: "next", URL: next.URL},
+	}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(tr.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("POST / HTTP/1.1\r\nHost: router\r\nContent-Length: 2\r\n\r\nin")); err != nil {
+		t.Fatal(err)
+	}
+	<-answered
+	// The router reads the answer (200 KB on loopback) and evaluates the expression (65 to 100 ms
+	// for 100 000 elements here); the caller hangs up meanwhile. (Should it hang up before the
+	// evaluation starts, the answer is the same.)
+	time.Sleep(10 * time.Millisecond)
+	_ = c.Close()
+	eventually(t, "the request counted", func() bool {
+		return tr.counter(t, "requests", "499")+tr.counter(t, "requests", "502")+tr.counter(t, "requests", "200") == 1
+	})
+	if got := tr.counter(t, "requests", "499"); got != 1 {
+		t.Errorf("requests_total{code=499} %v, want 1 (the caller went away); code=502 %v, code=200 %v; "+
+			"step_errors_total{step=detect,reason=stop_when} %v, reason=canceled %v",
+			got, tr.counter(t, "requests", "502"), tr.counter(t, "requests", "200"),
+			tr.counter(t, "errors", "detect", ReasonStopWhen), tr.counter(t, "errors", "detect", ReasonCanceled))
+	}
+}
+
+// TestRouterAnswers504WhenTheDeadlinePassesDuringStopWhen lets the request's deadline pass
+// while a cost-tracked stopWhen is evaluated: 504, as for any step still running then.
+func TestRouterAnswers504WhenTheDeadlinePassesDuringStopWhen(t *testing.T) {
+	big := `{"items":[` + strings.Repeat("0,", 100_000) + `0]}`
+	detect := jsonStep(t, big)
+	next := appendStep(t, "", "text/plain", nil)
+	// The deadline passes during the evaluation (65 to 100 ms here), or before it: 504 either way.
+	tr := newTestRouter(t, Config{RequestTimeoutSeconds: 0.03, Steps: []Step{
+		{Name: "detect", URL: detect.URL, StopWhen: `response.items.exists(x, x == -1)`},
+		{Name: "next", URL: next.URL},
+	}})
+	a := post(t, tr.url, "text/plain", "in", nil)
+	if a.status != http.StatusGatewayTimeout {
+		t.Errorf("answer %d %s, want 504 (the request's deadline passed)", a.status, a.body)
 	}
 }

@@ -62,7 +62,7 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	// its body to a minimum rate, and bounds the writing of each answer.
 	g := s.guard()
 	if s.AdaptProcs {
-		if g.procs = newProcs(); g.procs != nil {
+		if g.procs = newProcs(g.inFlight.Load); g.procs != nil {
 			pctx, stop := context.WithCancel(ctx)
 			defer stop()
 			go g.procs.run(pctx)

@@ -254,6 +254,12 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		Status:   resp.status,
 		Header:   resp.header,
 	})
+	if err != nil && ctx.Err() != nil {
+		// Interrupted: the caller went away or the request's deadline passed, not the expression.
+		aerr := classify(ctx, context.Cause(ctx), s.timeout)
+		s.metrics.failed(aerr.reason)
+		return false, s.failAttempt(aerr)
+	}
 	if err != nil {
 		s.metrics.failed(ReasonStopWhen)
 		return false, s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+" could not be evaluated",
