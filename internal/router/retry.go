@@ -26,9 +26,7 @@ func (r *Router) call(ctx context.Context, s *step, header http.Header, in paylo
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			// The caller went away, or the request's deadline passed: no call starts.
-			aerr := classify(ctx, context.Cause(ctx), s.timeout)
-			s.metrics.failed(aerr.reason)
-			return nil, s.failAttempt(aerr)
+			return nil, s.ended(ctx)
 		}
 		start := time.Now()
 		resp, aerr := r.attempt(ctx, s, header, in)
@@ -54,9 +52,7 @@ func (r *Router) call(ctx context.Context, s *step, header http.Header, in paylo
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			aerr := classify(ctx, context.Cause(ctx), s.timeout)
-			s.metrics.failed(aerr.reason)
-			return nil, s.failAttempt(aerr)
+			return nil, s.ended(ctx)
 		case <-t.C:
 		}
 	}
@@ -101,6 +97,14 @@ func (r *Router) nextAttempt(ctx context.Context, s *step, attempt int, resp *st
 		return 0, false
 	}
 	return wait, true
+}
+
+// ended is the step's failure, counted, once the request's context has ended: the caller went
+// away (canceled) or the request's deadline passed (timeout).
+func (s *step) ended(ctx context.Context) *failure {
+	aerr := classify(ctx, context.Cause(ctx), s.timeout)
+	s.metrics.failed(aerr.reason)
+	return s.failAttempt(aerr)
 }
 
 // failAttempt is the failure of a call whose last attempt failed with aerr. A 503 with a

@@ -256,9 +256,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 	})
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the caller went away or the request's deadline passed, not the expression.
-		aerr := classify(ctx, context.Cause(ctx), s.timeout)
-		s.metrics.failed(aerr.reason)
-		return false, s.failAttempt(aerr)
+		return false, s.ended(ctx)
 	}
 	if err != nil {
 		s.metrics.failed(ReasonStopWhen)
