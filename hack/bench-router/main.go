@@ -89,7 +89,7 @@ func bench(ctx context.Context, o options) error {
 	}
 	defer ours.stop()
 	variants = append(variants, &variant{name: "pipeline router", hops: true, pid: ours.cmd.Process.Pid, call: viaRouter(ours.url)})
-	cel, err := startRouter(ctx, o.router, steps.urls, "status == 0")
+	cel, err := startRouter(ctx, o.router, steps.urls, benchStopWhen)
 	if err != nil {
 		return err
 	}

@@ -65,9 +65,9 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 - **direct chain**: the caller calls the steps itself, one after the other, each with the
   previous step's response: the floor.
 - **pipeline router**: `+"`bin/router`"+` built from this tree, no stopWhen.
-- **pipeline router, stopWhen on every step**: the same, with `+"`size(response.items) == 0`"+`
+- **pipeline router, stopWhen on every step**: the same, with `+"`%s`"+`
   (never true) on every step, so every response is read and evaluated.
-`, r.steps, len(requestBody(r.body)))
+`, r.steps, len(requestBody(r.body)), benchStopWhen)
 	if r.kserve != "" {
 		fmt.Fprintf(&b, "- **KServe router**: KServe's InferenceGraph router (`github.com/kserve/kserve` %s `cmd/router`, built\n"+
 			"  from the Go module proxy by `hack/build-tool.sh kserve`) running the same steps as a Sequence\n"+
