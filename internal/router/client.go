@@ -318,6 +318,7 @@ func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time) (
 	if err != nil {
 		return nil, err
 	}
+	conn = newRawConn(conn)
 	cc := &clientConn{addr: addr, conn: conn, limit: readLimit{r: conn, left: -1}, bw: bufio.NewWriter(conn)}
 	cc.br = bufio.NewReader(&cc.limit)
 	return cc, nil

@@ -72,7 +72,7 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
-	go func() { errc <- serve(main, ln, "pipeline") }()
+	go func() { errc <- serve(main, rawListener{ln}, "pipeline") }()
 	go func() { errc <- serve(admin, adminLn, "metrics") }()
 	s.ready.Store(true)
 

@@ -1,0 +1,173 @@
+package router
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// The router's sockets are non-blocking, as every socket of Go's net package is: a read or a
+// write on one returns at once, and the wait for it to be ready is the net package's poller.
+// So the router makes those reads and writes as raw system calls, which skip the scheduler's
+// bookkeeping around a call that may block. That bookkeeping wakes the runtime's monitor
+// thread on the first call after every idle moment, which at one caller is each time the
+// router waits for a step: in make bench-router, a futex wake-up and a thread run on another
+// CPU for nearly every request, and about a tenth of the throughput at one caller.
+
+// rawConn is a TCP connection whose reads and writes are raw system calls. Deadlines, Close
+// and the waiting are the net package's, through syscall.RawConn. It has the methods of a
+// net.Conn, CloseWrite and SyscallConn; not the TCPConn's ReadFrom and WriteTo, which would
+// copy with ordinary system calls.
+type rawConn struct {
+	net.Conn
+	tcp *net.TCPConn
+	raw syscall.RawConn
+
+	// The state of the Read and of the Write in progress, which readFn and writeFn (made
+	// once: no allocation per call) see. rmu and wmu keep one Read and one Write at a time.
+	rmu    sync.Mutex
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wn      int
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
+}
+
+// newRawConn is conn with raw reads and writes when it is a TCP connection, else conn.
+func newRawConn(conn net.Conn) net.Conn {
+	tc, ok := conn.(*net.TCPConn)
+	if !ok {
+		return conn
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return conn
+	}
+	c := &rawConn{Conn: tc, tcp: tc, raw: raw}
+	c.readFn, c.writeFn = c.readFd, c.writeFd
+	return c
+}
+
+// readFd reads once into rbuf; false asks the poller to wait until fd is readable.
+func (c *rawConn) readFd(fd uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		case 0:
+			c.rn = int(n)
+		default:
+			c.rerrno = errno
+		}
+		return true
+	}
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf, c.rn, c.rerrno = p, 0, 0
+	err := c.raw.Read(c.readFn)
+	c.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, err
+	case c.rerrno != 0:
+		return 0, c.opError("read", c.rerrno)
+	case c.rn == 0:
+		return 0, io.EOF
+	}
+	return c.rn, nil
+}
+
+// writeFd writes what is left of wbuf; false asks the poller to wait until fd is writable.
+func (c *rawConn) writeFd(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wbuf[c.wn])), uintptr(len(c.wbuf)-c.wn))
+		switch errno {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werrno = errno
+			return true
+		}
+	}
+	return true
+}
+
+func (c *rawConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf, c.wn, c.werrno = p, 0, 0
+	err := c.raw.Write(c.writeFn)
+	c.wbuf = nil
+	if err == nil && c.werrno != 0 {
+		err = c.opError("write", c.werrno)
+	}
+	return c.wn, err
+}
+
+// CloseWrite shuts down the writing side, as net/http's server does before it closes.
+func (c *rawConn) CloseWrite() error { return c.tcp.CloseWrite() }
+
+// SyscallConn is the connection's file descriptor, as connAlive uses it.
+func (c *rawConn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
+
+// opError is errno as the net package reports it.
+func (c *rawConn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+}
+
+// rawListener accepts rawConns.
+type rawListener struct{ net.Listener }
+
+func (l rawListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newRawConn(conn), nil
+}
+
+// connAlive reports whether an idle connection is still open: a peek that does not wait finds
+// nothing to read. A step that closed it (its idle timeout, a restart) left an end of file or
+// an error; one that sent something unasked spoiled it. Either way it is not used again.
+func connAlive(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := false
+	var b [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		alive = errno == syscall.EAGAIN
+		return true
+	})
+	return err == nil && alive
+}
