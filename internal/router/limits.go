@@ -46,6 +46,8 @@ type guard struct {
 	inFlight     atomic.Int64
 	// procs, when not nil, is told how many requests are in flight.
 	procs *procs
+	// monitor is told when a request starts.
+	monitor *monitor
 }
 
 // guarded is one request's guards, allocated together.
@@ -65,6 +67,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer g.inFlight.Add(-1)
+	g.monitor.started()
 	if g.procs != nil {
 		g.procs.started(n)
 	}

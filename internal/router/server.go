@@ -114,6 +114,7 @@ func (s *Server) LongestRequest() time.Duration {
 func (s *Server) guard() *guard {
 	g := &guard{router: s.Router, maxInFlight: int64(s.MaxInFlight), minBodyRate: s.MinBodyRate,
 		window: bodyRateWindow, grace: bodyRateGrace, writeTimeout: s.WriteTimeout}
+	g.monitor = newMonitor(g.inFlight.Load)
 	if g.maxInFlight <= 0 {
 		g.maxInFlight = DefaultMaxInFlight
 	}

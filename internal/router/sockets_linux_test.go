@@ -8,6 +8,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -128,6 +132,29 @@ func TestRawConnHonoursDeadlines(t *testing.T) {
 	}
 }
 
+// TestRawConnDoesNotBlockOnABlockingSocket: os.File.Fd puts a socket in blocking mode. A raw
+// call that blocked would hold its processor past the deadline, until the peer acts.
+func TestRawConnDoesNotBlockOnABlockingSocket(t *testing.T) {
+	client, server := rawPair(t)
+	f, err := client.(*rawConn).tcp.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	_ = f.Fd()
+	// The peer closes after 3 s: a read or write that blocked would end then, with no timeout.
+	go func() { time.Sleep(3 * time.Second); _ = server.Close() }()
+	data := make([]byte, 64<<20)
+	_ = client.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := client.Read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read on a blocking socket gave %v; want its deadline", err)
+	}
+	var op *net.OpError
+	if n, err := client.Write(data); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &op) || op.Op != "write" {
+		t.Fatalf("a write on a blocking socket gave %d bytes, %v; want a write OpError at its deadline", n, err)
+	}
+}
+
 func TestRawConnReportsAResetAsTheNetPackageDoes(t *testing.T) {
 	client, server := rawPair(t)
 	// A linger of 0 makes the server's close a reset.
@@ -158,8 +185,10 @@ func TestRawConnClosedWhileReadingEndsTheRead(t *testing.T) {
 	_ = client.Close()
 	select {
 	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("the read ended with %v; want net.ErrClosed", err)
+		// net/http takes a "read" error for a connection that ended.
+		var op *net.OpError
+		if !errors.Is(err, net.ErrClosed) || !errors.As(err, &op) || op.Op != "read" {
+			t.Fatalf("the read ended with %v; want a read OpError of net.ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the read did not end when its connection closed")
@@ -183,5 +212,59 @@ func TestStepClientUsesRawConns(t *testing.T) {
 	}
 	if !connAlive(cc.conn) {
 		t.Fatal("connAlive found an open connection closed")
+	}
+}
+
+// TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait: on one processor, a goroutine
+// that waits for a raw read while nothing else runs, then computes for a second, must not keep
+// every other goroutine from running that long while the monitor runs. The peer is another
+// process, so that no timer or system call of this one wakes the runtime's monitor thread.
+func TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("needs bash for its /dev/tcp")
+	}
+	waited := func(withMonitor bool) time.Duration {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = ln.Close() }()
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		peer := exec.Command(bash, "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port+"; sleep 0.3; printf x >&3; sleep 2")
+		if err := peer.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = peer.Process.Kill(); _ = peer.Wait() }()
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := newRawConn(c)
+		defer func() { _ = conn.Close() }()
+
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		var inFlight atomic.Int64
+		inFlight.Store(1)
+		m := newMonitor(inFlight.Load)
+		defer func() { inFlight.Store(0); m.timer.Stop() }()
+		if withMonitor {
+			m.started()
+		}
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan time.Time, 1)
+		go func() { ran <- time.Now() }()
+		start := time.Now()
+		for time.Since(start) < time.Second { // the computing request
+		}
+		return (<-ran).Sub(start)
+	}
+	t.Logf("without the monitor, another goroutine waited %s", waited(false))
+	if d := waited(true); d > 500*time.Millisecond {
+		t.Fatalf("with the monitor, another goroutine waited %s for one that computed for 1 s", d)
+	} else {
+		t.Logf("with the monitor, another goroutine waited %s", d)
 	}
 }

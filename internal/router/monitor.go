@@ -1,0 +1,56 @@
+package router
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// monitorPeriod is the longest the Go runtime's monitor thread sleeps while requests are in
+// flight.
+const monitorPeriod = 10 * time.Millisecond
+
+// monitor keeps a timer at most monitorPeriod ahead while requests are in flight.
+//
+// The runtime's monitor thread (sysmon) preempts a goroutine that has run 10 ms without
+// yielding, and polls the network while every processor is busy. When it finds every processor
+// idle it sleeps until the next timer, and an ordinary system call wakes it early. The router's
+// socket calls are raw (sockets_linux.go), so while requests are in flight a timer is what
+// wakes it: otherwise a request that resumed after a wait and then computed for long (stopWhen
+// over a large answer) would hold its processor until it blocked, and on one processor
+// (--adapt-procs) nothing else would run meanwhile, not another caller's request nor a probe.
+type monitor struct {
+	// inFlight is the number of requests in flight now: the guard's count.
+	inFlight func() int64
+	// armed is true while the timer runs, from the first request that started to the tick
+	// that finds none in flight.
+	armed atomic.Bool
+	timer *time.Timer
+}
+
+func newMonitor(inFlight func() int64) *monitor {
+	m := &monitor{inFlight: inFlight}
+	m.timer = time.AfterFunc(monitorPeriod, m.tick)
+	m.timer.Stop()
+	return m
+}
+
+// started arms the timer, when it is not, for a request that has started.
+func (m *monitor) started() {
+	if !m.armed.Load() && m.armed.CompareAndSwap(false, true) {
+		m.timer.Reset(monitorPeriod)
+	}
+}
+
+// tick runs the timer again while requests are in flight, and stops it once none is.
+func (m *monitor) tick() {
+	if m.inFlight() > 0 {
+		m.timer.Reset(monitorPeriod)
+		return
+	}
+	m.armed.Store(false)
+	// A request that started after the count found the timer still armed, and left it: arm it
+	// again for that one.
+	if m.inFlight() > 0 {
+		m.started()
+	}
+}
