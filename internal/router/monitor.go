@@ -9,15 +9,20 @@ import (
 // flight.
 const monitorPeriod = 10 * time.Millisecond
 
-// monitor keeps a timer at most monitorPeriod ahead while requests are in flight.
+// monitor wakes the Go runtime's monitor thread when requests start after an idle moment, and
+// keeps a timer at most monitorPeriod ahead while they are in flight.
 //
-// The runtime's monitor thread (sysmon) preempts a goroutine that has run 10 ms without
-// yielding, and polls the network while every processor is busy. When it finds every processor
-// idle it sleeps until the next timer, and an ordinary system call wakes it early. The router's
-// socket calls are raw (sockets_linux.go), so while requests are in flight a timer is what
-// wakes it: otherwise a request that resumed after a wait and then computed for long (stopWhen
+// The monitor thread (sysmon) preempts a goroutine that has run 10 ms without yielding, and
+// polls the network when it has not been polled for 10 ms. When it finds every processor idle
+// it sleeps, for a time fixed as it falls asleep: until the next timer, at most 60 s. Only an
+// ordinary system call or the world restarting after a stop (a collection, a GOMAXPROCS
+// change) wakes it earlier. The router's socket calls are raw (sockets_linux.go): without the
+// monitor, a request that started after an idle moment and then computed for long (stopWhen
 // over a large answer) would hold its processor until it blocked, and on one processor
 // (--adapt-procs) nothing else would run meanwhile, not another caller's request nor a probe.
+// So the first request after an idle moment makes one ordinary system call, which wakes the
+// thread, and the timer keeps it from sleeping longer than monitorPeriod while requests are in
+// flight.
 type monitor struct {
 	// inFlight is the number of requests in flight now: the guard's count.
 	inFlight func() int64
@@ -34,10 +39,12 @@ func newMonitor(inFlight func() int64) *monitor {
 	return m
 }
 
-// started arms the timer, when it is not, for a request that has started.
+// started arms the timer and wakes the monitor thread, when the timer is not armed, for a
+// request that has started.
 func (m *monitor) started() {
 	if !m.armed.Load() && m.armed.CompareAndSwap(false, true) {
 		m.timer.Reset(monitorPeriod)
+		wakeMonitorThread()
 	}
 }
 

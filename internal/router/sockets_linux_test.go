@@ -215,9 +215,9 @@ func TestStepClientUsesRawConns(t *testing.T) {
 	}
 }
 
-// TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait: on one processor, a goroutine
-// that waits for a raw read while nothing else runs, then computes for a second, must not keep
-// every other goroutine from running that long while the monitor runs. The peer is another
+// TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait: on one processor, a request
+// that starts after an idle moment, waits for a raw read (its step) and then computes for a
+// second must not keep every other goroutine from running that long. The peer is another
 // process, so that no timer or system call of this one wakes the runtime's monitor thread.
 func TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait(t *testing.T) {
 	bash, err := exec.LookPath("bash")
@@ -230,8 +230,9 @@ func TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = ln.Close() }()
+		// The request arrives after 0.3 s of idleness, the step's answer 0.3 s later.
 		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-		peer := exec.Command(bash, "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port+"; sleep 0.3; printf x >&3; sleep 2")
+		peer := exec.Command(bash, "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port+"; sleep 0.3; printf r >&3; sleep 0.3; printf a >&3; sleep 3")
 		if err := peer.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -245,9 +246,13 @@ func TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait(t *testing.T) {
 
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		var inFlight atomic.Int64
-		inFlight.Store(1)
 		m := newMonitor(inFlight.Load)
 		defer func() { inFlight.Store(0); m.timer.Stop() }()
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		// The request has started, as guard.ServeHTTP tells it.
+		inFlight.Store(1)
 		if withMonitor {
 			m.started()
 		}
@@ -257,7 +262,7 @@ func TestMonitorLetsOthersRunWhileARequestComputesAfterARawWait(t *testing.T) {
 		ran := make(chan time.Time, 1)
 		go func() { ran <- time.Now() }()
 		start := time.Now()
-		for time.Since(start) < time.Second { // the computing request
+		for time.Since(start) < time.Second { // the request computing
 		}
 		return (<-ran).Sub(start)
 	}

@@ -7,6 +7,10 @@ import "net"
 // newRawConn is conn: raw reads and writes are made on Linux only.
 func newRawConn(conn net.Conn) net.Conn { return conn }
 
+// wakeMonitorThread has nothing to do here: the sockets' ordinary system calls wake the
+// runtime's monitor thread.
+func wakeMonitorThread() {}
+
 // rawListener is the listener it wraps here.
 type rawListener struct{ net.Listener }
 
