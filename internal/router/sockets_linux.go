@@ -15,7 +15,7 @@ import (
 // bookkeeping woke the runtime's monitor thread on the first call after every idle moment,
 // which at one caller is each time the router waits for a step: a futex wake-up and a thread
 // run on another CPU for nearly every request. Measured side by side on make bench-router's
-// steps at one caller, the raw calls took 28-35 % off the router's CPU per request and added
+// steps at one caller, the raw calls took 29-37 % off the router's CPU per request and added
 // 1-18 % to its throughput, from run to run. The monitor thread still has work while requests are in
 // flight: monitor.go wakes it.
 //
