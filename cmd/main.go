@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
-	"github.com/ndsl-cn/pipeline-operator/internal/operator"
+	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 func main() {
-	o := operator.Options{Lease: manager.DefaultLeaseTimings()}
+	o := manager.Options{Lease: manager.DefaultLeaseTimings()}
 	var webhooks webhookFlags
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")
@@ -70,7 +70,7 @@ func main() {
 	// The router binary ships in the manager's image; config/manager names that image here.
 	o.RouterImage = os.Getenv(resources.EnvRouterImage)
 
-	mgr, err := operator.New(ctrl.GetConfigOrDie(), o)
+	mgr, err := manager.New(ctrl.GetConfigOrDie(), o)
 	if err != nil {
 		log.Error(err, "unable to set up the manager")
 		os.Exit(1)
@@ -84,7 +84,7 @@ func main() {
 
 // webhookFlags are the command line of the admission webhook server.
 type webhookFlags struct {
-	operator.WebhookOptions
+	manager.WebhookOptions
 }
 
 // The flag that turns the webhooks off, and the environment variable that does the same when

@@ -28,7 +28,7 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &Pipeline{}, &PipelineList{})
+	scheme.AddKnownTypes(GroupVersion, &Pipeline{}, &PipelineList{}, &ModelStorageClass{}, &ModelStorageClassList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

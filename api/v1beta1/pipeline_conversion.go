@@ -27,6 +27,15 @@ import (
 // cannot hold (see pipeline_conversion.go). Do not edit it.
 const ConversionDataAnnotation = pipelinev1.ConversionDataAnnotation
 
+// Annotations of v1beta1 that v1 turned into fields (see pipelinev1.PausedAnnotation and
+// pipelinev1.FailbackAnnotation).
+const (
+	// PausedAnnotation "true" is v1's spec.paused true.
+	PausedAnnotation = pipelinev1.PausedAnnotation
+	// FailbackAnnotation "true" is v1's spec.failover.failbackNow true.
+	FailbackAnnotation = pipelinev1.FailbackAnnotation
+)
+
 var _ conversion.Convertible = &Pipeline{}
 
 // v1Data is what a v1beta1 Pipeline keeps of the v1 Pipeline it was converted from.

@@ -36,18 +36,6 @@ const CSIDriverParameter = "driver"
 // ListenPortArg is the step argument that sets the step's container port and Service port.
 const ListenPortArg = "listenPort"
 
-// Environment variables the operator sets in every step's container; args must not set them.
-const (
-	EnvModelName    = "MODEL_NAME"
-	EnvModelPath    = "MODEL_PATH"
-	EnvPipelineName = "PIPELINE_NAME"
-	EnvStepName     = "STEP_NAME"
-	EnvStepIndex    = "STEP_INDEX"
-	EnvNextStepURL  = "NEXT_STEP_URL"
-)
-
-// InjectedEnv are the environment variables the operator sets in every step's container.
-var InjectedEnv = []string{EnvModelName, EnvModelPath, EnvPipelineName, EnvStepName, EnvStepIndex, EnvNextStepURL}
 
 // ArgValue is the value of a step argument.
 // +kubebuilder:validation:MaxLength=4096

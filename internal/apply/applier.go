@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -54,7 +54,7 @@ type Result struct {
 // with it. It writes nothing when current already matches, and leaves alone an object of the
 // same name that is not p's child (Result.Conflict). A write the apiserver refuses (see
 // Refused) leaves current holding the child as it is, Result.Owned true.
-func (a *Applier) Apply(ctx context.Context, p *pipelinev1beta1.Pipeline, current client.Object, desired runtime.ApplyConfiguration) (Result, error) {
+func (a *Applier) Apply(ctx context.Context, p *pipelinev1.Pipeline, current client.Object, desired runtime.ApplyConfiguration) (Result, error) {
 	ao, err := newAppliedObject(desired)
 	if err != nil {
 		return Result{}, err
@@ -111,7 +111,7 @@ func (a *Applier) Apply(ctx context.Context, p *pipelinev1beta1.Pipeline, curren
 
 // Child reads the object key names into obj from the cache and reports whether it is a child
 // of p; a missing object is not an error.
-func (a *Applier) Child(ctx context.Context, p *pipelinev1beta1.Pipeline, key client.ObjectKey, obj client.Object) (bool, error) {
+func (a *Applier) Child(ctx context.Context, p *pipelinev1.Pipeline, key client.ObjectKey, obj client.Object) (bool, error) {
 	if err := a.Client.Get(ctx, key, obj); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -120,17 +120,17 @@ func (a *Applier) Child(ctx context.Context, p *pipelinev1beta1.Pipeline, key cl
 
 // Delete deletes a child that the spec no longer describes. p receives the events; when p is
 // nil (the Pipeline is gone) the deletion is logged instead.
-func (a *Applier) Delete(ctx context.Context, p *pipelinev1beta1.Pipeline, obj client.Object, kind string, opts ...client.DeleteOption) error {
+func (a *Applier) Delete(ctx context.Context, p *pipelinev1.Pipeline, obj client.Object, kind string, opts ...client.DeleteOption) error {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
 	err := a.Client.Delete(ctx, obj, append([]client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}, opts...)...)
 	if client.IgnoreNotFound(err) != nil {
 		if p != nil {
-			a.Recorder.Eventf(p, obj, corev1.EventTypeWarning, pipelinev1beta1.ReasonDeleteFailed, "Delete",
+			a.Recorder.Eventf(p, obj, corev1.EventTypeWarning, pipelinev1.ReasonDeleteFailed, "Delete",
 				"Failed to delete %s %s: %v", kind, obj.GetName(), err)
 		}
-		return problem.WithReason(pipelinev1beta1.ReasonDeleteFailed, fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err))
+		return problem.WithReason(pipelinev1.ReasonDeleteFailed, fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err))
 	}
 	if err != nil { // not found: already gone
 		return nil
@@ -154,14 +154,14 @@ func Refused(err error) bool {
 // writeFailed returns the error of a write of u the apiserver did not take. A refusal (Refused)
 // carries ReasonApplyRefused: it makes the Pipeline Degraded, whose condition records one event
 // when it turns True; any other failure records a warning event here and is retried.
-func (a *Applier) writeFailed(p *pipelinev1beta1.Pipeline, u *unstructured.Unstructured, action string, err error) error {
+func (a *Applier) writeFailed(p *pipelinev1.Pipeline, u *unstructured.Unstructured, action string, err error) error {
 	if Refused(err) {
-		return problem.WithReason(pipelinev1beta1.ReasonApplyRefused,
+		return problem.WithReason(pipelinev1.ReasonApplyRefused,
 			fmt.Errorf("the apiserver refuses the %s of %s %s: %w", actionNoun[action], u.GetKind(), u.GetName(), err))
 	}
-	a.Recorder.Eventf(p, u, corev1.EventTypeWarning, pipelinev1beta1.ReasonApplyFailed, action,
+	a.Recorder.Eventf(p, u, corev1.EventTypeWarning, pipelinev1.ReasonApplyFailed, action,
 		"Failed to apply %s %s: %v", u.GetKind(), u.GetName(), err)
-	return problem.WithReason(pipelinev1beta1.ReasonApplyFailed, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err))
+	return problem.WithReason(pipelinev1.ReasonApplyFailed, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err))
 }
 
 var actionNoun = map[string]string{"Create": "creation", "Update": "update"}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -74,7 +74,7 @@ func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 		{"one of the operator's env vars changed", func(d *appsv1.Deployment) {
 			env := d.Spec.Template.Spec.Containers[0].Env
 			for i := range env {
-				if env[i].Name == pipelinev1beta1.EnvModelName {
+				if env[i].Name == pipelinev1.EnvModelName {
 					env[i].Value = "other"
 				}
 			}

@@ -18,7 +18,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -61,7 +61,7 @@ func controlledByPipeline(obj metav1.Object) bool {
 		return false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == pipelinev1beta1.GroupVersion.Group
+	return err == nil && gv.Group == pipelinev1.GroupVersion.Group
 }
 
 const pipelineKind = "Pipeline"
@@ -166,8 +166,8 @@ func StripDeployment(obj any) (any, error) {
 var (
 	sharedPodSecurity       = resources.Convert[corev1.PodSecurityContext](resources.StepPodSecurityContext())
 	sharedContainerSecurity = []*corev1.SecurityContext{
-		resources.Convert[corev1.SecurityContext](resources.StepSecurityContext(pipelinev1beta1.Step{}, "")),
-		resources.Convert[corev1.SecurityContext](resources.StepSecurityContext(pipelinev1beta1.Step{}, resources.PodSecurityRestricted)),
+		resources.Convert[corev1.SecurityContext](resources.StepSecurityContext(pipelinev1.Step{}, "")),
+		resources.Convert[corev1.SecurityContext](resources.StepSecurityContext(pipelinev1.Step{}, resources.PodSecurityRestricted)),
 	}
 )
 

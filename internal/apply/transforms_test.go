@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -22,10 +22,10 @@ import (
 // everyChild is every child the builders make for a Pipeline that asks for all of them.
 func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 	p := testenv.RoutedSample(t)
-	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort,
-		Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com"}}
+	p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort,
+		Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}}
 	p.Spec.Steps[1].Location = ""
-	p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4}
+	p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4}
 	config, err := resources.RouterConfigJSON(p)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestEveryCachedChildIsUpToDateWithWhatWasApplied(t *testing.T) {
 // And the converse: a change in a field the builders set is seen through the transform.
 func TestTransformsKeepWhatTheBuildersSet(t *testing.T) {
 	p := testenv.Sample(t, "default")
-	p.Spec.Steps[0].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+	p.Spec.Steps[0].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
 	a, err := newAppliedObject(resources.StepHPA(p, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestTransformsKeepOnlyTheIdentityOfObjectsNoPipelineControls(t *testing.T) 
 	big := strings.Repeat("x", 1<<20)
 	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, resources.LabelPipeline: "p"}
 	notAPipeline := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Pipeline", Name: "p", UID: "u", Controller: ptr.To(true)}
-	notController := metav1.OwnerReference{APIVersion: pipelinev1beta1.GroupVersion.String(), Kind: "Pipeline", Name: "p", UID: "u"}
+	notController := metav1.OwnerReference{APIVersion: pipelinev1.GroupVersion.String(), Kind: "Pipeline", Name: "p", UID: "u"}
 	for name, owners := range map[string][]metav1.OwnerReference{
 		"no owner":                      nil,
 		"a Pipeline of another group":   {notAPipeline},

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -39,7 +39,7 @@ var _ = Describe("The manager's cache", func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		// Other specs count the cluster's Pipelines.
 		DeferCleanup(func(ctx SpecContext) { Expect(k8sClient.Delete(ctx, p)).To(Succeed()) })
-		owner := metav1.OwnerReference{APIVersion: pipelinev1beta1.GroupVersion.String(), Kind: "Pipeline",
+		owner := metav1.OwnerReference{APIVersion: pipelinev1.GroupVersion.String(), Kind: "Pipeline",
 			Name: p.Name, UID: p.UID, Controller: ptr.To(true)}
 		labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, resources.LabelPipeline: p.Name}
 		payload := strings.Repeat("x", size)

@@ -1,5 +1,6 @@
-// Package manager holds the options of the operator's controller manager: what its cache
-// holds, its leader election and its metrics endpoint.
+// Package manager assembles the operator's controller manager: what its cache holds, its
+// leader election and its metrics endpoint, the Pipeline and OperatorCondition controllers, and
+// the admission webhooks with their certificate.
 package manager
 
 import (

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -79,7 +79,7 @@ func (m *Metrics) ObserveError(err error) {
 }
 
 // ObserveFailover counts a failover of step of p (resources.RouterMetricName: of its router).
-func (m *Metrics) ObserveFailover(p *pipelinev1beta1.Pipeline, step string) {
+func (m *Metrics) ObserveFailover(p *pipelinev1.Pipeline, step string) {
 	if m != nil {
 		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, step).Inc()
 	}
@@ -88,7 +88,7 @@ func (m *Metrics) ObserveFailover(p *pipelinev1beta1.Pipeline, step string) {
 // InitFailovers makes the failover counter of every step of p that has fallbackLocations, and
 // of its router when it has them (step router), exist, at 0 until its first failover:
 // increase() over a series that starts at its first failover would not count that one.
-func (m *Metrics) InitFailovers(p *pipelinev1beta1.Pipeline) {
+func (m *Metrics) InitFailovers(p *pipelinev1.Pipeline) {
 	if m == nil {
 		return
 	}
@@ -110,14 +110,14 @@ func (m *Metrics) ForgetPipeline(key types.NamespacedName) {
 }
 
 // ObserveStatus records a rollout that completed when the status moved from before to after.
-func (m *Metrics) ObserveStatus(p *pipelinev1beta1.Pipeline, before, after pipelinev1beta1.PipelineStatus, now time.Time) {
+func (m *Metrics) ObserveStatus(p *pipelinev1.Pipeline, before, after pipelinev1.PipelineStatus, now time.Time) {
 	if m == nil {
 		return
 	}
-	if after.Phase != pipelinev1beta1.PipelinePhaseRunning || before.Phase == pipelinev1beta1.PipelinePhaseRunning {
+	if after.Phase != pipelinev1.PipelinePhaseRunning || before.Phase == pipelinev1.PipelinePhaseRunning {
 		return
 	}
-	progressing := meta.FindStatusCondition(before.Conditions, pipelinev1beta1.ConditionProgressing)
+	progressing := meta.FindStatusCondition(before.Conditions, pipelinev1.ConditionProgressing)
 	if progressing == nil || progressing.Status != metav1.ConditionTrue {
 		return
 	}
@@ -167,8 +167,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[string]int{phaseUnknown: 0}
-	for _, ph := range []pipelinev1beta1.PipelinePhase{pipelinev1beta1.PipelinePhaseCreating, pipelinev1beta1.PipelinePhaseRunning,
-		pipelinev1beta1.PipelinePhaseFailed, pipelinev1beta1.PipelinePhaseDeleting} {
+	for _, ph := range []pipelinev1.PipelinePhase{pipelinev1.PipelinePhaseCreating, pipelinev1.PipelinePhaseRunning,
+		pipelinev1.PipelinePhaseFailed, pipelinev1.PipelinePhaseDeleting} {
 		counts[string(ph)] = 0
 	}
 	for i := range items {

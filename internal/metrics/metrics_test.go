@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
@@ -30,7 +30,7 @@ func TestStatusGauges(t *testing.T) {
 	fresh := testenv.Sample(t, "edge")
 	fresh.Name = "fresh"
 	var stored []client.Object // as the apiserver stores them
-	for _, p := range []*pipelinev1beta1.Pipeline{running, fresh} {
+	for _, p := range []*pipelinev1.Pipeline{running, fresh} {
 		h, err := hub.ToHub(p)
 		if err != nil {
 			t.Fatal(err)
@@ -77,9 +77,9 @@ func TestRolloutAndErrorMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	creating := pipelinev1beta1.PipelineStatus{Phase: pipelinev1beta1.PipelinePhaseCreating, Conditions: []metav1.Condition{{
-		Type: pipelinev1beta1.ConditionProgressing, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(start)}}}
-	running := pipelinev1beta1.PipelineStatus{Phase: pipelinev1beta1.PipelinePhaseRunning}
+	creating := pipelinev1.PipelineStatus{Phase: pipelinev1.PipelinePhaseCreating, Conditions: []metav1.Condition{{
+		Type: pipelinev1.ConditionProgressing, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(start)}}}
+	running := pipelinev1.PipelineStatus{Phase: pipelinev1.PipelinePhaseRunning}
 
 	p := testenv.Sample(t, "default")
 	p.Generation = 1
@@ -115,12 +115,12 @@ pipeline_operator_rollout_duration_seconds_count{trigger="create"} 1
 	}
 
 	m.ObserveError(nil)
-	m.ObserveError(problem.WithReason(pipelinev1beta1.ReasonApplyFailed, errors.New("boom")))
-	m.ObserveError(errors.Join(errors.New("x"), problem.WithReason(pipelinev1beta1.ReasonDeleteFailed, errors.New("y"))))
-	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1beta1.ReasonApplyFailed)); v != 1 {
+	m.ObserveError(problem.WithReason(pipelinev1.ReasonApplyFailed, errors.New("boom")))
+	m.ObserveError(errors.Join(errors.New("x"), problem.WithReason(pipelinev1.ReasonDeleteFailed, errors.New("y"))))
+	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1.ReasonApplyFailed)); v != 1 {
 		t.Errorf("ApplyFailed errors = %v", v)
 	}
-	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1beta1.ReasonDeleteFailed)); v != 1 {
+	if v := testutil.ToFloat64(m.reconcileErrors.WithLabelValues(pipelinev1.ReasonDeleteFailed)); v != 1 {
 		t.Errorf("DeleteFailed errors = %v", v)
 	}
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 )
 
@@ -55,7 +55,7 @@ func NodeHostname(obj client.Object) []string {
 // run on, each once: each step's location and fallbackLocations (Step.Locations), and the
 // router's location and fallbackLocations (Router.Locations) when the router is enabled.
 func PipelineNodes(obj client.Object) []string {
-	p, ok := obj.(*pipelinev1beta1.Pipeline)
+	p, ok := obj.(*pipelinev1.Pipeline)
 	if !ok {
 		return nil
 	}
@@ -80,7 +80,7 @@ func PipelineNodes(obj client.Object) []string {
 
 // StoredPipelineNodes is PipelineNodes of a Pipeline as the cache holds it (v1): the index
 // function of IndexPipelineNodes.
-var StoredPipelineNodes = hub.IndexFunc(func(p *pipelinev1beta1.Pipeline) []string { return PipelineNodes(p) })
+var StoredPipelineNodes = hub.IndexFunc(func(p *pipelinev1.Pipeline) []string { return PipelineNodes(p) })
 
 // Hostname is the name a location uses for node: its kubernetes.io/hostname label, or its
 // name when it has none.

@@ -10,7 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // Problem is something about a Pipeline that needs a person: a Degraded reason and message.
@@ -57,7 +57,7 @@ func ReasonOf(err error) string {
 	if errors.As(err, &re) {
 		return re.reason
 	}
-	return pipelinev1beta1.ReasonReconcileFailed
+	return pipelinev1.ReasonReconcileFailed
 }
 
 // Find returns every error of err's tree (errors.Join and %w included) marked with reason, in

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 func TestOnlyConflicts(t *testing.T) {
@@ -21,7 +21,7 @@ func TestOnlyConflicts(t *testing.T) {
 	}{
 		{"a conflict", conflict, true},
 		{"a wrapped conflict", fmt.Errorf("update status: %w", conflict), true},
-		{"conflicts joined", errors.Join(fmt.Errorf("add: %w", conflict), WithReason(pipelinev1beta1.ReasonApplyFailed, conflict)), true},
+		{"conflicts joined", errors.Join(fmt.Errorf("add: %w", conflict), WithReason(pipelinev1.ReasonApplyFailed, conflict)), true},
 		{"a conflict joined with another error", errors.Join(conflict, fmt.Errorf("step 1: %w", forbidden)), false},
 		{"a wrapped join with another error", fmt.Errorf("step 1: %w", errors.Join(conflict, forbidden)), false},
 		{"another error", forbidden, false},

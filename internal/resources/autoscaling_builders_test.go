@@ -12,37 +12,37 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestDesiredStepHPA(t *testing.T) {
 	tests := []struct {
 		name      string
-		scaling   pipelinev1beta1.StepAutoscaling
+		scaling   pipelinev1.StepAutoscaling
 		min       int32
 		max       int32
 		metrics   []autoscalingv2.MetricSpec
 		stepIndex int
 	}{{
 		name:    "no target: 80% CPU, at least one pod",
-		scaling: pipelinev1beta1.StepAutoscaling{MaxReplicas: 4},
+		scaling: pipelinev1.StepAutoscaling{MaxReplicas: 4},
 		min:     1, max: 4,
 		metrics: []autoscalingv2.MetricSpec{testenv.Utilization(corev1.ResourceCPU, 80)},
 	}, {
 		name: "CPU target and bounds",
-		scaling: pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 10,
+		scaling: pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 10,
 			TargetCPUUtilizationPercentage: ptr.To[int32](60)},
 		min: 2, max: 10,
 		metrics: []autoscalingv2.MetricSpec{testenv.Utilization(corev1.ResourceCPU, 60)},
 	}, {
 		name:    "memory target only: no CPU target",
-		scaling: pipelinev1beta1.StepAutoscaling{MaxReplicas: 3, TargetMemoryUtilizationPercentage: ptr.To[int32](70)},
+		scaling: pipelinev1.StepAutoscaling{MaxReplicas: 3, TargetMemoryUtilizationPercentage: ptr.To[int32](70)},
 		min:     1, max: 3,
 		metrics: []autoscalingv2.MetricSpec{testenv.Utilization(corev1.ResourceMemory, 70)},
 	}, {
 		name: "both targets, on the second step",
-		scaling: pipelinev1beta1.StepAutoscaling{MaxReplicas: 5, TargetCPUUtilizationPercentage: ptr.To[int32](50),
+		scaling: pipelinev1.StepAutoscaling{MaxReplicas: 5, TargetCPUUtilizationPercentage: ptr.To[int32](50),
 			TargetMemoryUtilizationPercentage: ptr.To[int32](90)},
 		min: 1, max: 5, stepIndex: 1,
 		metrics: []autoscalingv2.MetricSpec{testenv.Utilization(corev1.ResourceCPU, 50), testenv.Utilization(corev1.ResourceMemory, 90)},
@@ -81,7 +81,7 @@ func TestDeploymentReplicasUnderAutoscaling(t *testing.T) {
 		t.Fatalf("replicas %v, want 3 for a step without autoscaling", d.Spec.Replicas)
 	}
 	p.Spec.Steps[1].Replicas = nil
-	p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 5}
+	p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 5}
 	if d := typedDeployment(t, p, 1); d.Spec.Replicas != nil {
 		t.Errorf("replicas %d set for an autoscaled step: the autoscaler owns them", *d.Spec.Replicas)
 	}
@@ -93,16 +93,16 @@ func TestDeploymentReplicasUnderAutoscaling(t *testing.T) {
 func TestDesiredStepPDB(t *testing.T) {
 	tests := []struct {
 		name  string
-		step  pipelinev1beta1.Step
+		step  pipelinev1.Step
 		needs bool
 	}{
-		{name: "one pod: no budget", step: pipelinev1beta1.Step{}},
-		{name: "replicas 1: no budget", step: pipelinev1beta1.Step{Replicas: ptr.To[int32](1)}},
-		{name: "replicas 2", step: pipelinev1beta1.Step{Replicas: ptr.To[int32](2)}, needs: true},
-		{name: "autoscaled from 1: no budget", step: pipelinev1beta1.Step{Autoscaling: &pipelinev1beta1.StepAutoscaling{MaxReplicas: 9}}},
-		{name: "autoscaled from 2", step: pipelinev1beta1.Step{
-			Autoscaling: &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 9}}, needs: true},
-		{name: "replicas 2 pinned to a node: no budget, a drain could never proceed", step: pipelinev1beta1.Step{
+		{name: "one pod: no budget", step: pipelinev1.Step{}},
+		{name: "replicas 1: no budget", step: pipelinev1.Step{Replicas: ptr.To[int32](1)}},
+		{name: "replicas 2", step: pipelinev1.Step{Replicas: ptr.To[int32](2)}, needs: true},
+		{name: "autoscaled from 1: no budget", step: pipelinev1.Step{Autoscaling: &pipelinev1.StepAutoscaling{MaxReplicas: 9}}},
+		{name: "autoscaled from 2", step: pipelinev1.Step{
+			Autoscaling: &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 9}}, needs: true},
+		{name: "replicas 2 pinned to a node: no budget, a drain could never proceed", step: pipelinev1.Step{
 			Replicas: ptr.To[int32](2), Location: "xx-test-node239"}},
 	}
 	for _, tt := range tests {
@@ -132,7 +132,7 @@ func TestDesiredStepPDB(t *testing.T) {
 	}
 }
 
-func typedDeployment(t *testing.T, p *pipelinev1beta1.Pipeline, i int) *appsv1.Deployment {
+func typedDeployment(t *testing.T, p *pipelinev1.Pipeline, i int) *appsv1.Deployment {
 	t.Helper()
 	return testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", ""))
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -90,7 +90,7 @@ func TestLastStepHasNoNextStep(t *testing.T) {
 	env := d.Spec.Template.Spec.Containers[0].Env
 	found := false
 	for _, e := range env {
-		if e.Name == pipelinev1beta1.EnvNextStepURL {
+		if e.Name == pipelinev1.EnvNextStepURL {
 			found = true
 			if e.Value != "" {
 				t.Errorf("last step forwards to %q", e.Value)
@@ -98,7 +98,7 @@ func TestLastStepHasNoNextStep(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("last step has no %s variable", pipelinev1beta1.EnvNextStepURL)
+		t.Errorf("last step has no %s variable", pipelinev1.EnvNextStepURL)
 	}
 	if got := d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort; got != 80 {
 		t.Errorf("step without listenPort listens on %d, want 80", got)
@@ -156,7 +156,7 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 
 	// The previous step now forwards to the renamed step's Service on its port.
 	prev := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
-	if got := testenv.EnvMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1beta1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
+	if got := testenv.EnvMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
 		t.Errorf("step 1 forwards to %q", got)
 	}
 }
@@ -183,11 +183,11 @@ func TestDesiredStepService(t *testing.T) {
 func TestDesiredStorage(t *testing.T) {
 	tests := []struct {
 		name    string
-		storage pipelinev1beta1.ModelStorage
+		storage pipelinev1.ModelStorage
 		check   func(t *testing.T, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim)
 	}{{
 		name: "nfs",
-		storage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 			CSIParameter: map[string]string{"server": "192.168.20.235", "share": "/home/aiedge/csiTest"}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			want := &corev1.NFSVolumeSource{Server: "192.168.20.235", Path: "/home/aiedge/csiTest", ReadOnly: true}
@@ -197,7 +197,7 @@ func TestDesiredStorage(t *testing.T) {
 		},
 	}, {
 		name: "csi with the default driver",
-		storage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
 			CSIParameter: map[string]string{"server": "nfs.local", "share": "/models"}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != "nfs.csi.k8s.io" || pv.Spec.CSI.VolumeHandle != pv.Name {
@@ -209,7 +209,7 @@ func TestDesiredStorage(t *testing.T) {
 		},
 	}, {
 		name: "csi with its own driver",
-		storage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
 			CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//smb/models"}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			if pv.Spec.CSI.Driver != "smb.csi.k8s.io" {
@@ -221,7 +221,7 @@ func TestDesiredStorage(t *testing.T) {
 		},
 	}, {
 		name: "storageClass with capacity and access modes",
-		storage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast",
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast",
 			Capacity: ptr.To(resource.MustParse("20Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
 		check: func(t *testing.T, _ *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 			if ptr.Deref(pvc.Spec.StorageClassName, "") != "fast" || pvc.Spec.VolumeName != "" {
@@ -286,7 +286,7 @@ func TestPodsMountNoServiceAccountToken(t *testing.T) {
 
 func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 	const kept = "default-facedetection-pipeline-1a2b3c4d"
-	for _, typ := range []pipelinev1beta1.StorageType{pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI} {
+	for _, typ := range []pipelinev1.StorageType{pipelinev1.StorageTypeNFS, pipelinev1.StorageTypeCSI} {
 		t.Run(string(typ), func(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			p.Spec.ModelStorage.Type = typ
@@ -315,13 +315,13 @@ func TestWithTheRouterNoStepForwards(t *testing.T) {
 	for i := range p.Spec.Steps {
 		d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", ""))
 		env := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)
-		if next, ok := env[pipelinev1beta1.EnvNextStepURL]; !ok || next != "" {
-			t.Errorf("step %d: %s=%q (present %v), want present and empty", i+1, pipelinev1beta1.EnvNextStepURL, next, ok)
+		if next, ok := env[pipelinev1.EnvNextStepURL]; !ok || next != "" {
+			t.Errorf("step %d: %s=%q (present %v), want present and empty", i+1, pipelinev1.EnvNextStepURL, next, ok)
 		}
 	}
 	p.Spec.Router.Enabled = false
 	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
-	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1beta1.EnvNextStepURL]; next != StepURL(p, 1) {
+	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; next != StepURL(p, 1) {
 		t.Errorf("without the router step 1 forwards to %q, want %q", next, StepURL(p, 1))
 	}
 }

@@ -7,7 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // The defaults live next to the API types (api/v1beta1/defaults.go), shared with the defaulting
@@ -21,61 +21,61 @@ const (
 )
 
 // StorageType is the storage type of p, nfs when the spec leaves it out.
-func StorageType(p *pipelinev1beta1.Pipeline) pipelinev1beta1.StorageType {
+func StorageType(p *pipelinev1.Pipeline) pipelinev1.StorageType {
 	return p.Spec.ModelStorage.EffectiveType()
 }
 
 // OwnsStorage is true when the operator creates the claim (and for nfs/csi the volume).
-func OwnsStorage(p *pipelinev1beta1.Pipeline) bool {
-	return StorageType(p) != pipelinev1beta1.StorageTypeExistingClaim
+func OwnsStorage(p *pipelinev1.Pipeline) bool {
+	return StorageType(p) != pipelinev1.StorageTypeExistingClaim
 }
 
 // OwnsVolume is true when the operator creates the PersistentVolume.
-func OwnsVolume(p *pipelinev1beta1.Pipeline) bool {
+func OwnsVolume(p *pipelinev1.Pipeline) bool {
 	t := StorageType(p)
-	return t == pipelinev1beta1.StorageTypeNFS || t == pipelinev1beta1.StorageTypeCSI || t == pipelinev1beta1.StorageTypeModelStorageClass
+	return t == pipelinev1.StorageTypeNFS || t == pipelinev1.StorageTypeCSI || t == pipelinev1.StorageTypeModelStorageClass
 }
 
 // ModelStorageClassName is the name of the ModelStorageClass the storage of p is made from; empty
 // unless the type is modelStorageClass.
-func ModelStorageClassName(p *pipelinev1beta1.Pipeline) string {
-	if StorageType(p) != pipelinev1beta1.StorageTypeModelStorageClass {
+func ModelStorageClassName(p *pipelinev1.Pipeline) string {
+	if StorageType(p) != pipelinev1.StorageTypeModelStorageClass {
 		return ""
 	}
 	return p.Spec.ModelStorage.ModelStorageClassName
 }
 
-func capacity(p *pipelinev1beta1.Pipeline) resource.Quantity {
+func capacity(p *pipelinev1.Pipeline) resource.Quantity {
 	return p.Spec.ModelStorage.EffectiveCapacity()
 }
 
-func accessModes(p *pipelinev1beta1.Pipeline) []corev1.PersistentVolumeAccessMode {
+func accessModes(p *pipelinev1.Pipeline) []corev1.PersistentVolumeAccessMode {
 	return p.Spec.ModelStorage.EffectiveAccessModes()
 }
 
-func mountPath(p *pipelinev1beta1.Pipeline) string {
+func mountPath(p *pipelinev1.Pipeline) string {
 	return p.Spec.ModelStorage.EffectiveMountPath()
 }
 
 // modelPath is where step i finds its model inside the container.
-func modelPath(p *pipelinev1beta1.Pipeline, i int) string {
+func modelPath(p *pipelinev1.Pipeline, i int) string {
 	return path.Join(mountPath(p), p.Spec.Steps[i].Model)
 }
 
 // StepPort is the port step i listens on: port, else args.listenPort, else 80.
-func StepPort(p *pipelinev1beta1.Pipeline, i int) int32 {
+func StepPort(p *pipelinev1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectivePort()
 }
 
 // StepReplicas is the number of pods of step i: replicas, else 1.
-func StepReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
+func StepReplicas(p *pipelinev1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectiveReplicas()
 }
 
 // stepServiceType is the type of step i's Service: spec.expose.serviceType for the entry
 // step, ClusterIP for every other step and whenever expose leaves it out.
 // With the router enabled the router is the entry, and every step's Service is ClusterIP.
-func stepServiceType(p *pipelinev1beta1.Pipeline, i int) corev1.ServiceType {
+func stepServiceType(p *pipelinev1.Pipeline, i int) corev1.ServiceType {
 	if i == 0 && !RouterEnabled(p) {
 		return EntryServiceType(p)
 	}
@@ -83,7 +83,7 @@ func stepServiceType(p *pipelinev1beta1.Pipeline, i int) corev1.ServiceType {
 }
 
 // EntryServiceType is the type of the entry's Service: spec.expose.serviceType, else ClusterIP.
-func EntryServiceType(p *pipelinev1beta1.Pipeline) corev1.ServiceType {
+func EntryServiceType(p *pipelinev1.Pipeline) corev1.ServiceType {
 	if p.Spec.Expose != nil && p.Spec.Expose.ServiceType != "" {
 		return corev1.ServiceType(p.Spec.Expose.ServiceType)
 	}
@@ -91,7 +91,7 @@ func EntryServiceType(p *pipelinev1beta1.Pipeline) corev1.ServiceType {
 }
 
 // IngressSpec is the Ingress the spec asks for, nil when none.
-func IngressSpec(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.IngressExpose {
+func IngressSpec(p *pipelinev1.Pipeline) *pipelinev1.IngressExpose {
 	if p.Spec.Expose == nil {
 		return nil
 	}
@@ -99,7 +99,7 @@ func IngressSpec(p *pipelinev1beta1.Pipeline) *pipelinev1beta1.IngressExpose {
 }
 
 // IngressPath is the path of the Ingress: spec.expose.ingress.path, else "/".
-func IngressPath(p *pipelinev1beta1.Pipeline) string {
+func IngressPath(p *pipelinev1.Pipeline) string {
 	if ing := IngressSpec(p); ing != nil && ing.Path != "" {
 		return ing.Path
 	}
@@ -107,7 +107,7 @@ func IngressPath(p *pipelinev1beta1.Pipeline) string {
 }
 
 // ingressPathType is how the Ingress path matches: spec.expose.ingress.pathType, else Prefix.
-func ingressPathType(p *pipelinev1beta1.Pipeline) networkingv1.PathType {
+func ingressPathType(p *pipelinev1.Pipeline) networkingv1.PathType {
 	if ing := IngressSpec(p); ing != nil && ing.PathType != "" {
 		return networkingv1.PathType(ing.PathType)
 	}
@@ -115,6 +115,6 @@ func ingressPathType(p *pipelinev1beta1.Pipeline) networkingv1.PathType {
 }
 
 // Paused reports whether p asks the operator to leave its children alone.
-func Paused(p *pipelinev1beta1.Pipeline) bool {
-	return p.Annotations[pipelinev1beta1.PausedAnnotation] == "true"
+func Paused(p *pipelinev1.Pipeline) bool {
+	return p.Annotations[pipelinev1.PausedAnnotation] == "true"
 }

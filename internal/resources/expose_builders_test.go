@@ -8,7 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -17,8 +17,8 @@ func TestDesiredIngress(t *testing.T) {
 		Name: "facedetection-pipeline-step-1", Port: networkingv1.ServiceBackendPort{Number: 9080}}}
 	tests := []struct {
 		name  string
-		spec  pipelinev1beta1.IngressExpose
-		edit  func(p *pipelinev1beta1.Pipeline)
+		spec  pipelinev1.IngressExpose
+		edit  func(p *pipelinev1.Pipeline)
 		class *string
 		rules []networkingv1.IngressRule
 		tls   []networkingv1.IngressTLS
@@ -28,20 +28,20 @@ func TestDesiredIngress(t *testing.T) {
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: backend}}}}}},
 	}, {
 		name: "host, exact path and class",
-		spec: pipelinev1beta1.IngressExpose{Host: "infer.example.com", Path: "/detect", PathType: pipelinev1beta1.IngressPathTypeExact,
+		spec: pipelinev1.IngressExpose{Host: "infer.example.com", Path: "/detect", PathType: pipelinev1.IngressPathTypeExact,
 			ClassName: "nginx"},
 		class: ptr.To("nginx"),
 		rules: []networkingv1.IngressRule{{Host: "infer.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/detect", PathType: ptr.To(networkingv1.PathTypeExact), Backend: backend}}}}}},
 	}, {
 		name: "TLS for the host",
-		spec: pipelinev1beta1.IngressExpose{Host: "infer.example.com", TLSSecretName: "infer-tls"},
+		spec: pipelinev1.IngressExpose{Host: "infer.example.com", TLSSecretName: "infer-tls"},
 		rules: []networkingv1.IngressRule{{Host: "infer.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: backend}}}}}},
 		tls: []networkingv1.IngressTLS{{Hosts: []string{"infer.example.com"}, SecretName: "infer-tls"}},
 	}, {
 		name: "follows the entry step's name and port",
-		edit: func(p *pipelinev1beta1.Pipeline) {
+		edit: func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0], p.Spec.Steps[1] = p.Spec.Steps[1], p.Spec.Steps[0]
 			p.Spec.Steps[0].Name = "detect"
 		},
@@ -54,7 +54,7 @@ func TestDesiredIngress(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testenv.Sample(t, "vision")
 			spec := tt.spec
-			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &spec}
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &spec}
 			if tt.edit != nil {
 				tt.edit(p)
 			}
@@ -91,13 +91,13 @@ func TestDesiredIngress(t *testing.T) {
 func TestEntryServiceType(t *testing.T) {
 	tests := []struct {
 		name   string
-		expose *pipelinev1beta1.Expose
+		expose *pipelinev1.Expose
 		want   corev1.ServiceType
 	}{
 		{name: "no expose", want: corev1.ServiceTypeClusterIP},
-		{name: "expose without a type", expose: &pipelinev1beta1.Expose{}, want: corev1.ServiceTypeClusterIP},
-		{name: "node port", expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}, want: corev1.ServiceTypeNodePort},
-		{name: "load balancer", expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer},
+		{name: "expose without a type", expose: &pipelinev1.Expose{}, want: corev1.ServiceTypeClusterIP},
+		{name: "node port", expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}, want: corev1.ServiceTypeNodePort},
+		{name: "load balancer", expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer},
 			want: corev1.ServiceTypeLoadBalancer},
 	}
 	for _, tt := range tests {

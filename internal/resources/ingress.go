@@ -3,14 +3,14 @@ package resources
 import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // Ingress is the Ingress of spec.expose.ingress: one rule (for host, or any host) that
 // routes path to the entry's Service (the router's when it is enabled, else the first step's),
 // with TLS for host when tlsSecretName is set. It must only be called when the spec asks for an
 // Ingress.
-func Ingress(p *pipelinev1beta1.Pipeline) *networkingv1ac.IngressApplyConfiguration {
+func Ingress(p *pipelinev1.Pipeline) *networkingv1ac.IngressApplyConfiguration {
 	spec := IngressSpec(p)
 	service, port := StepObjectName(p, 0), StepPort(p, 0)
 	if RouterEnabled(p) {

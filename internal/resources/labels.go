@@ -7,7 +7,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // Labels the operator puts on its children.
@@ -33,7 +33,7 @@ const (
 )
 
 // commonLabels are the labels of every child of p.
-func commonLabels(p *pipelinev1beta1.Pipeline, component string) map[string]string {
+func commonLabels(p *pipelinev1.Pipeline, component string) map[string]string {
 	return map[string]string{
 		LabelPipeline:  p.Name,
 		LabelName:      "pipeline-step",
@@ -45,7 +45,7 @@ func commonLabels(p *pipelinev1beta1.Pipeline, component string) map[string]stri
 }
 
 // storageLabels are the labels of the PV and PVC of p.
-func storageLabels(p *pipelinev1beta1.Pipeline) map[string]string {
+func storageLabels(p *pipelinev1.Pipeline) map[string]string {
 	l := commonLabels(p, componentStorage)
 	l[LabelName] = "model-storage"
 	l[LabelPipelineNamespace] = p.Namespace
@@ -53,7 +53,7 @@ func storageLabels(p *pipelinev1beta1.Pipeline) map[string]string {
 }
 
 // ingressLabels are the labels of the Ingress of p, which routes to the entry step.
-func ingressLabels(p *pipelinev1beta1.Pipeline) map[string]string {
+func ingressLabels(p *pipelinev1.Pipeline) map[string]string {
 	l := commonLabels(p, componentIngress)
 	l[LabelName] = "pipeline-ingress"
 	l[LabelStep] = "1"
@@ -61,7 +61,7 @@ func ingressLabels(p *pipelinev1beta1.Pipeline) map[string]string {
 }
 
 // StepLabels are the labels of the Deployment, Service and pods of step i.
-func StepLabels(p *pipelinev1beta1.Pipeline, i int) map[string]string {
+func StepLabels(p *pipelinev1.Pipeline, i int) map[string]string {
 	l := commonLabels(p, StepName(p, i))
 	l[LabelStep] = strconv.Itoa(i + 1)
 	return l
@@ -69,7 +69,7 @@ func StepLabels(p *pipelinev1beta1.Pipeline, i int) map[string]string {
 
 // StepSelector selects the pods of step i. It must not change while the step exists (a
 // Deployment's selector is immutable), so it uses the step's name, not its position.
-func StepSelector(p *pipelinev1beta1.Pipeline, i int) map[string]string {
+func StepSelector(p *pipelinev1.Pipeline, i int) map[string]string {
 	return map[string]string{
 		LabelPipeline:  p.Name,
 		LabelComponent: StepName(p, i),
@@ -77,9 +77,9 @@ func StepSelector(p *pipelinev1beta1.Pipeline, i int) map[string]string {
 }
 
 // ownerReference makes p the controller of a namespaced child.
-func ownerReference(p *pipelinev1beta1.Pipeline) *metav1ac.OwnerReferenceApplyConfiguration {
+func ownerReference(p *pipelinev1.Pipeline) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
-		WithAPIVersion(pipelinev1beta1.GroupVersion.String()).
+		WithAPIVersion(pipelinev1.GroupVersion.String()).
 		WithKind("Pipeline").
 		WithName(p.Name).
 		WithUID(p.UID).
@@ -89,7 +89,7 @@ func ownerReference(p *pipelinev1beta1.Pipeline) *metav1ac.OwnerReferenceApplyCo
 
 // OwnedBy reports whether obj is a child of p: controlled by it, or for the cluster-scoped PV,
 // labelled with its namespace and name.
-func OwnedBy(p *pipelinev1beta1.Pipeline, obj client.Object) bool {
+func OwnedBy(p *pipelinev1.Pipeline, obj client.Object) bool {
 	if obj.GetNamespace() == "" {
 		l := obj.GetLabels()
 		return l[LabelPipeline] == p.Name && l[LabelPipelineNamespace] == p.Namespace

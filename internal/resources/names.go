@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // maxNameLength is the longest name the operator gives a child: a DNS label.
@@ -60,37 +60,37 @@ func fullHash(parts ...string) string {
 }
 
 // StepName is the step's name, step-<1-based index> when the spec gives none.
-func StepName(p *pipelinev1beta1.Pipeline, i int) string {
+func StepName(p *pipelinev1.Pipeline, i int) string {
 	return p.Spec.StepName(i)
 }
 
 // StepLabel names step i in messages: step <1-based index> (<name>).
-func StepLabel(p *pipelinev1beta1.Pipeline, i int) string {
+func StepLabel(p *pipelinev1.Pipeline, i int) string {
 	return fmt.Sprintf("step %d (%s)", i+1, StepName(p, i))
 }
 
 // StepObjectName names both the Deployment and the Service of step i.
-func StepObjectName(p *pipelinev1beta1.Pipeline, i int) string {
+func StepObjectName(p *pipelinev1.Pipeline, i int) string {
 	return childName(p.Name, StepName(p, i))
 }
 
 // IngressName names the Ingress of a Pipeline: the Pipeline's own name, so that it stays the
 // same when the steps are renamed or reordered.
-func IngressName(p *pipelinev1beta1.Pipeline) string {
+func IngressName(p *pipelinev1.Pipeline) string {
 	return childName(p.Name)
 }
 
 // storageKey identifies the storage spec of a Pipeline. A PersistentVolume's source and most of
 // a claim's spec cannot change in place, so a different storage spec means new objects with
 // new names, and the old ones are removed once the steps have moved over.
-func storageKey(p *pipelinev1beta1.Pipeline) string {
+func storageKey(p *pipelinev1.Pipeline) string {
 	return shortHash(storageIdentity(p)...)
 }
 
 // storageIdentity is what identifies the storage of p: its namespace and name, then the storage
 // spec with its defaults (type, class, capacity, access modes, every csiParameter entry in the
 // order of the keys).
-func storageIdentity(p *pipelinev1beta1.Pipeline) []string {
+func storageIdentity(p *pipelinev1.Pipeline) []string {
 	s := p.Spec.ModelStorage
 	size := capacity(p)
 	parts := []string{p.Namespace, p.Name, string(StorageType(p)), s.StorageClassName, size.String()}
@@ -120,7 +120,7 @@ func storageIdentity(p *pipelinev1beta1.Pipeline) []string {
 // namespace, name or storage share it only through a SHA-256 collision. At most
 // maxVolumePrefixLength+65 characters, a DNS subdomain. A volume an earlier version named
 // otherwise is kept under its name (see PV).
-func PVName(p *pipelinev1beta1.Pipeline) string {
+func PVName(p *pipelinev1.Pipeline) string {
 	prefix := p.Namespace + "-" + p.Name
 	if len(prefix) > maxVolumePrefixLength {
 		prefix = strings.TrimRight(prefix[:maxVolumePrefixLength], "-.")
@@ -131,13 +131,13 @@ func PVName(p *pipelinev1beta1.Pipeline) string {
 // LegacyPVName is the name earlier versions gave the model PersistentVolume of p: namespace,
 // name and the storage key joined by '-', cut to a DNS label. A claim bound to a volume of that
 // name keeps it (see PV); no other name a claim may carry is taken over.
-func LegacyPVName(p *pipelinev1beta1.Pipeline) string {
+func LegacyPVName(p *pipelinev1.Pipeline) string {
 	return childName(p.Namespace, p.Name, storageKey(p))
 }
 
 // ClaimName is the claim every step mounts: the user's for existingClaim, else the operator's.
-func ClaimName(p *pipelinev1beta1.Pipeline) string {
-	if StorageType(p) == pipelinev1beta1.StorageTypeExistingClaim {
+func ClaimName(p *pipelinev1.Pipeline) string {
+	if StorageType(p) == pipelinev1.StorageTypeExistingClaim {
 		return p.Spec.ModelStorage.ClaimName
 	}
 	return childName(p.Name, "models", storageKey(p))

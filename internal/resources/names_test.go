@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -79,7 +79,7 @@ func TestStorageNames(t *testing.T) {
 	if PVName(p) == before {
 		t.Errorf("a different export kept the PV name %q", before)
 	}
-	p.Spec.ModelStorage.Type = pipelinev1beta1.StorageTypeExistingClaim
+	p.Spec.ModelStorage.Type = pipelinev1.StorageTypeExistingClaim
 	p.Spec.ModelStorage.ClaimName = "my-models"
 	if ClaimName(p) != "my-models" {
 		t.Errorf("existingClaim mounts %q, want my-models", ClaimName(p))
@@ -96,12 +96,12 @@ func TestStorageNames(t *testing.T) {
 
 // oldPVName is the name an earlier version gave the model PersistentVolume: namespace, name and
 // the 8-digit storage key joined, cut to a DNS label.
-func oldPVName(p *pipelinev1beta1.Pipeline) string {
+func oldPVName(p *pipelinev1.Pipeline) string {
 	return childName(p.Namespace, p.Name, storageKey(p))
 }
 
 func TestPVName(t *testing.T) {
-	pipeline := func(ns, name string, edits ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+	pipeline := func(ns, name string, edits ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 		p := testenv.Sample(t, ns)
 		p.Name = name
 		for _, e := range edits {
@@ -109,12 +109,12 @@ func TestPVName(t *testing.T) {
 		}
 		return p
 	}
-	share := func(s string) func(*pipelinev1beta1.Pipeline) {
-		return func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = s }
+	share := func(s string) func(*pipelinev1.Pipeline) {
+		return func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = s }
 	}
 	tests := []struct {
 		name string
-		a, b *pipelinev1beta1.Pipeline
+		a, b *pipelinev1.Pipeline
 		// oldCollided marks inputs to which the earlier names gave the same volume name.
 		oldCollided bool
 	}{
@@ -132,7 +132,7 @@ func TestPVName(t *testing.T) {
 		{
 			// The earlier hash separated the parts with a NUL character, which a value may hold.
 			name: "a csiParameter value that spells the next entry",
-			a: pipeline("default", "p", share("/m"), func(p *pipelinev1beta1.Pipeline) {
+			a: pipeline("default", "p", share("/m"), func(p *pipelinev1.Pipeline) {
 				p.Spec.ModelStorage.CSIParameter["tail"] = "x"
 			}),
 			b:           pipeline("default", "p", share("/m\x00tail=x")),
@@ -150,7 +150,7 @@ func TestPVName(t *testing.T) {
 			if a == b {
 				t.Errorf("%s/%s and %s/%s share the volume name %q", tt.a.Namespace, tt.a.Name, tt.b.Namespace, tt.b.Name, a)
 			}
-			for _, p := range []*pipelinev1beta1.Pipeline{tt.a, tt.b} {
+			for _, p := range []*pipelinev1.Pipeline{tt.a, tt.b} {
 				n := PVName(p)
 				if len(n) > maxVolumePrefixLength+1+64 || len(n) > validation.DNS1123SubdomainMaxLength {
 					t.Errorf("%q has %d characters", n, len(n))

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -39,7 +39,7 @@ func TestStepSecurityContext(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		level PodSecurityLevel
-		step  func(*pipelinev1beta1.Step)
+		step  func(*pipelinev1.Step)
 		want  *corev1.SecurityContext
 	}{{
 		name:  "no level: root images keep working",
@@ -60,12 +60,12 @@ func TestStepSecurityContext(t *testing.T) {
 	}, {
 		name:  "the step's own replaces the defaults",
 		level: "",
-		step:  func(s *pipelinev1beta1.Step) { s.SecurityContext = user.DeepCopy() },
+		step:  func(s *pipelinev1.Step) { s.SecurityContext = user.DeepCopy() },
 		want:  user,
 	}, {
 		name:  "the step's own replaces the restricted defaults too",
 		level: PodSecurityRestricted,
-		step: func(s *pipelinev1beta1.Step) {
+		step: func(s *pipelinev1.Step) {
 			s.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
 		},
 		want: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)},

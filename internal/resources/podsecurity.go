@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // LabelPodSecurityEnforce is the namespace label that sets the Pod Security Standards level
@@ -35,7 +35,7 @@ func StepPodSecurityContext() *corev1ac.PodSecurityContextApplyConfiguration {
 // sets one, else no privilege escalation, and in a namespace that enforces the restricted
 // level also a non-root user and no capabilities. Outside that level images that run as root
 // (nginx) keep working.
-func StepSecurityContext(s pipelinev1beta1.Step, level PodSecurityLevel) *corev1ac.SecurityContextApplyConfiguration {
+func StepSecurityContext(s pipelinev1.Step, level PodSecurityLevel) *corev1ac.SecurityContextApplyConfiguration {
 	if s.SecurityContext != nil {
 		return Convert[corev1ac.SecurityContextApplyConfiguration](*s.SecurityContext)
 	}

@@ -18,7 +18,7 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
@@ -62,7 +62,7 @@ const (
 // longest one request may take (receiving its body, the request deadline of its configuration:
 // every step's timeout once per attempt and the back-off before each retry, and writing its
 // answer), capped at routerMaxDrain.
-func RouterDrainTimeout(p *pipelinev1beta1.Pipeline) time.Duration {
+func RouterDrainTimeout(p *pipelinev1.Pipeline) time.Duration {
 	return min(RouterConfig(p).LongestRequest(), routerMaxDrain)
 }
 
@@ -80,7 +80,7 @@ const AnnotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
 const RouterMetricName = componentRouter
 
 // RouterEnabled reports whether p asks for the router.
-func RouterEnabled(p *pipelinev1beta1.Pipeline) bool {
+func RouterEnabled(p *pipelinev1.Pipeline) bool {
 	return p.Spec.RouterEnabled()
 }
 
@@ -91,12 +91,12 @@ func IsRouterObject(obj client.Object) bool {
 }
 
 // RouterObjectName names the router's ConfigMap, Deployment and Service: <pipeline>-router.
-func RouterObjectName(p *pipelinev1beta1.Pipeline) string {
+func RouterObjectName(p *pipelinev1.Pipeline) string {
 	return childName(p.Name, componentRouter)
 }
 
 // routerLabels are the labels of the router's ConfigMap, Deployment, Service and pods.
-func routerLabels(p *pipelinev1beta1.Pipeline) map[string]string {
+func routerLabels(p *pipelinev1.Pipeline) map[string]string {
 	l := commonLabels(p, componentRouter)
 	l[LabelName] = routerLabelName
 	return l
@@ -104,7 +104,7 @@ func routerLabels(p *pipelinev1beta1.Pipeline) map[string]string {
 
 // RouterSelector selects the router's pods. Steps select theirs by step name, and no step may
 // be named router while the router is enabled.
-func RouterSelector(p *pipelinev1beta1.Pipeline) map[string]string {
+func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 	return map[string]string{
 		LabelPipeline:  p.Name,
 		LabelComponent: componentRouter,
@@ -114,7 +114,7 @@ func RouterSelector(p *pipelinev1beta1.Pipeline) map[string]string {
 
 // RouterConfig is the router's configuration: every step in order, called at
 // routerStepPath of its Service with its timeout, retries and stopWhen.
-func RouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
+func RouterConfig(p *pipelinev1.Pipeline) router.Config {
 	cfg := router.Config{
 		Pipeline: p.Namespace + "/" + p.Name,
 		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
@@ -149,7 +149,7 @@ func RouterConfig(p *pipelinev1beta1.Pipeline) router.Config {
 }
 
 // RouterConfigJSON is the content of the router's ConfigMap key config.json.
-func RouterConfigJSON(p *pipelinev1beta1.Pipeline) (string, error) {
+func RouterConfigJSON(p *pipelinev1.Pipeline) (string, error) {
 	data, err := json.MarshalIndent(RouterConfig(p), "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("marshal router config: %w", err)
@@ -158,7 +158,7 @@ func RouterConfigJSON(p *pipelinev1beta1.Pipeline) (string, error) {
 }
 
 // RouterConfigMap is the ConfigMap holding the router's configuration, config.
-func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.ConfigMapApplyConfiguration {
+func RouterConfigMap(p *pipelinev1.Pipeline, config string) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(RouterObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
 		WithOwnerReferences(ownerReference(p)).
@@ -171,7 +171,7 @@ func RouterConfigMap(p *pipelinev1beta1.Pipeline, config string) *corev1ac.Confi
 // nodes.Decide), resolved to its name; empty is the name location when the router has one.
 // The router image runs as a non-root user and writes no file, so its pods meet the restricted
 // Pod Security level in every namespace.
-func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *appsv1ac.DeploymentApplyConfiguration {
+func RouterDeployment(p *pipelinev1.Pipeline, image, config, node string) *appsv1ac.DeploymentApplyConfiguration {
 	rt := p.Spec.Router
 	labels := routerLabels(p)
 	probe := func(path string, delay int32) *corev1ac.ProbeApplyConfiguration {
@@ -252,7 +252,7 @@ func RouterDeployment(p *pipelinev1beta1.Pipeline, image, config, node string) *
 // level's (non-root, no privilege escalation, every capability dropped) and a read-only root
 // filesystem.
 func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
-	return StepSecurityContext(pipelinev1beta1.Step{}, PodSecurityRestricted).
+	return StepSecurityContext(pipelinev1.Step{}, PodSecurityRestricted).
 		WithReadOnlyRootFilesystem(true)
 }
 
@@ -260,7 +260,7 @@ func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 // router's listen port. It is the Pipeline's entry, so its type is spec.expose.serviceType.
 // The metrics port stays off it: a NodePort or LoadBalancer Service would publish it outside
 // the cluster, and Prometheus scrapes the pods (config/prometheus/router-monitor.yaml).
-func RouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyConfiguration {
+func RouterService(p *pipelinev1.Pipeline) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(RouterObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
 		WithOwnerReferences(ownerReference(p)).
@@ -277,7 +277,7 @@ func RouterService(p *pipelinev1beta1.Pipeline) *corev1ac.ServiceApplyConfigurat
 // RouterPDB is the router's PodDisruptionBudget: one router pod at a time may be evicted, so
 // that a drain leaves the others serving. It exists only where it cannot block a drain
 // (RouterWantsDisruptionBudget, and two nodes that can hold the router's pods).
-func RouterPDB(p *pipelinev1beta1.Pipeline) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+func RouterPDB(p *pipelinev1.Pipeline) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
 	return policyv1ac.PodDisruptionBudget(RouterObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
 		WithOwnerReferences(ownerReference(p)).
@@ -290,7 +290,7 @@ func RouterPDB(p *pipelinev1beta1.Pipeline) *policyv1ac.PodDisruptionBudgetApply
 // RouterWantsDisruptionBudget reports whether the spec allows the router a disruption budget:
 // more than one pod, not pinned to one node by location (its pods could then not move, and a
 // drain of that node would wait for ever).
-func RouterWantsDisruptionBudget(p *pipelinev1beta1.Pipeline) bool {
+func RouterWantsDisruptionBudget(p *pipelinev1.Pipeline) bool {
 	rt := p.Spec.Router
 	return RouterEnabled(p) && rt.EffectiveReplicas() > 1 && rt.Location == ""
 }

@@ -14,30 +14,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 	for name, tc := range map[string]struct {
-		mutate func(*pipelinev1beta1.Pipeline)
+		mutate func(*pipelinev1.Pipeline)
 		want   router.Config
 	}{
 		"the sample with router fields on the first step": {
-			mutate: func(*pipelinev1beta1.Pipeline) {},
+			mutate: func(*pipelinev1.Pipeline) {},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
 				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
 				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc:80/"},
 			}},
 		},
 		"named steps, a port and a body limit": {
-			mutate: func(p *pipelinev1beta1.Pipeline) {
+			mutate: func(p *pipelinev1.Pipeline) {
 				p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "recognize"
 				p.Spec.Steps[1].Port = ptr.To[int32](8000)
 				p.Spec.Steps[1].Retries = ptr.To[int32](0)
 				p.Spec.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
-				p.Spec.Router.PropagateHeaders = []pipelinev1beta1.HeaderName{"X-User", "x-tenant"}
+				p.Spec.Router.PropagateHeaders = []pipelinev1.HeaderName{"X-User", "x-tenant"}
 			},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
 				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
@@ -46,7 +46,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				}},
 		},
 		"a step that must not get a request twice, and a request deadline": {
-			mutate: func(p *pipelinev1beta1.Pipeline) {
+			mutate: func(p *pipelinev1.Pipeline) {
 				p.Spec.Steps[1].Idempotent = ptr.To(false)
 				p.Spec.Router.RequestTimeoutSeconds = ptr.To[int32](30)
 			},
@@ -228,7 +228,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 // A change of any step's router field changes the configuration, and with it the pod template.
 func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
 	base := testenv.RoutedSample(t)
-	hash := func(p *pipelinev1beta1.Pipeline) string {
+	hash := func(p *pipelinev1.Pipeline) string {
 		data, err := RouterConfigJSON(p)
 		if err != nil {
 			t.Fatal(err)
@@ -240,12 +240,12 @@ func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
 	if again := hash(base.DeepCopy()); again != before {
 		t.Fatalf("the same spec gives hashes %s and %s", before, again)
 	}
-	for name, mutate := range map[string]func(*pipelinev1beta1.Pipeline){
-		"timeout":  func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](6) },
-		"retries":  func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Retries = ptr.To[int32](1) },
-		"stopWhen": func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" },
-		"port":     func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](81) },
-		"a step":   func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:1] },
+	for name, mutate := range map[string]func(*pipelinev1.Pipeline){
+		"timeout":  func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](6) },
+		"retries":  func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Retries = ptr.To[int32](1) },
+		"stopWhen": func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" },
+		"port":     func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](81) },
+		"a step":   func(p *pipelinev1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:1] },
 	} {
 		p := base.DeepCopy()
 		mutate(p)
@@ -257,14 +257,14 @@ func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
 
 func TestDesiredRouterServiceAndEntry(t *testing.T) {
 	for name, tc := range map[string]struct {
-		expose    *pipelinev1beta1.Expose
+		expose    *pipelinev1.Expose
 		wantType  corev1.ServiceType
 		routerOff bool
 	}{
 		"no expose":    {wantType: corev1.ServiceTypeClusterIP},
-		"NodePort":     {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort},
-		"LoadBalancer": {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer}, wantType: corev1.ServiceTypeLoadBalancer},
-		"router off":   {expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort, routerOff: true},
+		"NodePort":     {expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort},
+		"LoadBalancer": {expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer}, wantType: corev1.ServiceTypeLoadBalancer},
+		"router off":   {expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}, wantType: corev1.ServiceTypeNodePort, routerOff: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
@@ -298,7 +298,7 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 
 	t.Run("the Ingress routes to the router", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com"}}
+		p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}}
 		ing := testenv.Typed[networkingv1.Ingress](t, Ingress(p))
 		b := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
 		if b.Name != "facedetection-pipeline-router" || b.Port.Number != 80 {
@@ -313,13 +313,13 @@ func TestRouterDrainTimeout(t *testing.T) {
 	const body, answer = 2 * time.Minute, time.Minute
 	for _, tc := range []struct {
 		name  string
-		steps []pipelinev1beta1.Step
+		steps []pipelinev1.Step
 		want  time.Duration
 	}{
-		{"defaults", []pipelinev1beta1.Step{{}, {}}, body + 60*time.Second + answer},
-		{"timeouts and retries", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](10), Retries: ptr.To[int32](1)}, {TimeoutSeconds: ptr.To[int32](2)}},
+		{"defaults", []pipelinev1.Step{{}, {}}, body + 60*time.Second + answer},
+		{"timeouts and retries", []pipelinev1.Step{{TimeoutSeconds: ptr.To[int32](10), Retries: ptr.To[int32](1)}, {TimeoutSeconds: ptr.To[int32](2)}},
 			body + 10*time.Second*2 + 1500*time.Millisecond + 2*time.Second + answer},
-		{"capped", []pipelinev1beta1.Step{{TimeoutSeconds: ptr.To[int32](3600), Retries: ptr.To[int32](10)}}, 10 * time.Minute},
+		{"capped", []pipelinev1.Step{{TimeoutSeconds: ptr.To[int32](3600), Retries: ptr.To[int32](10)}}, 10 * time.Minute},
 	} {
 		p := testenv.RoutedSample(t)
 		p.Spec.Steps = tc.steps

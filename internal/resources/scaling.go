@@ -9,17 +9,17 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // Autoscaling is the autoscaling of step i, nil when the step has a fixed number of pods.
-func Autoscaling(p *pipelinev1beta1.Pipeline, i int) *pipelinev1beta1.StepAutoscaling {
+func Autoscaling(p *pipelinev1.Pipeline, i int) *pipelinev1.StepAutoscaling {
 	return p.Spec.Steps[i].Autoscaling
 }
 
 // stepMinReplicas is the fewest pods step i runs with: autoscaling.minReplicas for an
 // autoscaled step, else its replicas.
-func stepMinReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
+func stepMinReplicas(p *pipelinev1.Pipeline, i int) int32 {
 	if a := Autoscaling(p, i); a != nil {
 		return a.EffectiveMinReplicas()
 	}
@@ -33,14 +33,14 @@ func stepMinReplicas(p *pipelinev1beta1.Pipeline, i int) int32 {
 // protect nothing; nor does one help a step pinned to its node by location: the pod a drain
 // evicts can only come back on the node being drained, so the budget would stall the drain for
 // ever without keeping the step up.
-func NeedsDisruptionBudget(p *pipelinev1beta1.Pipeline, i int) bool {
+func NeedsDisruptionBudget(p *pipelinev1.Pipeline, i int) bool {
 	return stepMinReplicas(p, i) > 1 && p.Spec.Steps[i].Location == ""
 }
 
 // StepHPA is the HorizontalPodAutoscaler of step i: it scales the step's Deployment
 // between minReplicas and maxReplicas on the utilization targets of spec autoscaling. It
 // must only be called for an autoscaled step.
-func StepHPA(p *pipelinev1beta1.Pipeline, i int) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+func StepHPA(p *pipelinev1.Pipeline, i int) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
 	a := Autoscaling(p, i)
 	spec := autoscalingv2ac.HorizontalPodAutoscalerSpec().
 		WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
@@ -76,7 +76,7 @@ func utilizationMetric(resource corev1.ResourceName, percent int32) *autoscaling
 // StepPDB is the PodDisruptionBudget of step i: voluntary disruptions (node drains)
 // take at most one of the step's pods at a time. It must only be called for a step that
 // NeedsDisruptionBudget.
-func StepPDB(p *pipelinev1beta1.Pipeline, i int) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+func StepPDB(p *pipelinev1.Pipeline, i int) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
 	return policyv1ac.PodDisruptionBudget(StepObjectName(p, i), p.Namespace).
 		WithLabels(StepLabels(p, i)).
 		WithOwnerReferences(ownerReference(p)).

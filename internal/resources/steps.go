@@ -14,7 +14,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // Names inside a step's pod.
@@ -25,13 +25,13 @@ const (
 )
 
 // StepURL is the in-cluster URL of the Service of step i.
-func StepURL(p *pipelinev1beta1.Pipeline, i int) string {
+func StepURL(p *pipelinev1.Pipeline, i int) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", StepObjectName(p, i), p.Namespace, StepPort(p, i))
 }
 
 // nextStepURL is the URL step i forwards to: the next step's Service; empty for the last step,
 // and for every step when the router calls them.
-func nextStepURL(p *pipelinev1beta1.Pipeline, i int) string {
+func nextStepURL(p *pipelinev1.Pipeline, i int) string {
 	// With the router, the router calls every step: a step that also forwarded by itself would
 	// have the later steps run twice. Every step then sees what the last one sees, no next step.
 	if i+1 >= len(p.Spec.Steps) || RouterEnabled(p) {
@@ -42,7 +42,7 @@ func nextStepURL(p *pipelinev1beta1.Pipeline, i int) string {
 
 // stepEnv is the environment of step i: its args (sorted by name), the variables the
 // operator injects, then the step's own env entries.
-func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
+func stepEnv(p *pipelinev1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
 	s := p.Spec.Steps[i]
 	keys := make([]string, 0, len(s.Args))
 	for k := range s.Args {
@@ -55,12 +55,12 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(string(s.Args[k])))
 	}
 	env = append(env,
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelName).WithValue(s.Model),
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvModelPath).WithValue(modelPath(p, i)),
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvPipelineName).WithValue(p.Name),
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepName).WithValue(StepName(p, i)),
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvStepIndex).WithValue(strconv.Itoa(i+1)),
-		corev1ac.EnvVar().WithName(pipelinev1beta1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvModelName).WithValue(s.Model),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvModelPath).WithValue(modelPath(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvPipelineName).WithValue(p.Name),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvStepName).WithValue(StepName(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvStepIndex).WithValue(strconv.Itoa(i+1)),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
 	)
 	for _, e := range s.Env {
 		env = append(env, Convert[corev1ac.EnvVarApplyConfiguration](e))
@@ -73,7 +73,7 @@ func stepEnv(p *pipelinev1beta1.Pipeline, i int) []*corev1ac.EnvVarApplyConfigur
 // location), mount the model claim read-only and receive the step's configuration as
 // environment variables. level is the Pod Security level the
 // Pipeline's namespace enforces; the pods are admitted there.
-func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
+func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
 	s := p.Spec.Steps[i]
 	labels := StepLabels(p, i)
 	port := StepPort(p, i)
@@ -133,7 +133,7 @@ func StepDeployment(p *pipelinev1beta1.Pipeline, i int, level PodSecurityLevel, 
 // StepService is the Service in front of step i's pods: ClusterIP, or for the entry
 // step the type spec.expose asks for. Node ports are left to the apiserver, which allocates
 // them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP.
-func StepService(p *pipelinev1beta1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
+func StepService(p *pipelinev1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
 	port := StepPort(p, i)
 	return corev1ac.Service(StepObjectName(p, i), p.Namespace).
 		WithLabels(StepLabels(p, i)).

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // VolumeSource is where the model PersistentVolume of a Pipeline finds its data, resolved
@@ -26,15 +26,15 @@ type VolumeSource struct {
 // InlineVolumeSource is the source that the csiParameter of nfs or csi storage describes,
 // read-only: for csi, csiParameter.driver (default nfs.csi.k8s.io) and the other entries as
 // volume attributes; for nfs, csiParameter.server and csiParameter.share.
-func InlineVolumeSource(p *pipelinev1beta1.Pipeline) VolumeSource {
+func InlineVolumeSource(p *pipelinev1.Pipeline) VolumeSource {
 	params := p.Spec.ModelStorage.CSIParameter
-	if StorageType(p) == pipelinev1beta1.StorageTypeCSI {
-		driver := params[pipelinev1beta1.CSIDriverParameter]
+	if StorageType(p) == pipelinev1.StorageTypeCSI {
+		driver := params[pipelinev1.CSIDriverParameter]
 		if driver == "" {
-			driver = pipelinev1beta1.DefaultCSIDriver
+			driver = pipelinev1.DefaultCSIDriver
 		}
 		attrs := maps.Clone(params)
-		delete(attrs, pipelinev1beta1.CSIDriverParameter)
+		delete(attrs, pipelinev1.CSIDriverParameter)
 		return VolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, ReadOnly: true, VolumeAttributes: attrs}}
 	}
 	return VolumeSource{NFS: &corev1.NFSVolumeSource{Server: params["server"], Path: params["share"], ReadOnly: true}}
@@ -42,7 +42,7 @@ func InlineVolumeSource(p *pipelinev1beta1.Pipeline) VolumeSource {
 
 // ClassVolumeSource is the source a ModelStorageClass publishes: its NFS export or CSI volume,
 // read-only as the class says, with its mount options.
-func ClassVolumeSource(c *pipelinev1beta1.ModelStorageClass) VolumeSource {
+func ClassVolumeSource(c *pipelinev1.ModelStorageClass) VolumeSource {
 	src := VolumeSource{MountOptions: slices.Clone(c.Spec.MountOptions)}
 	readOnly := c.EffectiveReadOnly()
 	switch {
@@ -59,7 +59,7 @@ func ClassVolumeSource(c *pipelinev1beta1.ModelStorageClass) VolumeSource {
 // source src, named name, pre-bound to the claim of PVC so that no other claim can take it. name
 // is PVName(p) (empty is that too), or the name of the volume an earlier version made for the
 // claim, which keeps it.
-func PV(p *pipelinev1beta1.Pipeline, name string, src VolumeSource) *corev1ac.PersistentVolumeApplyConfiguration {
+func PV(p *pipelinev1.Pipeline, name string, src VolumeSource) *corev1ac.PersistentVolumeApplyConfiguration {
 	name = cmp.Or(name, PVName(p))
 	spec := corev1ac.PersistentVolumeSpec().
 		WithCapacity(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}).
@@ -100,7 +100,7 @@ func PV(p *pipelinev1beta1.Pipeline, name string, src VolumeSource) *corev1ac.Pe
 // VolumeMadeFor reports whether pv is a volume the operator made for p and its claim pvc: it
 // carries the labels of p's storage (managed by the operator, p's name and namespace) and is
 // reserved (claimRef) for pvc by namespace and name.
-func VolumeMadeFor(p *pipelinev1beta1.Pipeline, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) bool {
+func VolumeMadeFor(p *pipelinev1.Pipeline, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) bool {
 	l := pv.Labels
 	ref := pv.Spec.ClaimRef
 	return l[LabelManagedBy] == ManagedBy && l[LabelPipeline] == p.Name && l[LabelPipelineNamespace] == p.Namespace &&
@@ -109,12 +109,12 @@ func VolumeMadeFor(p *pipelinev1beta1.Pipeline, pvc *corev1.PersistentVolumeClai
 
 // PVC is the claim every step of p mounts: bound to the volume named volume (as PV; empty is
 // PVName(p)) for nfs and csi storage, provisioned by storageClassName for storageClass storage.
-func PVC(p *pipelinev1beta1.Pipeline, volume string) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+func PVC(p *pipelinev1.Pipeline, volume string) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	spec := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(accessModes(p)...).
 		WithResources(corev1ac.VolumeResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}))
-	if StorageType(p) == pipelinev1beta1.StorageTypeStorageClass {
+	if StorageType(p) == pipelinev1.StorageTypeStorageClass {
 		spec.WithStorageClassName(p.Spec.ModelStorage.StorageClassName)
 	} else {
 		spec.WithStorageClassName("").WithVolumeName(cmp.Or(volume, PVName(p)))

@@ -9,15 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // classPipeline is the sample Pipeline with storage of type modelStorageClass naming class.
-func classPipeline(t *testing.T, class string) *pipelinev1beta1.Pipeline {
+func classPipeline(t *testing.T, class string) *pipelinev1.Pipeline {
 	t.Helper()
 	p := testenv.Sample(t, "team-a")
-	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass,
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass,
 		ModelStorageClassName: class, Capacity: ptr.To(resource.MustParse("5Gi")),
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany, corev1.ReadWriteMany}}
 	return p
@@ -26,30 +26,30 @@ func classPipeline(t *testing.T, class string) *pipelinev1beta1.Pipeline {
 func TestVolumeFromModelStorageClass(t *testing.T) {
 	tests := []struct {
 		name  string
-		class pipelinev1beta1.ModelStorageClassSpec
+		class pipelinev1.ModelStorageClassSpec
 		// want is the volume's spec without capacity, access modes and claimRef, which the
 		// Pipeline gives; a CSI VolumeHandle "" stands for the volume's own name.
 		want corev1.PersistentVolumeSpec
 	}{{
 		name:  "nfs, read-only by default",
-		class: pipelinev1beta1.ModelStorageClassSpec{NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "nfs.example.com", Path: "/exports/models"}},
+		class: pipelinev1.ModelStorageClassSpec{NFS: &pipelinev1.NFSModelStorageSource{Server: "nfs.example.com", Path: "/exports/models"}},
 		want: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: "nfs.example.com", Path: "/exports/models", ReadOnly: true}}},
 	}, {
 		name: "nfs, writable, with mount options",
-		class: pipelinev1beta1.ModelStorageClassSpec{NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.5", Path: "/m"},
+		class: pipelinev1.ModelStorageClassSpec{NFS: &pipelinev1.NFSModelStorageSource{Server: "10.0.0.5", Path: "/m"},
 			MountOptions: []string{"nfsvers=4.1", "hard"}, ReadOnly: ptr.To(false)},
 		want: corev1.PersistentVolumeSpec{MountOptions: []string{"nfsvers=4.1", "hard"}, PersistentVolumeSource: corev1.PersistentVolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: "10.0.0.5", Path: "/m"}}},
 	}, {
 		name: "csi without a volume handle: each volume is its own",
-		class: pipelinev1beta1.ModelStorageClassSpec{CSI: &pipelinev1beta1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io",
+		class: pipelinev1.ModelStorageClassSpec{CSI: &pipelinev1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io",
 			VolumeAttributes: map[string]string{"server": "nfs.example.com", "share": "/models"}}, ReadOnly: ptr.To(true)},
 		want: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 			Driver: "nfs.csi.k8s.io", ReadOnly: true, VolumeAttributes: map[string]string{"server": "nfs.example.com", "share": "/models"}}}},
 	}, {
 		name: "csi with the class's volume handle and mount options",
-		class: pipelinev1beta1.ModelStorageClassSpec{CSI: &pipelinev1beta1.CSIModelStorageSource{Driver: "smb.csi.k8s.io",
+		class: pipelinev1.ModelStorageClassSpec{CSI: &pipelinev1.CSIModelStorageSource{Driver: "smb.csi.k8s.io",
 			VolumeHandle: "models-share", VolumeAttributes: map[string]string{"source": "//smb/models"}}, MountOptions: []string{"ro"}},
 		want: corev1.PersistentVolumeSpec{MountOptions: []string{"ro"}, PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 			Driver: "smb.csi.k8s.io", VolumeHandle: "models-share", ReadOnly: true, VolumeAttributes: map[string]string{"source": "//smb/models"}}}},
@@ -57,7 +57,7 @@ func TestVolumeFromModelStorageClass(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := classPipeline(t, "shared")
-			class := &pipelinev1beta1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: tt.class}
+			class := &pipelinev1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: tt.class}
 			pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, "", ClassVolumeSource(class)))
 			pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, ""))
 

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -25,41 +25,41 @@ func TestScalingStatus(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		scaling  *pipelinev1beta1.StepAutoscaling
+		scaling  *pipelinev1.StepAutoscaling
 		d        *appsv1.Deployment
 		hpa      *autoscalingv2.HorizontalPodAutoscaler
 		replicas int32
-		want     *pipelinev1beta1.StepAutoscalingStatus
+		want     *pipelinev1.StepAutoscalingStatus
 	}{{
 		name: "not autoscaled: spec replicas, no block", d: scaled(7), replicas: 1,
 	}, {
 		name:    "nothing exists yet: minReplicas",
-		scaling: &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6}, replicas: 2,
-		want: &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6},
+		scaling: &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6}, replicas: 2,
+		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6},
 	}, {
 		name:    "autoscaler has not reported: the Deployment's count",
-		scaling: &pipelinev1beta1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), hpa: hpa(0, 0), replicas: 3,
-		want: &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6},
+		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), hpa: hpa(0, 0), replicas: 3,
+		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6},
 	}, {
 		name:    "the autoscaler's desired count",
-		scaling: &pipelinev1beta1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), replicas: 5,
+		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), replicas: 5,
 		hpa: hpa(3, 5, autoscalingv2.HorizontalPodAutoscalerCondition{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionTrue,
 			Reason: "ValidMetricFound", Message: "the HPA was able to successfully calculate a replica count"}),
-		want: &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 3, DesiredReplicas: 5,
+		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 3, DesiredReplicas: 5,
 			ScalingActive: ptr.To(true)},
 	}, {
 		name:    "no metrics: reported, with the autoscaler's reason",
-		scaling: &pipelinev1beta1.StepAutoscaling{MaxReplicas: 6}, d: scaled(2), replicas: 2,
+		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(2), replicas: 2,
 		hpa: hpa(2, 0, autoscalingv2.HorizontalPodAutoscalerCondition{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
 			Reason: "FailedGetResourceMetric", Message: "no metrics returned from resource metrics API"}),
-		want: &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 2, ScalingActive: ptr.To(false),
+		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 2, ScalingActive: ptr.To(false),
 			Message: "FailedGetResourceMetric: no metrics returned from resource metrics API"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testenv.Sample(t, "vision")
 			p.Spec.Steps[1].Autoscaling = tt.scaling
-			st := pipelinev1beta1.StepStatus{Replicas: resources.StepReplicas(p, 1)}
+			st := pipelinev1.StepStatus{Replicas: resources.StepReplicas(p, 1)}
 			scalingStatus(p, 1, &st, tt.d, tt.hpa)
 			if st.Replicas != tt.replicas {
 				t.Errorf("replicas = %d, want %d", st.Replicas, tt.replicas)
@@ -75,14 +75,14 @@ func TestScalingInactiveDoesNotFailThePipeline(t *testing.T) {
 	p := testenv.Sample(t, "vision")
 	p.Generation = 2
 	p.Spec.Steps[1].Replicas = nil
-	p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+	p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
 	obs := convergedWorld()
 	obs.Autoscalers = make([]*autoscalingv2.HorizontalPodAutoscaler, 2)
 	obs.Autoscalers[1] = &autoscalingv2.HorizontalPodAutoscaler{Status: autoscalingv2.HorizontalPodAutoscalerStatus{
 		CurrentReplicas: 1, Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive,
 			Status: corev1.ConditionFalse, Reason: "FailedGetResourceMetric", Message: "unable to get metrics for resource cpu"}}}}
 	st := Compute(p, obs)
-	if st.Phase != pipelinev1beta1.PipelinePhaseRunning {
+	if st.Phase != pipelinev1.PipelinePhaseRunning {
 		t.Errorf("phase %s, want running", st.Phase)
 	}
 	as := st.DetailPhase.StepsPhase[1].Autoscaling
@@ -100,21 +100,21 @@ func TestAutoscaledStepAvailableDuringScaleUp(t *testing.T) {
 		name       string
 		autoscaled bool
 		d          *appsv1.Deployment
-		want       pipelinev1beta1.DeploymentPhase
+		want       pipelinev1.DeploymentPhase
 	}{
-		{name: "scaling up from 2 to 5, 2 available", autoscaled: true, d: deployment(5, 5, 2, 5), want: pipelinev1beta1.DeploymentPhaseAvailable},
-		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "new, below minReplicas until the autoscaler raises it", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "scaled to zero by hand", autoscaled: true, d: deployment(0, 0, 0, 0), want: pipelinev1beta1.DeploymentPhaseProgressing},
-		{name: "at minReplicas", autoscaled: true, d: deployment(2, 2, 2, 2), want: pipelinev1beta1.DeploymentPhaseAvailable},
+		{name: "scaling up from 2 to 5, 2 available", autoscaled: true, d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentPhaseAvailable},
+		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentPhaseProgressing},
+		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1.DeploymentPhaseProgressing},
+		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1.DeploymentPhaseProgressing},
+		{name: "new, below minReplicas until the autoscaler raises it", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1.DeploymentPhaseProgressing},
+		{name: "scaled to zero by hand", autoscaled: true, d: deployment(0, 0, 0, 0), want: pipelinev1.DeploymentPhaseProgressing},
+		{name: "at minReplicas", autoscaled: true, d: deployment(2, 2, 2, 2), want: pipelinev1.DeploymentPhaseAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testenv.Sample(t, "vision")
 			if tt.autoscaled {
-				p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 8}
+				p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 8}
 			}
 			before := *tt.d.Spec.Replicas
 			got, detail := stepDeploymentPhase(p, 1, tt.d)

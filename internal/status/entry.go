@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // setEntry reports how the entry step is reached from outside the cluster. External addresses
 // come from load balancers and ingress controllers that may take minutes or never come (no
 // controller in the cluster): the phase does not wait for them, the URL appears once known.
-func setEntry(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, obs *Observed) {
+func setEntry(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *Observed) {
 	var svc *corev1.Service
 	switch {
 	case resources.RouterEnabled(p):
@@ -35,17 +35,17 @@ func setEntry(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, o
 }
 
 // ingressPhase is Ready once an ingress controller published an address for the Ingress.
-func ingressPhase(ing *networkingv1.Ingress) pipelinev1beta1.IngressPhase {
+func ingressPhase(ing *networkingv1.Ingress) pipelinev1.IngressPhase {
 	if ing != nil && ingressAddress(ing) != "" {
-		return pipelinev1beta1.IngressPhaseReady
+		return pipelinev1.IngressPhaseReady
 	}
-	return pipelinev1beta1.IngressPhasePending
+	return pipelinev1.IngressPhasePending
 }
 
 // entryURL is where the entry step is reached from outside the cluster, empty until known:
 // through the Ingress, http(s)://<host or its load balancer address><path>; else through a
 // LoadBalancer Service, http://<its address>:<port>.
-func entryURL(p *pipelinev1beta1.Pipeline, svc *corev1.Service, ing *networkingv1.Ingress) string {
+func entryURL(p *pipelinev1.Pipeline, svc *corev1.Service, ing *networkingv1.Ingress) string {
 	if spec := resources.IngressSpec(p); spec != nil {
 		if ing == nil {
 			return ""

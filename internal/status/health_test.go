@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -31,40 +31,40 @@ func TestHealthAsGenericToolsReadIt(t *testing.T) {
 		name    string
 		world   func(o *Observed)
 		stale   bool // the spec changed since the pass
-		phase   pipelinev1beta1.PipelinePhase
+		phase   pipelinev1.PipelinePhase
 		ready   metav1.ConditionStatus
 		kstatus kstatus.Status
 		argocd  string
 	}{{
 		name: "running", world: func(*Observed) {},
-		phase: pipelinev1beta1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.CurrentStatus, argocd: "Healthy",
+		phase: pipelinev1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.CurrentStatus, argocd: "Healthy",
 	}, {
 		name: "a step rolling out", world: func(o *Observed) { o.Deployments[1].Status.UpdatedReplicas = 0 },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: metav1.ConditionFalse, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
+		phase: pipelinev1.PipelinePhaseCreating, ready: metav1.ConditionFalse, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
 	}, {
 		name: "nothing made yet", world: func(o *Observed) {
 			*o = Observed{Deployments: make([]*appsv1.Deployment, 2), Services: make([]*corev1.Service, 2)}
 		},
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: metav1.ConditionFalse, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
+		phase: pipelinev1.PipelinePhaseCreating, ready: metav1.ConditionFalse, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
 	}, {
 		name: "pinned to a node that does not exist", world: func(o *Observed) {
 			o.Deployments[0].Status.AvailableReplicas = 0
-			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotFound, Message: "step 1 (step-1): node xx-test-node236 does not exist"}}
+			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotFound, Message: "step 1 (step-1): node xx-test-node236 does not exist"}}
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: metav1.ConditionFalse, kstatus: kstatus.FailedStatus, argocd: "Degraded",
+		phase: pipelinev1.PipelinePhaseFailed, ready: metav1.ConditionFalse, kstatus: kstatus.FailedStatus, argocd: "Degraded",
 	}, {
 		name: "a child write refused", world: func(o *Observed) {
-			o.Err = problem.WithReason(pipelinev1beta1.ReasonApplyRefused, errors.New("apply Deployment d: denied by policy"))
+			o.Err = problem.WithReason(pipelinev1.ReasonApplyRefused, errors.New("apply Deployment d: denied by policy"))
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: metav1.ConditionFalse, kstatus: kstatus.FailedStatus, argocd: "Degraded",
+		phase: pipelinev1.PipelinePhaseFailed, ready: metav1.ConditionFalse, kstatus: kstatus.FailedStatus, argocd: "Degraded",
 	}, {
 		name: "a cordoned node whose pods still serve", world: func(o *Observed) {
-			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "node cordoned", Notice: true}}
+			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotReady, Message: "node cordoned", Notice: true}}
 		},
-		phase: pipelinev1beta1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.CurrentStatus, argocd: "Healthy",
+		phase: pipelinev1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.CurrentStatus, argocd: "Healthy",
 	}, {
 		name: "running, but the spec changed since", world: func(*Observed) {}, stale: true,
-		phase: pipelinev1beta1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
+		phase: pipelinev1.PipelinePhaseRunning, ready: metav1.ConditionTrue, kstatus: kstatus.InProgressStatus, argocd: "Progressing",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testenv.Sample(t, "default")
@@ -78,7 +78,7 @@ func TestHealthAsGenericToolsReadIt(t *testing.T) {
 			if p.Status.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s", p.Status.Phase, tc.phase)
 			}
-			ready := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionReady)
+			ready := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionReady)
 			if ready == nil || ready.Status != tc.ready || ready.Reason == "" || ready.Message == "" {
 				t.Errorf("Ready condition %+v, want status %s with a reason and a message", ready, tc.ready)
 			}
@@ -87,7 +87,7 @@ func TestHealthAsGenericToolsReadIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := &unstructured.Unstructured{Object: content}
-			u.SetAPIVersion(pipelinev1beta1.GroupVersion.String())
+			u.SetAPIVersion(pipelinev1.GroupVersion.String())
 			u.SetKind("Pipeline")
 			res, err := kstatus.Compute(u)
 			if err != nil {

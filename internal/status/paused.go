@@ -4,27 +4,27 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // PausedStatus is the status of a paused Pipeline: the status of the last pass before the pause,
 // with Reconciled False for reason Paused. The phase, the other conditions and
 // observedGeneration stay as they were: nothing was observed or applied.
-func PausedStatus(p *pipelinev1beta1.Pipeline) pipelinev1beta1.PipelineStatus {
+func PausedStatus(p *pipelinev1.Pipeline) pipelinev1.PipelineStatus {
 	st := *p.Status.DeepCopy()
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type:               pipelinev1beta1.ConditionReconciled,
+		Type:               pipelinev1.ConditionReconciled,
 		Status:             metav1.ConditionFalse,
-		Reason:             pipelinev1beta1.ReasonPaused,
+		Reason:             pipelinev1.ReasonPaused,
 		ObservedGeneration: p.Generation,
-		Message: "Paused by the annotation " + pipelinev1beta1.PausedAnnotation +
+		Message: "Paused by the annotation " + pipelinev1.PausedAnnotation +
 			"=true: children are neither repaired nor updated until it is removed",
 	})
 	return st
 }
 
 // WasPaused reports whether status says that its Pipeline is paused.
-func WasPaused(status pipelinev1beta1.PipelineStatus) bool {
-	c := meta.FindStatusCondition(status.Conditions, pipelinev1beta1.ConditionReconciled)
-	return c != nil && c.Reason == pipelinev1beta1.ReasonPaused
+func WasPaused(status pipelinev1.PipelineStatus) bool {
+	c := meta.FindStatusCondition(status.Conditions, pipelinev1.ConditionReconciled)
+	return c != nil && c.Reason == pipelinev1.ReasonPaused
 }

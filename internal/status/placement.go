@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -34,7 +34,7 @@ type Placement struct {
 // marks the Progressing condition while a step or the router moves: one moved this pass, or
 // pinned to a fallback node and not available yet, is failing over; one moved back this pass
 // is failing back.
-func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.Pipeline, placements []Placement, router Placement) {
+func setPlacementStatus(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, placements []Placement, router Placement) {
 	var m moves
 	for i, pl := range placements {
 		if i >= len(st.DetailPhase.StepsPhase) || pl.Decision.Node == "" {
@@ -43,14 +43,14 @@ func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.P
 		step := &st.DetailPhase.StepsPhase[i]
 		step.Node = pl.Decision.Node
 		step.NodeReady = ptr.To(pl.Health.Schedulable())
-		if step.DeploymentPhase != pipelinev1beta1.DeploymentPhaseAvailable {
+		if step.DeploymentPhase != pipelinev1.DeploymentPhaseAvailable {
 			m.add(resources.StepLabel(p, i), p.Spec.Steps[i].Location, pl)
 		}
 	}
 	if d := &st.DetailPhase; router.Decision.Node != "" && d.RouterPhase != "" {
 		d.RouterNode = router.Decision.Node
 		d.RouterNodeReady = ptr.To(router.Health.Schedulable())
-		if d.RouterPhase != pipelinev1beta1.DeploymentPhaseAvailable {
+		if d.RouterPhase != pipelinev1.DeploymentPhaseAvailable {
 			m.add("the router", p.Spec.Router.Location, router)
 		}
 	}
@@ -59,7 +59,7 @@ func setPlacementStatus(st *pipelinev1beta1.PipelineStatus, p *pipelinev1beta1.P
 	}
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
-		if c.Type == pipelinev1beta1.ConditionProgressing && c.Status == metav1.ConditionTrue {
+		if c.Type == pipelinev1.ConditionProgressing && c.Status == metav1.ConditionTrue {
 			c.Reason, c.Message = m.reason, problem.JoinMessages(append(m.messages, c.Message))
 		}
 	}
@@ -78,13 +78,13 @@ func (m *moves) add(label, location string, pl Placement) {
 	d := pl.Decision
 	switch {
 	case pl.Moved && d.Move == nodes.MoveFailback:
-		m.reason = cmp.Or(m.reason, pipelinev1beta1.ReasonFailingBack)
+		m.reason = cmp.Or(m.reason, pipelinev1.ReasonFailingBack)
 		m.messages = append(m.messages, fmt.Sprintf("%s is moving back from node %s to node %s", label, d.From, d.Node))
 	case pl.Moved && d.Move == nodes.MoveRelocate && d.Node == location:
-		m.reason = cmp.Or(m.reason, pipelinev1beta1.ReasonRollingOut)
+		m.reason = cmp.Or(m.reason, pipelinev1.ReasonRollingOut)
 		m.messages = append(m.messages, fmt.Sprintf("%s is moving from node %s to node %s", label, d.From, d.Node))
 	case pl.Moved || d.Node != location:
-		m.reason = pipelinev1beta1.ReasonFailingOver
+		m.reason = pipelinev1.ReasonFailingOver
 		m.messages = append(m.messages, fmt.Sprintf("%s is moving to fallback node %s", label, d.Node))
 	}
 }

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -18,12 +18,12 @@ import (
 // autoscaler's bounds and counts. An autoscaler that cannot compute a count (ScalingActive
 // False: no metrics API, no resource requests) is reported here only: the step keeps its pods,
 // and the Pipeline is not failed for it.
-func scalingStatus(p *pipelinev1beta1.Pipeline, i int, st *pipelinev1beta1.StepStatus, d *appsv1.Deployment, hpa *autoscalingv2.HorizontalPodAutoscaler) {
+func scalingStatus(p *pipelinev1.Pipeline, i int, st *pipelinev1.StepStatus, d *appsv1.Deployment, hpa *autoscalingv2.HorizontalPodAutoscaler) {
 	a := resources.Autoscaling(p, i)
 	if a == nil {
 		return
 	}
-	as := &pipelinev1beta1.StepAutoscalingStatus{MinReplicas: a.EffectiveMinReplicas(), MaxReplicas: a.MaxReplicas}
+	as := &pipelinev1.StepAutoscalingStatus{MinReplicas: a.EffectiveMinReplicas(), MaxReplicas: a.MaxReplicas}
 	if d != nil && d.Spec.Replicas != nil {
 		st.Replicas = *d.Spec.Replicas
 	} else {
@@ -50,7 +50,7 @@ func scalingStatus(p *pipelinev1beta1.Pipeline, i int, st *pipelinev1beta1.StepS
 // stepDeploymentPhase classifies the Deployment of step i. An autoscaled step is available
 // once minReplicas of its pods (at least one) run the current template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
 // to creating (nor hold an upgrade of the operator) while the new pods start.
-func stepDeploymentPhase(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1beta1.DeploymentPhase, string) {
+func stepDeploymentPhase(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1.DeploymentPhase, string) {
 	a := resources.Autoscaling(p, i)
 	if a == nil || d.Spec.Replicas == nil {
 		return deploymentPhase(d)

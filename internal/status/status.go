@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -65,8 +65,8 @@ func (o *Observed) autoscaler(i int) *autoscalingv2.HorizontalPodAutoscaler {
 
 // Compute rebuilds the status of p from what the pass observed. Conditions keep their
 // last transition time while their status does not change.
-func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.PipelineStatus {
-	st := pipelinev1beta1.PipelineStatus{
+func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
+	st := pipelinev1.PipelineStatus{
 		ObservedGeneration: observedGeneration(p, obs.Err),
 		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
 	}
@@ -75,8 +75,8 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 	// gives the same status.
 	problems := append([]problem.Problem(nil), obs.Problems...)
 	// A child write the apiserver refuses for what it is needs a person as much as a missing node.
-	for _, err := range problem.Find(obs.Err, pipelinev1beta1.ReasonApplyRefused) {
-		problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonApplyRefused, Message: err.Error()})
+	for _, err := range problem.Find(obs.Err, pipelinev1.ReasonApplyRefused) {
+		problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonApplyRefused, Message: err.Error()})
 	}
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Message < problems[j].Message })
 	var waiting []string
@@ -89,7 +89,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 		} else {
 			st.DetailPhase.PVPhase = obs.PV.Status.Phase
 			if obs.PV.Status.Phase == corev1.VolumeFailed {
-				problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStorageFailed,
+				problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStorageFailed,
 					Message: fmt.Sprintf("PersistentVolume %s failed: %s", obs.PV.Name, cmp.Or(obs.PV.Status.Message, "no message"))})
 			}
 		}
@@ -100,7 +100,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.PVCName))
 	case obs.PVC.Status.Phase == corev1.ClaimLost:
 		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
-		problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStorageFailed,
+		problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStorageFailed,
 			Message: fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.PVC.Name, obs.PVC.Spec.VolumeName)})
 	case obs.PVC.Status.Phase != corev1.ClaimBound:
 		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
@@ -120,7 +120,7 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
 		switch {
 		case s.failure != "":
-			problems = append(problems, problem.Problem{Reason: pipelinev1beta1.ReasonStepFailed, Message: s.failure})
+			problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStepFailed, Message: s.failure})
 		case s.waiting != "":
 			waiting = append(waiting, s.waiting)
 		default:
@@ -142,13 +142,13 @@ func Compute(p *pipelinev1beta1.Pipeline, obs *Observed) pipelinev1beta1.Pipelin
 
 	switch {
 	case !p.DeletionTimestamp.IsZero():
-		st.Phase = pipelinev1beta1.PipelinePhaseDeleting
+		st.Phase = pipelinev1.PipelinePhaseDeleting
 	case failed:
-		st.Phase = pipelinev1beta1.PipelinePhaseFailed
+		st.Phase = pipelinev1.PipelinePhaseFailed
 	case allAvailable:
-		st.Phase = pipelinev1beta1.PipelinePhaseRunning
+		st.Phase = pipelinev1.PipelinePhaseRunning
 	default:
-		st.Phase = pipelinev1beta1.PipelinePhaseCreating
+		st.Phase = pipelinev1.PipelinePhaseCreating
 	}
 	setHealth(&st, p.Generation)
 	return st
@@ -161,33 +161,33 @@ func heldStorage(obs *Observed) error {
 		return nil
 	}
 	for _, pr := range obs.Problems {
-		if pr.Reason == pipelinev1beta1.ReasonModelStorageClassNotFound || pr.Reason == pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+		if pr.Reason == pipelinev1.ReasonModelStorageClassNotFound || pr.Reason == pipelinev1.ReasonModelStorageClassNotPermitted {
 			return problem.WithReason(pr.Reason, errors.New(pr.Message))
 		}
 	}
-	return problem.WithReason(pipelinev1beta1.ReasonReconcileFailed, errors.New("the model storage the spec asks for could not be made"))
+	return problem.WithReason(pipelinev1.ReasonReconcileFailed, errors.New("the model storage the spec asks for could not be made"))
 }
 
 // observedGeneration is the generation the pass acted on: p's when it succeeded, or when all
 // that stopped it (err) is the apiserver refusing a child for what it is — its verdict (Stalled,
 // for a person) is about this spec, and generic tools read it only once observedGeneration
 // says so. Otherwise the one before.
-func observedGeneration(p *pipelinev1beta1.Pipeline, err error) int64 {
-	if err == nil || problem.OnlyReason(err, pipelinev1beta1.ReasonApplyRefused) {
+func observedGeneration(p *pipelinev1.Pipeline, err error) int64 {
+	if err == nil || problem.OnlyReason(err, pipelinev1.ReasonApplyRefused) {
 		return p.Generation
 	}
 	return p.Status.ObservedGeneration
 }
 
-func setAvailable(st *pipelinev1beta1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {
-	c := metav1.Condition{Type: pipelinev1beta1.ConditionAvailable, ObservedGeneration: gen}
+func setAvailable(st *pipelinev1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1.ConditionAvailable, ObservedGeneration: gen}
 	switch {
 	case available:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonAllStepsAvailable, "The model storage is bound and every step is available"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1.ReasonAllStepsAvailable, "The model storage is bound and every step is available"
 	case !storageReady:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStorageNotBound, problem.JoinMessages(waiting)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonStorageNotBound, problem.JoinMessages(waiting)
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonStepsUnavailable, st.ReadySteps+" steps available; "+problem.JoinMessages(waiting)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonStepsUnavailable, st.ReadySteps+" steps available; "+problem.JoinMessages(waiting)
 	}
 	if !available && len(waiting) == 0 {
 		c.Message = st.ReadySteps + " steps available"
@@ -195,22 +195,22 @@ func setAvailable(st *pipelinev1beta1.PipelineStatus, gen int64, available, stor
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-func setProgressing(st *pipelinev1beta1.PipelineStatus, gen int64, available, degraded bool, waiting []string) {
-	c := metav1.Condition{Type: pipelinev1beta1.ConditionProgressing, ObservedGeneration: gen}
+func setProgressing(st *pipelinev1.PipelineStatus, gen int64, available, degraded bool, waiting []string) {
+	c := metav1.Condition{Type: pipelinev1.ConditionProgressing, ObservedGeneration: gen}
 	switch {
 	case degraded:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutFailed, "The rollout cannot complete: see the Degraded condition"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonRolloutFailed, "The rollout cannot complete: see the Degraded condition"
 	case available:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1beta1.ReasonRolloutComplete, "Every step runs the current spec"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonRolloutComplete, "Every step runs the current spec"
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1beta1.ReasonRollingOut, problem.JoinMessages(waiting)
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, pipelinev1.ReasonRollingOut, problem.JoinMessages(waiting)
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-func setDegraded(st *pipelinev1beta1.PipelineStatus, gen int64, problems []problem.Problem) {
-	c := metav1.Condition{Type: pipelinev1beta1.ConditionDegraded, ObservedGeneration: gen,
-		Status: metav1.ConditionFalse, Reason: pipelinev1beta1.ReasonAsExpected, Message: "No problems found"}
+func setDegraded(st *pipelinev1.PipelineStatus, gen int64, problems []problem.Problem) {
+	c := metav1.Condition{Type: pipelinev1.ConditionDegraded, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: pipelinev1.ReasonAsExpected, Message: "No problems found"}
 	if len(problems) > 0 {
 		msgs := make([]string, 0, len(problems))
 		for _, pr := range problems {
@@ -223,9 +223,9 @@ func setDegraded(st *pipelinev1beta1.PipelineStatus, gen int64, problems []probl
 
 // SetReconciled sets the Reconciled condition of st from err, the error of the pass (nil: the
 // children match the spec).
-func SetReconciled(st *pipelinev1beta1.PipelineStatus, gen int64, err error) {
-	c := metav1.Condition{Type: pipelinev1beta1.ConditionReconciled, ObservedGeneration: gen,
-		Status: metav1.ConditionTrue, Reason: pipelinev1beta1.ReasonReconcileSucceeded, Message: "The children match the spec"}
+func SetReconciled(st *pipelinev1.PipelineStatus, gen int64, err error) {
+	c := metav1.Condition{Type: pipelinev1.ConditionReconciled, ObservedGeneration: gen,
+		Status: metav1.ConditionTrue, Reason: pipelinev1.ReasonReconcileSucceeded, Message: "The children match the spec"}
 	if err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, problem.ReasonOf(err), problem.Truncate(err.Error(), 1024)
 	}

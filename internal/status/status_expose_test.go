@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -23,83 +23,83 @@ func TestComputeStatusEntry(t *testing.T) {
 	}
 	tests := []struct {
 		name         string
-		expose       *pipelinev1beta1.Expose
+		expose       *pipelinev1.Expose
 		service      *corev1.Service
 		ingress      *networkingv1.Ingress
 		url          string
 		nodePort     int32
-		ingressPhase pipelinev1beta1.IngressPhase
+		ingressPhase pipelinev1.IngressPhase
 	}{{
 		name: "not exposed",
 	}, {
 		name:     "node port",
-		expose:   &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort},
+		expose:   &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort},
 		service:  nodePortService(corev1.ServiceTypeNodePort),
 		nodePort: 31234,
 	}, {
 		name:     "load balancer without an address yet",
-		expose:   &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer},
+		expose:   &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer},
 		service:  nodePortService(corev1.ServiceTypeLoadBalancer),
 		nodePort: 31234,
 	}, {
 		name:     "load balancer IP",
-		expose:   &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer},
+		expose:   &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer},
 		service:  nodePortService(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{IP: "203.0.113.7"}),
 		url:      "http://203.0.113.7:9080",
 		nodePort: 31234,
 	}, {
 		name:     "load balancer IPv6",
-		expose:   &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer},
+		expose:   &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer},
 		service:  nodePortService(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{IP: "2001:db8::7"}),
 		url:      "http://[2001:db8::7]:9080",
 		nodePort: 31234,
 	}, {
 		name:     "load balancer host name",
-		expose:   &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer},
+		expose:   &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer},
 		service:  nodePortService(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{Hostname: "lb.example.net"}),
 		url:      "http://lb.example.net:9080",
 		nodePort: 31234,
 	}, {
 		name:    "switched back to ClusterIP: the apiserver dropped the node port",
-		expose:  &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeClusterIP},
+		expose:  &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeClusterIP},
 		service: nodePortService(corev1.ServiceTypeClusterIP),
 	}, {
 		name:         "ingress not created",
-		expose:       &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com"}},
-		ingressPhase: pipelinev1beta1.IngressPhasePending,
+		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}},
+		ingressPhase: pipelinev1.IngressPhasePending,
 	}, {
 		name:         "ingress host before the controller publishes an address",
-		expose:       &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com", Path: "/detect"}},
+		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com", Path: "/detect"}},
 		ingress:      ingress(),
 		url:          "http://infer.example.com/detect",
-		ingressPhase: pipelinev1beta1.IngressPhasePending,
+		ingressPhase: pipelinev1.IngressPhasePending,
 	}, {
 		name: "ingress host with TLS",
-		expose: &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com",
+		expose: &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com",
 			TLSSecretName: "infer-tls"}},
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{IP: "198.51.100.4"}),
 		url:          "https://infer.example.com/",
-		ingressPhase: pipelinev1beta1.IngressPhaseReady,
+		ingressPhase: pipelinev1.IngressPhaseReady,
 	}, {
 		name:         "ingress without host and without address",
-		expose:       &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{}},
+		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}},
 		ingress:      ingress(),
-		ingressPhase: pipelinev1beta1.IngressPhasePending,
+		ingressPhase: pipelinev1.IngressPhasePending,
 	}, {
 		name:         "ingress without host: its load balancer address",
-		expose:       &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{}},
+		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}},
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{Hostname: "ingress.example.net"}),
 		url:          "http://ingress.example.net/",
-		ingressPhase: pipelinev1beta1.IngressPhaseReady,
+		ingressPhase: pipelinev1.IngressPhaseReady,
 	}, {
 		name: "ingress wins over a load balancer Service",
-		expose: &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer,
-			Ingress: &pipelinev1beta1.IngressExpose{Path: "/v1"}},
+		expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer,
+			Ingress: &pipelinev1.IngressExpose{Path: "/v1"}},
 		service:      nodePortService(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{IP: "203.0.113.7"}),
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{IP: "198.51.100.4"}),
 		url:          "http://198.51.100.4/v1",
 		nodePort:     31234,
-		ingressPhase: pipelinev1beta1.IngressPhaseReady,
+		ingressPhase: pipelinev1.IngressPhaseReady,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestComputeStatusEntry(t *testing.T) {
 			if st.DetailPhase.IngressPhase != tt.ingressPhase {
 				t.Errorf("ingressPhase %q, want %q", st.DetailPhase.IngressPhase, tt.ingressPhase)
 			}
-			if st.Phase != pipelinev1beta1.PipelinePhaseRunning {
+			if st.Phase != pipelinev1.PipelinePhaseRunning {
 				t.Errorf("phase %q: external addresses must not hold back running", st.Phase)
 			}
 		})

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
@@ -32,22 +32,22 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		name        string
 		router      *appsv1.Deployment
 		service     *corev1.Service
-		phase       pipelinev1beta1.PipelinePhase
-		routerPhase pipelinev1beta1.DeploymentPhase
+		phase       pipelinev1.PipelinePhase
+		routerPhase pipelinev1.DeploymentPhase
 		condition   string // the condition whose message names the router
 		reason      string
 	}{
 		{name: "available", router: statustest.AvailableDeployment(1), service: statustest.ReadyService(),
-			phase: pipelinev1beta1.PipelinePhaseRunning, routerPhase: pipelinev1beta1.DeploymentPhaseAvailable,
-			condition: pipelinev1beta1.ConditionAvailable, reason: pipelinev1beta1.ReasonAllStepsAvailable},
-		{name: "missing", phase: pipelinev1beta1.PipelinePhaseCreating, routerPhase: pipelinev1beta1.DeploymentPhasePending,
-			condition: pipelinev1beta1.ConditionProgressing, reason: pipelinev1beta1.ReasonRollingOut},
+			phase: pipelinev1.PipelinePhaseRunning, routerPhase: pipelinev1.DeploymentPhaseAvailable,
+			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonAllStepsAvailable},
+		{name: "missing", phase: pipelinev1.PipelinePhaseCreating, routerPhase: pipelinev1.DeploymentPhasePending,
+			condition: pipelinev1.ConditionProgressing, reason: pipelinev1.ReasonRollingOut},
 		{name: "rolling out", router: rolling, service: statustest.ReadyService(),
-			phase: pipelinev1beta1.PipelinePhaseCreating, routerPhase: pipelinev1beta1.DeploymentPhaseProgressing,
-			condition: pipelinev1beta1.ConditionAvailable, reason: pipelinev1beta1.ReasonStepsUnavailable},
+			phase: pipelinev1.PipelinePhaseCreating, routerPhase: pipelinev1.DeploymentPhaseProgressing,
+			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonStepsUnavailable},
 		{name: "failed", router: failed, service: statustest.ReadyService(),
-			phase: pipelinev1beta1.PipelinePhaseFailed, routerPhase: pipelinev1beta1.DeploymentPhaseFailed,
-			condition: pipelinev1beta1.ConditionDegraded, reason: pipelinev1beta1.ReasonRouterFailed},
+			phase: pipelinev1.PipelinePhaseFailed, routerPhase: pipelinev1.DeploymentPhaseFailed,
+			condition: pipelinev1.ConditionDegraded, reason: pipelinev1.ReasonRouterFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
@@ -64,7 +64,7 @@ func TestComputeStatusWithRouter(t *testing.T) {
 			if c == nil || c.Reason != tc.reason {
 				t.Fatalf("%s condition %+v, want reason %s", tc.condition, c, tc.reason)
 			}
-			if tc.phase != pipelinev1beta1.PipelinePhaseRunning && !strings.Contains(c.Message, "router: Deployment facedetection-pipeline-router") {
+			if tc.phase != pipelinev1.PipelinePhaseRunning && !strings.Contains(c.Message, "router: Deployment facedetection-pipeline-router") {
 				t.Errorf("%s message %q does not name the router", tc.condition, c.Message)
 			}
 		})
@@ -74,14 +74,14 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		p := testenv.RoutedSample(t)
 		p.Spec.Router.Enabled = false
 		st := Compute(p, convergedWorld())
-		if st.DetailPhase.RouterPhase != "" || st.Phase != pipelinev1beta1.PipelinePhaseRunning {
+		if st.DetailPhase.RouterPhase != "" || st.Phase != pipelinev1.PipelinePhaseRunning {
 			t.Errorf("routerPhase %q, phase %s", st.DetailPhase.RouterPhase, st.Phase)
 		}
 	})
 
 	t.Run("status.url and nodePort follow the router's Service", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer}
+		p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer}
 		obs := convergedWorld()
 		obs.RouterDeployment = statustest.AvailableDeployment(1)
 		obs.RouterService = &corev1.Service{
@@ -98,10 +98,10 @@ func TestComputeStatusWithRouter(t *testing.T) {
 	t.Run("no router image", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
 		obs := convergedWorld()
-		obs.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonRouterImageUnknown, Message: "router: no image"}}
+		obs.Problems = []problem.Problem{{Reason: pipelinev1.ReasonRouterImageUnknown, Message: "router: no image"}}
 		st := Compute(p, obs)
-		c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
-		if st.Phase != pipelinev1beta1.PipelinePhaseFailed || c == nil || c.Status != metav1.ConditionTrue || c.Reason != pipelinev1beta1.ReasonRouterImageUnknown {
+		c := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionDegraded)
+		if st.Phase != pipelinev1.PipelinePhaseFailed || c == nil || c.Status != metav1.ConditionTrue || c.Reason != pipelinev1.ReasonRouterImageUnknown {
 			t.Errorf("phase %s, Degraded %+v", st.Phase, c)
 		}
 	})
@@ -132,11 +132,11 @@ func TestComputeRouterPlacement(t *testing.T) {
 		{name: "failing over", router: rolling, node: "edge-b", nodeReady: ptr.To(true),
 			placement: Placement{Decision: nodes.Decision{Node: "edge-b", From: "xx-test-node236", Move: nodes.MoveFailover},
 				Health: ready, From: down, Moved: true},
-			reason: pipelinev1beta1.ReasonFailingOver, message: "the router is moving to fallback node edge-b"},
+			reason: pipelinev1.ReasonFailingOver, message: "the router is moving to fallback node edge-b"},
 		{name: "failing back", router: rolling, node: "xx-test-node236", nodeReady: ptr.To(true),
 			placement: Placement{Decision: nodes.Decision{Node: "xx-test-node236", From: "edge-b", Move: nodes.MoveFailback},
 				Health: ready, From: ready, Moved: true},
-			reason: pipelinev1beta1.ReasonFailingBack, message: "the router is moving back from node edge-b to node xx-test-node236"},
+			reason: pipelinev1.ReasonFailingBack, message: "the router is moving back from node edge-b to node xx-test-node236"},
 		{name: "available on the fallback node", router: statustest.AvailableDeployment(1), node: "edge-b", nodeReady: ptr.To(true),
 			placement: Placement{Decision: nodes.Decision{Node: "edge-b", From: "edge-b", Move: nodes.MoveNone}, Health: ready}},
 	} {
@@ -149,11 +149,11 @@ func TestComputeRouterPlacement(t *testing.T) {
 			if d := st.DetailPhase; d.RouterNode != tc.node || !reflect.DeepEqual(d.RouterNodeReady, tc.nodeReady) {
 				t.Errorf("routerNode %q, routerNodeReady %v; want %q, %v", d.RouterNode, d.RouterNodeReady, tc.node, tc.nodeReady)
 			}
-			c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionProgressing)
+			c := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionProgressing)
 			switch {
 			case c == nil:
 				t.Fatal("no Progressing condition")
-			case tc.reason == "" && (c.Reason == pipelinev1beta1.ReasonFailingOver || c.Reason == pipelinev1beta1.ReasonFailingBack):
+			case tc.reason == "" && (c.Reason == pipelinev1.ReasonFailingOver || c.Reason == pipelinev1.ReasonFailingBack):
 				t.Errorf("Progressing %s: %s; the router does not move", c.Reason, c.Message)
 			case tc.reason != "" && (c.Reason != tc.reason || !strings.Contains(c.Message, tc.message)):
 				t.Errorf("Progressing %s: %q; want %s naming %q", c.Reason, c.Message, tc.reason, tc.message)

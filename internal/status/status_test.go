@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
@@ -34,7 +34,7 @@ func TestComputeStatus(t *testing.T) {
 		name        string
 		world       func(o *Observed)
 		deleting    bool
-		phase       pipelinev1beta1.PipelinePhase
+		phase       pipelinev1.PipelinePhase
 		ready       string
 		available   metav1.ConditionStatus
 		degraded    string // reason when Degraded is True, "" when False
@@ -44,29 +44,29 @@ func TestComputeStatus(t *testing.T) {
 		name: "everything missing", world: func(o *Observed) {
 			*o = Observed{Deployments: make([]*appsv1.Deployment, 2), Services: make([]*corev1.Service, 2)}
 		},
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "0/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "0/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "PersistentVolume",
 	}, {
 		name: "converged", world: func(*Observed) {},
-		phase: pipelinev1beta1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 	}, {
 		name: "claim pending", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimPending },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "is Pending",
 	}, {
 		name: "step rolling out", world: func(o *Observed) { o.Deployments[1].Status.UpdatedReplicas = 0 },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "step 2 (step-2): Deployment d is rolling out: 0 of 1 pods updated",
 	}, {
 		name: "rollout not yet observed", world: func(o *Observed) { o.Deployments[0].Generation = 3 },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "has a rollout that has not started yet",
 	}, {
 		name: "old pods still terminating", world: func(o *Observed) { o.Deployments[0].Status.Replicas = 2 },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 	}, {
 		name: "service without cluster IP", world: func(o *Observed) { o.Services[0].Spec.ClusterIP = "" },
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "has no cluster IP",
 	}, {
 		name: "progress deadline exceeded",
@@ -75,60 +75,60 @@ func TestComputeStatus(t *testing.T) {
 			o.Deployments[1].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing,
 				Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "d-1" has timed out progressing.`}}
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonStepFailed, message: "step 2 (step-2): Deployment d exceeded its progress deadline",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonStepFailed, message: "step 2 (step-2): Deployment d exceeded its progress deadline",
 	}, {
 		name: "replica failure",
 		world: func(o *Observed) {
 			o.Deployments[0].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure,
 				Status: corev1.ConditionTrue, Message: "exceeded quota"}}
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonStepFailed, message: "cannot create pods: exceeded quota",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonStepFailed, message: "cannot create pods: exceeded quota",
 	}, {
 		name: "volume failed", world: func(o *Observed) { o.PV.Status.Phase = corev1.VolumeFailed; o.PV.Status.Message = "recycler failed" },
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonStorageFailed, message: "recycler failed",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonStorageFailed, message: "recycler failed",
 	}, {
 		name: "claim lost", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimLost },
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonStorageFailed, message: "lost its volume",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonStorageFailed, message: "lost its volume",
 	}, {
 		name: "missing node",
 		world: func(o *Observed) {
-			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotFound, Message: "step 2 (step-2): node xx does not exist"}}
+			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotFound, Message: "step 2 (step-2): node xx does not exist"}}
 			o.Deployments[1].Status.AvailableReplicas = 0
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonNodeNotFound, message: "node xx does not exist",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonNodeNotFound, message: "node xx does not exist",
 	}, {
 		name: "cordoned node: degraded, still running",
 		world: func(o *Observed) {
-			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
+			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
 		},
-		phase: pipelinev1beta1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+		phase: pipelinev1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonNodeNotReady, message: "is ready but cordoned",
 	}, {
 		name: "cordoned node while rolling out: the rollout goes on",
 		world: func(o *Observed) {
-			o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
+			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
 			o.Deployments[0].Status.UpdatedReplicas = 0
 		},
-		phase: pipelinev1beta1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
-		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "is ready but cordoned",
+		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		degraded: pipelinev1.ReasonNodeNotReady, message: "is ready but cordoned",
 	}, {
 		name: "not ready node and a cordoned one: failed",
 		world: func(o *Observed) {
 			o.Problems = []problem.Problem{
-				{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 1 (step-1): node xx is ready but cordoned", Notice: true},
-				{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: "step 2 (step-2): node yy is not ready"},
+				{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 1 (step-1): node xx is ready but cordoned", Notice: true},
+				{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node yy is not ready"},
 			}
 		},
-		phase: pipelinev1beta1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
-		degraded: pipelinev1beta1.ReasonNodeNotReady, message: "node yy is not ready",
+		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		degraded: pipelinev1.ReasonNodeNotReady, message: "node yy is not ready",
 	}, {
 		name: "deleting", world: func(*Observed) {}, deleting: true,
-		phase: pipelinev1beta1.PipelinePhaseDeleting, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseDeleting, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,16 +153,16 @@ func TestComputeStatus(t *testing.T) {
 			if len(st.DetailPhase.StepsPhase) != 2 {
 				t.Fatalf("stepsPhase %+v", st.DetailPhase.StepsPhase)
 			}
-			avail := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionAvailable)
-			prog := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionProgressing)
-			deg := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
+			avail := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionAvailable)
+			prog := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionProgressing)
+			deg := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionDegraded)
 			if avail.Status != tt.available {
 				t.Errorf("Available %s (%s: %s), want %s", avail.Status, avail.Reason, avail.Message, tt.available)
 			}
 			if prog.Status != tt.progressing {
 				t.Errorf("Progressing %s (%s), want %s", prog.Status, prog.Reason, tt.progressing)
 			}
-			if failed := tt.phase == pipelinev1beta1.PipelinePhaseFailed; failed != (prog.Reason == pipelinev1beta1.ReasonRolloutFailed) {
+			if failed := tt.phase == pipelinev1.PipelinePhaseFailed; failed != (prog.Reason == pipelinev1.ReasonRolloutFailed) {
 				t.Errorf("Progressing reason %s with phase %s", prog.Reason, st.Phase)
 			}
 			if tt.degraded == "" && deg.Status != metav1.ConditionFalse {
@@ -189,12 +189,12 @@ func TestComputeStatusStepsPhase(t *testing.T) {
 	o.Deployments[1] = nil
 	o.Services[1] = nil
 	st := Compute(p, o)
-	want := []pipelinev1beta1.StepStatus{{
+	want := []pipelinev1.StepStatus{{
 		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc:9080",
-		Replicas: 1, ReadyReplicas: 1, DeploymentPhase: pipelinev1beta1.DeploymentPhaseAvailable, ServicePhase: pipelinev1beta1.ServicePhaseReady,
+		Replicas: 1, ReadyReplicas: 1, DeploymentPhase: pipelinev1.DeploymentPhaseAvailable, ServicePhase: pipelinev1.ServicePhaseReady,
 	}, {
 		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc:80",
-		Replicas: 1, DeploymentPhase: pipelinev1beta1.DeploymentPhasePending, ServicePhase: pipelinev1beta1.ServicePhasePending,
+		Replicas: 1, DeploymentPhase: pipelinev1.DeploymentPhasePending, ServicePhase: pipelinev1.ServicePhasePending,
 	}}
 	for i := range want {
 		if st.DetailPhase.StepsPhase[i] != want[i] {
@@ -238,16 +238,16 @@ func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
 	p.Generation = 2
 
 	o := convergedWorld()
-	o.Err = problem.WithReason(pipelinev1beta1.ReasonApplyFailed, errors.New("apply Deployment x: conflict"))
+	o.Err = problem.WithReason(pipelinev1.ReasonApplyFailed, errors.New("apply Deployment x: conflict"))
 	st := Compute(p, o)
 	if st.ObservedGeneration != 1 {
 		t.Errorf("a failed pass moved observedGeneration to %d", st.ObservedGeneration)
 	}
-	rec := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
-	if rec.Status != metav1.ConditionFalse || rec.Reason != pipelinev1beta1.ReasonApplyFailed || !strings.Contains(rec.Message, "conflict") {
+	rec := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled)
+	if rec.Status != metav1.ConditionFalse || rec.Reason != pipelinev1.ReasonApplyFailed || !strings.Contains(rec.Message, "conflict") {
 		t.Errorf("Reconciled %+v", rec)
 	}
-	avail := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionAvailable)
+	avail := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionAvailable)
 	if !avail.LastTransitionTime.Equal(&past) {
 		t.Errorf("Available moved its transition time without a transition")
 	}
@@ -261,22 +261,22 @@ func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
 func TestComputeStatusWithStorageHeld(t *testing.T) {
 	p := testenv.Sample(t, "team-a")
 	p.Generation, p.Status.ObservedGeneration = 3, 2
-	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared"}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared"}
 	o := convergedWorld()
 	o.StorageHeld = true
-	o.Problems = []problem.Problem{{Reason: pipelinev1beta1.ReasonModelStorageClassNotPermitted,
+	o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonModelStorageClassNotPermitted,
 		Message: "ModelStorageClass shared may not be used in namespace team-a"}}
 	st := Compute(p, o)
-	deg := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded)
-	if st.Phase != pipelinev1beta1.PipelinePhaseFailed || deg == nil || deg.Status != metav1.ConditionTrue ||
-		deg.Reason != pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+	deg := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionDegraded)
+	if st.Phase != pipelinev1.PipelinePhaseFailed || deg == nil || deg.Status != metav1.ConditionTrue ||
+		deg.Reason != pipelinev1.ReasonModelStorageClassNotPermitted {
 		t.Errorf("phase %s, Degraded %+v", st.Phase, deg)
 	}
 	if st.ObservedGeneration != 3 {
 		t.Errorf("observedGeneration %d, want 3: the verdict is about generation 3", st.ObservedGeneration)
 	}
-	if rec := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled); rec == nil || rec.Status != metav1.ConditionFalse ||
-		rec.Reason != pipelinev1beta1.ReasonModelStorageClassNotPermitted {
+	if rec := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled); rec == nil || rec.Status != metav1.ConditionFalse ||
+		rec.Reason != pipelinev1.ReasonModelStorageClassNotPermitted {
 		t.Errorf("Reconciled %+v, want False for the held storage: the children do not match the spec", rec)
 	}
 	if st.PVName != resources.PVName(p) {

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -19,7 +19,7 @@ type Fataler interface {
 }
 
 // Sample is the sample Pipeline in namespace ns, with a UID as the apiserver would give it.
-func Sample(t Fataler, ns string) *pipelinev1beta1.Pipeline {
+func Sample(t Fataler, ns string) *pipelinev1.Pipeline {
 	t.Helper()
 	p, err := samples.Pipeline(ns)
 	if err != nil {
@@ -45,9 +45,9 @@ func Typed[T any](t Fataler, ac any) *T {
 
 // RoutedSample is the sample Pipeline with the router enabled on its first step's node, and its
 // first step given a timeout, retries and a stopWhen.
-func RoutedSample(t Fataler) *pipelinev1beta1.Pipeline {
+func RoutedSample(t Fataler) *pipelinev1.Pipeline {
 	p := Sample(t, "vision")
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "xx-test-node236"}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "xx-test-node236"}
 	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
 	p.Spec.Steps[0].Retries = ptr.To[int32](2)
 	p.Spec.Steps[0].StopWhen = "response.faces == 0"

@@ -45,7 +45,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
-	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // The ServiceAccount `make deploy` creates for the manager.
@@ -176,8 +176,8 @@ var _ = BeforeSuite(func() {
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(webhookv1beta1.SetupConversionWebhookWithManager(mgr)).To(Succeed())
-	Expect(webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
+	Expect(pipelineadmission.SetupConversionWebhookWithManager(mgr)).To(Succeed())
+	Expect(pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
 	routerImage = deployedRouterImage(context.Background())
 	Expect((&pipeline.Reconciler{
 		Client:      mgr.GetClient(),

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // kwokNodeLabel selects the nodes kwok keeps alive (lease, status, pods), on the apiserver:
@@ -51,7 +51,7 @@ func nodeReady(ctx context.Context, name string) func() corev1.ConditionStatus {
 }
 
 // runningPodNodes are the nodes of the running, not terminating pods of step.
-func runningPodNodes(ctx context.Context, p *pipelinev1beta1.Pipeline, step int) func() []string {
+func runningPodNodes(ctx context.Context, p *pipelinev1.Pipeline, step int) func() []string {
 	return func() []string {
 		var out []string
 		for _, pod := range stepPods(ctx, p, step) {
@@ -69,12 +69,12 @@ var _ = Describe("A step whose node dies", Ordered, func() {
 		const location, fallback = "node-1", "node-2"
 		ns := newNamespace(ctx)
 		DeferCleanup(func(ctx context.Context) { setKwokManaged(ctx, location, true) })
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location = location
 			p.Spec.Steps[1].FallbackLocations = []string{fallback}
-			p.Spec.Failover = &pipelinev1beta1.Failover{AfterSeconds: ptr.To[int32](5), FailbackAfterSeconds: ptr.To[int32](10)}
+			p.Spec.Failover = &pipelinev1.Failover{AfterSeconds: ptr.To[int32](5), FailbackAfterSeconds: ptr.To[int32](10)}
 		})
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(runningPodNodes(ctx, p, 2)()).To(ConsistOf(location))
 
 		By("the node's heartbeat stops")
@@ -85,34 +85,34 @@ var _ = Describe("A step whose node dies", Ordered, func() {
 		Eventually(func() string {
 			deg := get(ctx, p).Status.Conditions
 			for _, c := range deg {
-				if c.Type == pipelinev1beta1.ConditionDegraded {
+				if c.Type == pipelinev1.ConditionDegraded {
 					return c.Reason
 				}
 			}
 			return ""
-		}).Should(Equal(pipelinev1beta1.ReasonNodeNotReady))
+		}).Should(Equal(pipelinev1.ReasonNodeNotReady))
 
 		By("the step runs on the fallback node and the Pipeline is running again")
 		Eventually(runningPodNodes(ctx, p, 2), 3*time.Minute).Should(ContainElement(fallback))
-		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		elsewhere := time.Since(down)
 		st := get(ctx, p).Status.DetailPhase.StepsPhase[1]
 		Expect(st.Node).To(Equal(fallback))
 		Expect(st.NodeReady).To(HaveValue(BeTrue()))
-		Eventually(eventReasons(ctx, p)).Should(ContainElement(pipelinev1beta1.EventFailedOver))
+		Eventually(eventReasons(ctx, p)).Should(ContainElement(pipelinev1.EventFailedOver))
 
 		By("the node comes back")
 		up := time.Now()
 		setKwokManaged(ctx, location, true)
 		Eventually(nodeReady(ctx, location), 2*time.Minute).Should(Equal(corev1.ConditionTrue))
 		Eventually(runningPodNodes(ctx, p, 2), 3*time.Minute).Should(ContainElement(location))
-		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(get(ctx, p).Status.DetailPhase.StepsPhase[1].Node).To(Equal(location))
 		back := time.Since(up)
 		// Condition times are whole seconds: the node's Ready time may read up to 1 s early.
 		Expect(back).To(BeNumerically(">=", 9*time.Second),
 			"the step came back before its node had been ready for failbackAfterSeconds")
-		Eventually(eventReasons(ctx, p)).Should(ContainElement(pipelinev1beta1.EventFailedBack))
+		Eventually(eventReasons(ctx, p)).Should(ContainElement(pipelinev1.EventFailedBack))
 
 		report := fmt.Sprintf("failover (afterSeconds 5, node-monitor-grace-period 20s): node down -> NotReady %.0fs, "+
 			"node down -> step running on %s %.0fs; failback (failbackAfterSeconds 10): node up -> step running on %s %.0fs",
@@ -124,7 +124,7 @@ var _ = Describe("A step whose node dies", Ordered, func() {
 })
 
 // eventReasons are the reasons of the events recorded on p.
-func eventReasons(ctx context.Context, p *pipelinev1beta1.Pipeline) func() []string {
+func eventReasons(ctx context.Context, p *pipelinev1.Pipeline) func() []string {
 	return func() []string {
 		list := &eventsv1.EventList{}
 		Expect(admin.List(ctx, list, client.InNamespace(p.Namespace))).To(Succeed())

@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // kubectlWaitReady runs `kubectl wait --for=condition=Ready` on p against the local control
 // plane.
-func kubectlWaitReady(p *pipelinev1beta1.Pipeline) {
+func kubectlWaitReady(p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	kubectl("wait", "--for=condition=Ready", "--timeout=60s", "-n", p.Namespace, "pipeline/"+p.Name)
 }
@@ -37,13 +37,13 @@ func kubectl(args ...string) string {
 }
 
 // kstatusOf is what kstatus (Flux, kpt) makes of p as the apiserver serves it.
-func kstatusOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() kstatus.Status {
+func kstatusOf(ctx context.Context, p *pipelinev1.Pipeline) func() kstatus.Status {
 	return func() kstatus.Status {
 		GinkgoHelper()
 		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(get(ctx, p))
 		Expect(err).NotTo(HaveOccurred())
 		u := &unstructured.Unstructured{Object: content}
-		u.SetGroupVersionKind(pipelinev1beta1.GroupVersion.WithKind("Pipeline"))
+		u.SetGroupVersionKind(pipelinev1.GroupVersion.WithKind("Pipeline"))
 		res, err := kstatus.Compute(u)
 		Expect(err).NotTo(HaveOccurred())
 		return res.Status

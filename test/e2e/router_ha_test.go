@@ -11,12 +11,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // routerPods are the router pods of p that are not terminating.
-func routerPods(ctx context.Context, p *pipelinev1beta1.Pipeline) []corev1.Pod {
+func routerPods(ctx context.Context, p *pipelinev1.Pipeline) []corev1.Pod {
 	GinkgoHelper()
 	pods := &corev1.PodList{}
 	Expect(admin.List(ctx, pods, client.InNamespace(p.Namespace), client.MatchingLabels(resources.RouterSelector(p)))).To(Succeed())
@@ -31,7 +31,7 @@ func routerPods(ctx context.Context, p *pipelinev1beta1.Pipeline) []corev1.Pod {
 
 // readyRouterEndpoints are the pods the router's Service sends traffic to: the ready endpoints
 // of its EndpointSlices.
-func readyRouterEndpoints(ctx context.Context, p *pipelinev1beta1.Pipeline) func() []string {
+func readyRouterEndpoints(ctx context.Context, p *pipelinev1.Pipeline) func() []string {
 	return func() []string {
 		slices := &discoveryv1.EndpointSliceList{}
 		Expect(admin.List(ctx, slices, client.InNamespace(p.Namespace),
@@ -52,10 +52,10 @@ var _ = Describe("The router of a Pipeline", Ordered, func() {
 	It("runs two pods on two nodes with a disruption budget, and serves from the other when one pod's node dies", func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true}
 		})
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("spreading the two router pods over two nodes, behind a disruption budget")
 		var pods []corev1.Pod

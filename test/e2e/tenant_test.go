@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -25,7 +25,7 @@ var _ = Describe("A tenant on a shared cluster", Ordered, func() {
 		ctx              = context.Background()
 		tenant           client.Client
 		selected, others string
-		class            *pipelinev1beta1.ModelStorageClass
+		class            *pipelinev1.ModelStorageClass
 	)
 
 	// editorIn makes the tenant an editor of a new namespace, labelled to be selected by the
@@ -61,12 +61,12 @@ var _ = Describe("A tenant on a shared cluster", Ordered, func() {
 		DeferCleanup(func(ctx context.Context) { _ = admin.Delete(ctx, class) })
 		// RBAC and the aggregated edit role take a moment to reach the authorizer.
 		Eventually(func() error {
-			return tenant.List(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace(selected))
+			return tenant.List(ctx, &pipelinev1.PipelineList{}, client.InNamespace(selected))
 		}).Should(Succeed())
 	})
 
-	classStorage := func(p *pipelinev1beta1.Pipeline) {
-		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass,
+	classStorage := func(p *pipelinev1.Pipeline) {
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass,
 			ModelStorageClassName: class.Name}
 	}
 
@@ -79,7 +79,7 @@ var _ = Describe("A tenant on a shared cluster", Ordered, func() {
 			ContainSubstring("NFS server 192.168.20.235, share /home/aiedge/csiTest"),
 			ContainSubstring("alice may not create PersistentVolumes"),
 			ContainSubstring("storageClass"), ContainSubstring("existingClaim")))
-		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(p), &pipelinev1beta1.Pipeline{}))).To(BeTrue())
+		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(p), &pipelinev1.Pipeline{}))).To(BeTrue())
 	})
 
 	It("runs a Pipeline on the storage published to their namespace", func() {
@@ -87,7 +87,7 @@ var _ = Describe("A tenant on a shared cluster", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		classStorage(p)
 		Expect(tenant.Create(ctx, p)).To(Succeed())
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		kubectlWaitReady(p)
 
 		pv := &corev1.PersistentVolume{}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -30,7 +30,7 @@ const convergeDeadline = 4 * time.Minute
 // snapshot is what a check reads from the apiserver: the Pipelines of a namespace and every
 // Deployment, Service and claim in it, and every PersistentVolume.
 type snapshot struct {
-	pipelines   map[string]*pipelinev1beta1.Pipeline
+	pipelines   map[string]*pipelinev1.Pipeline
 	deployments []appsv1.Deployment
 	services    []corev1.Service
 	claims      []corev1.PersistentVolumeClaim
@@ -40,8 +40,8 @@ type snapshot struct {
 }
 
 func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, error) {
-	w := &snapshot{pipelines: map[string]*pipelinev1beta1.Pipeline{}}
-	pipelines := &pipelinev1beta1.PipelineList{}
+	w := &snapshot{pipelines: map[string]*pipelinev1.Pipeline{}}
+	pipelines := &pipelinev1.PipelineList{}
 	deployments := &appsv1.DeploymentList{}
 	services := &corev1.ServiceList{}
 	claims := &corev1.PersistentVolumeClaimList{}
@@ -132,7 +132,7 @@ func (w *snapshot) lost(ns string, want []string) int {
 }
 
 // pipelineProblems lists what in the status of p is not converged.
-func pipelineProblems(p *pipelinev1beta1.Pipeline) []string {
+func pipelineProblems(p *pipelinev1.Pipeline) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, p.Name+": "+fmt.Sprintf(format, args...)) }
 	st := p.Status
@@ -145,15 +145,15 @@ func pipelineProblems(p *pipelinev1beta1.Pipeline) []string {
 	if st.ObservedGeneration != p.Generation {
 		add("observedGeneration %d of generation %d", st.ObservedGeneration, p.Generation)
 	}
-	if st.Phase != pipelinev1beta1.PipelinePhaseRunning || st.ReadySteps != fmt.Sprintf("%d/%d", steps, steps) {
+	if st.Phase != pipelinev1.PipelinePhaseRunning || st.ReadySteps != fmt.Sprintf("%d/%d", steps, steps) {
 		add("phase %q, ready steps %q", st.Phase, st.ReadySteps)
 	}
-	for _, t := range []string{pipelinev1beta1.ConditionAvailable, pipelinev1beta1.ConditionReconciled} {
+	for _, t := range []string{pipelinev1.ConditionAvailable, pipelinev1.ConditionReconciled} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation {
 			add("condition %s is not True for generation %d: %v", t, p.Generation, c)
 		}
 	}
-	if c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionDegraded); c != nil && c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionDegraded); c != nil && c.Status != metav1.ConditionFalse {
 		add("Degraded %s: %s", c.Reason, c.Message)
 	}
 	return out
@@ -211,7 +211,7 @@ func (w *snapshot) childrenByPipeline(ns string, problems *[]string) map[string]
 }
 
 // childProblems lists how the children of p differ from exactly what its spec asks for.
-func childProblems(p *pipelinev1beta1.Pipeline, have children) []string {
+func childProblems(p *pipelinev1.Pipeline, have children) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, p.Name+": "+fmt.Sprintf(format, args...)) }
 	stepNames := make([]string, steps)
@@ -263,7 +263,7 @@ func childProblems(p *pipelinev1beta1.Pipeline, have children) []string {
 
 // deploymentProblems lists how the Deployment of step i differs from the spec: image, model and
 // Pipeline in its environment.
-func deploymentProblems(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment) []string {
+func deploymentProblems(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment) []string {
 	step := p.Spec.Steps[i]
 	if len(d.Spec.Template.Spec.Containers) != 1 {
 		return []string{fmt.Sprintf("%s: Deployment %s has %d containers", p.Name, d.Name, len(d.Spec.Template.Spec.Containers))}
@@ -273,9 +273,9 @@ func deploymentProblems(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	if c.Image != step.Image || env[pipelinev1beta1.EnvModelName] != step.Model || env[pipelinev1beta1.EnvPipelineName] != p.Name {
+	if c.Image != step.Image || env[pipelinev1.EnvModelName] != step.Model || env[pipelinev1.EnvPipelineName] != p.Name {
 		return []string{fmt.Sprintf("%s: Deployment %s runs %s with %s=%q %s=%q", p.Name, d.Name, c.Image,
-			pipelinev1beta1.EnvModelName, env[pipelinev1beta1.EnvModelName], pipelinev1beta1.EnvPipelineName, env[pipelinev1beta1.EnvPipelineName])}
+			pipelinev1.EnvModelName, env[pipelinev1.EnvModelName], pipelinev1.EnvPipelineName, env[pipelinev1.EnvPipelineName])}
 	}
 	return nil
 }
@@ -286,8 +286,8 @@ func deploymentProblems(p *pipelinev1beta1.Pipeline, i int, d *appsv1.Deployment
 func nameConflicts(ctx context.Context, c client.Client, ns string, w *snapshot) ([]string, error) {
 	var out []string
 	for _, p := range w.pipelines {
-		if cond := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded); cond != nil &&
-			cond.Reason == pipelinev1beta1.ReasonNameConflict {
+		if cond := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionDegraded); cond != nil &&
+			cond.Reason == pipelinev1.ReasonNameConflict {
 			out = append(out, fmt.Sprintf("Pipeline %s status: %s", p.Name, cond.Message))
 		}
 	}
@@ -296,7 +296,7 @@ func nameConflicts(ctx context.Context, c client.Client, ns string, w *snapshot)
 		return nil, err
 	}
 	for _, e := range events.Items {
-		if e.Reason == pipelinev1beta1.ReasonNameConflict {
+		if e.Reason == pipelinev1.ReasonNameConflict {
 			out = append(out, fmt.Sprintf("event on %s %s: %s", e.Regarding.Kind, e.Regarding.Name, e.Note))
 		}
 	}

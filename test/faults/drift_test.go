@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -32,13 +32,13 @@ const (
 // repaired.
 type tamper struct {
 	what     string
-	obj      func(p *pipelinev1beta1.Pipeline) client.Object
+	obj      func(p *pipelinev1.Pipeline) client.Object
 	change   func(ctx context.Context, c client.Client, obj client.Object) error
-	repaired func(p *pipelinev1beta1.Pipeline, before, now client.Object) bool
+	repaired func(p *pipelinev1.Pipeline, before, now client.Object) bool
 }
 
-func stepObject[T client.Object](obj T, step int) func(p *pipelinev1beta1.Pipeline) client.Object {
-	return func(p *pipelinev1beta1.Pipeline) client.Object {
+func stepObject[T client.Object](obj T, step int) func(p *pipelinev1.Pipeline) client.Object {
+	return func(p *pipelinev1.Pipeline) client.Object {
 		obj := obj.DeepCopyObject().(T)
 		obj.SetNamespace(p.Namespace)
 		obj.SetName(p.Name + "-" + p.Spec.StepName(step))
@@ -53,12 +53,12 @@ func update(edit func(client.Object)) func(ctx context.Context, c client.Client,
 	}
 }
 
-func recreated(p *pipelinev1beta1.Pipeline, before, now client.Object) bool {
+func recreated(p *pipelinev1.Pipeline, before, now client.Object) bool {
 	return now.GetUID() != before.GetUID() && metav1.IsControlledBy(now, p)
 }
 
-func hasLabel(key, value string) func(_ *pipelinev1beta1.Pipeline, _, now client.Object) bool {
-	return func(_ *pipelinev1beta1.Pipeline, _, now client.Object) bool { return now.GetLabels()[key] == value }
+func hasLabel(key, value string) func(_ *pipelinev1.Pipeline, _, now client.Object) bool {
+	return func(_ *pipelinev1.Pipeline, _, now client.Object) bool { return now.GetLabels()[key] == value }
 }
 
 func container(obj client.Object) *corev1.Container {
@@ -82,37 +82,37 @@ var tampers = []tamper{
 		change: func(ctx context.Context, c client.Client, obj client.Object) error { return c.Delete(ctx, obj) }, repaired: recreated},
 	{what: "Deployment image changed", obj: stepObject(&appsv1.Deployment{}, 2),
 		change: update(func(o client.Object) { container(o).Image = "busybox:1.36" }),
-		repaired: func(p *pipelinev1beta1.Pipeline, _, now client.Object) bool {
+		repaired: func(p *pipelinev1.Pipeline, _, now client.Object) bool {
 			return container(now).Image == p.Spec.Steps[2].Image
 		}},
 	{what: "Deployment env changed", obj: stepObject(&appsv1.Deployment{}, 1),
 		change: update(func(o client.Object) {
 			c := container(o)
 			for i := range c.Env {
-				if c.Env[i].Name == pipelinev1beta1.EnvModelName {
+				if c.Env[i].Name == pipelinev1.EnvModelName {
 					c.Env[i].Value = "someone-elses-model"
 				}
 			}
 		}),
-		repaired: func(p *pipelinev1beta1.Pipeline, _, now client.Object) bool {
-			return envValue(container(now), pipelinev1beta1.EnvModelName) == p.Spec.Steps[1].Model
+		repaired: func(p *pipelinev1.Pipeline, _, now client.Object) bool {
+			return envValue(container(now), pipelinev1.EnvModelName) == p.Spec.Steps[1].Model
 		}},
 	{what: "Service relabelled (pipeline label)", obj: stepObject(&corev1.Service{}, 2),
 		change: update(func(o client.Object) { o.GetLabels()[resources.LabelPipeline] = someoneElse }),
-		repaired: func(p *pipelinev1beta1.Pipeline, before, now client.Object) bool {
+		repaired: func(p *pipelinev1.Pipeline, before, now client.Object) bool {
 			return hasLabel(resources.LabelPipeline, p.Name)(p, before, now)
 		}},
 	{what: "Deployment relabelled (managed-by label removed)", obj: stepObject(&appsv1.Deployment{}, 0),
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
 		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolumeClaim relabelled (managed-by label removed)",
-		obj: func(p *pipelinev1beta1.Pipeline) client.Object {
+		obj: func(p *pipelinev1.Pipeline) client.Object {
 			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Status.PVCName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
 		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolume relabelled (managed-by label removed)",
-		obj: func(p *pipelinev1beta1.Pipeline) client.Object {
+		obj: func(p *pipelinev1.Pipeline) client.Object {
 			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: p.Status.PVName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
@@ -122,7 +122,7 @@ var tampers = []tamper{
 // change is one tamper applied to one Pipeline.
 type change struct {
 	tamper   *tamper
-	pipeline *pipelinev1beta1.Pipeline
+	pipeline *pipelinev1.Pipeline
 	before   client.Object
 	at       time.Time
 	repaired time.Time
@@ -178,7 +178,7 @@ func makeChanges(r *run, c client.Client, ns string) []*change {
 	var wg sync.WaitGroup
 	for i := range driftPipelines {
 		wg.Go(func() {
-			p := &pipelinev1beta1.Pipeline{}
+			p := &pipelinev1.Pipeline{}
 			if errs[i] = c.Get(ctx, types.NamespacedName{Namespace: ns, Name: newPipeline(ns, i).Name}, p); errs[i] != nil {
 				return
 			}

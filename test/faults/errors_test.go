@@ -13,7 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 const (
@@ -155,7 +155,7 @@ func writeErrors(r *run) {
 // minWrites is the least the operator can write for the new Pipeline p until it runs: the
 // finalizer, the volume and the claim, a Deployment and a Service per step, two statuses
 // (creating, running), and the router's ConfigMap, Deployment and Service, or a step's autoscaler.
-func minWrites(p *pipelinev1beta1.Pipeline) int {
+func minWrites(p *pipelinev1.Pipeline) int {
 	n := 1 + 2 + 2*steps + 2
 	switch variant(p) {
 	case variantRouter:

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 const (
@@ -33,13 +33,13 @@ const routerImage = "registry.faults.invalid/pipeline-operator:v0"
 // newPipeline is the i-th Pipeline of a case: newPlainPipeline, and of every four from the
 // second on, one enables the router, one autoscales its second step and one pins its first step
 // to a node with a fallback.
-func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
+func newPipeline(ns string, i int) *pipelinev1.Pipeline {
 	p := newPlainPipeline(ns, i)
 	switch i % 4 {
 	case variantRouter:
-		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+		p.Spec.Router = &pipelinev1.Router{Enabled: true}
 	case variantAutoscaling:
-		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 3}
+		p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 3}
 	case variantFailover:
 		p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = faultNodes[0], faultNodes[1:]
 	}
@@ -47,17 +47,17 @@ func newPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
 }
 
 // newPlainPipeline is the i-th Pipeline of a case with NFS storage and three unpinned steps.
-func newPlainPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
-	p := &pipelinev1beta1.Pipeline{
+func newPlainPipeline(ns string, i int) *pipelinev1.Pipeline {
+	p := &pipelinev1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%03d", i), Namespace: ns},
-		Spec: pipelinev1beta1.PipelineSpec{
-			ModelStorage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		Spec: pipelinev1.PipelineSpec{
+			ModelStorage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 				CSIParameter: map[string]string{"server": "nfs.faults.invalid", "share": "/models"}},
 		},
 	}
 	for s := range steps {
-		p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
-			Args: map[string]pipelinev1beta1.ArgValue{"listenPort": "9080"}})
+		p.Spec.Steps = append(p.Spec.Steps, pipelinev1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
+			Args: map[string]pipelinev1.ArgValue{"listenPort": "9080"}})
 	}
 	return p
 }
@@ -71,7 +71,7 @@ const (
 )
 
 // variant is the kind of Pipeline p is, from its spec.
-func variant(p *pipelinev1beta1.Pipeline) int {
+func variant(p *pipelinev1.Pipeline) int {
 	switch {
 	case p.Spec.RouterEnabled():
 		return variantRouter
@@ -94,7 +94,7 @@ type burst struct {
 	ended   time.Time
 }
 
-func startBurst(c client.Client, ns string, n int, build func(ns string, i int) *pipelinev1beta1.Pipeline) *burst {
+func startBurst(c client.Client, ns string, n int, build func(ns string, i int) *pipelinev1.Pipeline) *burst {
 	b := &burst{n: n, done: make(chan error, 1), started: time.Now()}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -121,7 +121,7 @@ func startBurst(c client.Client, ns string, n int, build func(ns string, i int) 
 
 // createRetrying creates p, retrying for up to two minutes while the apiserver refuses or
 // cannot be reached.
-func createRetrying(c client.Client, p *pipelinev1beta1.Pipeline) error {
+func createRetrying(c client.Client, p *pipelinev1.Pipeline) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -96,7 +96,7 @@ func (r *UpgradeableReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(
 
 // upgradeable decides the Upgradeable condition from every Pipeline: False while one is rolling
 // out (see rollingOut), True otherwise.
-func upgradeable(pipelines []pipelinev1beta1.Pipeline) metav1.Condition {
+func upgradeable(pipelines []pipelinev1.Pipeline) metav1.Condition {
 	var names []string
 	for i := range pipelines {
 		if rollingOut(&pipelines[i]) {
@@ -104,8 +104,8 @@ func upgradeable(pipelines []pipelinev1beta1.Pipeline) metav1.Condition {
 		}
 	}
 	if len(names) == 0 {
-		return metav1.Condition{Type: pipelinev1beta1.ConditionUpgradeable, Status: metav1.ConditionTrue,
-			Reason: pipelinev1beta1.ReasonNoRollouts, Message: "No Pipeline is rolling out"}
+		return metav1.Condition{Type: pipelinev1.ConditionUpgradeable, Status: metav1.ConditionTrue,
+			Reason: pipelinev1.ReasonNoRollouts, Message: "No Pipeline is rolling out"}
 	}
 	sort.Strings(names)
 	listed := names
@@ -116,8 +116,8 @@ func upgradeable(pipelines []pipelinev1beta1.Pipeline) metav1.Condition {
 	if len(names) > 1 {
 		noun = "Pipelines are"
 	}
-	return metav1.Condition{Type: pipelinev1beta1.ConditionUpgradeable, Status: metav1.ConditionFalse,
-		Reason: pipelinev1beta1.ReasonPipelinesRollingOut,
+	return metav1.Condition{Type: pipelinev1.ConditionUpgradeable, Status: metav1.ConditionFalse,
+		Reason: pipelinev1.ReasonPipelinesRollingOut,
 		Message: fmt.Sprintf("%d %s rolling out: %s; the upgrade waits until they are available or failed",
 			len(names), noun, strings.Join(listed, ", "))}
 }
@@ -125,11 +125,11 @@ func upgradeable(pipelines []pipelinev1beta1.Pipeline) metav1.Condition {
 // rollingOut reports whether p is rolling out: the operator has not reported on its current
 // generation yet, or reports it Progressing. A failed Pipeline does not hold an upgrade back
 // (the new version may be what it needs), nor does one that is paused or being deleted.
-func rollingOut(p *pipelinev1beta1.Pipeline) bool {
+func rollingOut(p *pipelinev1.Pipeline) bool {
 	if !p.DeletionTimestamp.IsZero() || resources.Paused(p) {
 		return false
 	}
-	c := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionProgressing)
+	c := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionProgressing)
 	return c == nil || c.ObservedGeneration < p.Generation || c.Status == metav1.ConditionTrue
 }
 

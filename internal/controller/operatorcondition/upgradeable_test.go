@@ -7,15 +7,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // pipelineWith is a Pipeline of generation 2 whose Progressing condition, if status is not
 // empty, has the given status and generation.
-func pipelineWith(name string, status metav1.ConditionStatus, gen int64, edit ...func(*pipelinev1beta1.Pipeline)) pipelinev1beta1.Pipeline {
-	p := pipelinev1beta1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Generation: 2}}
+func pipelineWith(name string, status metav1.ConditionStatus, gen int64, edit ...func(*pipelinev1.Pipeline)) pipelinev1.Pipeline {
+	p := pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Generation: 2}}
 	if status != "" {
-		p.Status.Conditions = []metav1.Condition{{Type: pipelinev1beta1.ConditionProgressing, Status: status, ObservedGeneration: gen}}
+		p.Status.Conditions = []metav1.Condition{{Type: pipelinev1.ConditionProgressing, Status: status, ObservedGeneration: gen}}
 	}
 	for _, e := range edit {
 		e(&p)
@@ -24,31 +24,31 @@ func pipelineWith(name string, status metav1.ConditionStatus, gen int64, edit ..
 }
 
 func TestUpgradeable(t *testing.T) {
-	deleting := func(p *pipelinev1beta1.Pipeline) { now := metav1.Now(); p.DeletionTimestamp = &now }
-	paused := func(p *pipelinev1beta1.Pipeline) {
-		p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
+	deleting := func(p *pipelinev1.Pipeline) { now := metav1.Now(); p.DeletionTimestamp = &now }
+	paused := func(p *pipelinev1.Pipeline) {
+		p.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true"}
 	}
 	tests := []struct {
 		name      string
-		pipelines []pipelinev1beta1.Pipeline
+		pipelines []pipelinev1.Pipeline
 		status    metav1.ConditionStatus
 		message   string
 	}{
 		{name: "no Pipeline", status: metav1.ConditionTrue, message: "No Pipeline is rolling out"},
-		{name: "every Pipeline rolled out", status: metav1.ConditionTrue, pipelines: []pipelinev1beta1.Pipeline{
+		{name: "every Pipeline rolled out", status: metav1.ConditionTrue, pipelines: []pipelinev1.Pipeline{
 			pipelineWith("a", metav1.ConditionFalse, 2), pipelineWith("b", metav1.ConditionFalse, 2)}},
 		{name: "one Pipeline progressing", status: metav1.ConditionFalse, message: "1 Pipeline is rolling out: ns/b;",
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("a", metav1.ConditionFalse, 2), pipelineWith("b", metav1.ConditionTrue, 2)}},
+			pipelines: []pipelinev1.Pipeline{pipelineWith("a", metav1.ConditionFalse, 2), pipelineWith("b", metav1.ConditionTrue, 2)}},
 		{name: "new Pipeline without status", status: metav1.ConditionFalse, message: "1 Pipeline is rolling out: ns/a;",
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("a", "", 0)}},
+			pipelines: []pipelinev1.Pipeline{pipelineWith("a", "", 0)}},
 		{name: "edited spec not reported on yet", status: metav1.ConditionFalse, message: "ns/a",
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("a", metav1.ConditionFalse, 1)}},
+			pipelines: []pipelinev1.Pipeline{pipelineWith("a", metav1.ConditionFalse, 1)}},
 		{name: "progressing but being deleted", status: metav1.ConditionTrue,
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("a", metav1.ConditionTrue, 2, deleting)}},
+			pipelines: []pipelinev1.Pipeline{pipelineWith("a", metav1.ConditionTrue, 2, deleting)}},
 		{name: "progressing but paused", status: metav1.ConditionTrue,
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("a", metav1.ConditionTrue, 2, paused)}},
+			pipelines: []pipelinev1.Pipeline{pipelineWith("a", metav1.ConditionTrue, 2, paused)}},
 		{name: "names in order", status: metav1.ConditionFalse, message: "2 Pipelines are rolling out: ns/a, ns/c;",
-			pipelines: []pipelinev1beta1.Pipeline{pipelineWith("c", metav1.ConditionTrue, 2), pipelineWith("b", metav1.ConditionFalse, 2),
+			pipelines: []pipelinev1.Pipeline{pipelineWith("c", metav1.ConditionTrue, 2), pipelineWith("b", metav1.ConditionFalse, 2),
 				pipelineWith("a", metav1.ConditionTrue, 2)}},
 	}
 	for _, tt := range tests {
@@ -57,9 +57,9 @@ func TestUpgradeable(t *testing.T) {
 			if c.Type != "Upgradeable" || c.Status != tt.status {
 				t.Fatalf("%s = %s, want %s (%s)", c.Type, c.Status, tt.status, c.Message)
 			}
-			wantReason := pipelinev1beta1.ReasonNoRollouts
+			wantReason := pipelinev1.ReasonNoRollouts
 			if tt.status == metav1.ConditionFalse {
-				wantReason = pipelinev1beta1.ReasonPipelinesRollingOut
+				wantReason = pipelinev1.ReasonPipelinesRollingOut
 			}
 			if c.Reason != wantReason {
 				t.Errorf("reason %q, want %q", c.Reason, wantReason)
@@ -72,7 +72,7 @@ func TestUpgradeable(t *testing.T) {
 }
 
 func TestUpgradeableNamesAtMostTenPipelines(t *testing.T) {
-	var pipelines []pipelinev1beta1.Pipeline
+	var pipelines []pipelinev1.Pipeline
 	for i := range 25 {
 		pipelines = append(pipelines, pipelineWith(fmt.Sprintf("p%02d", i), metav1.ConditionTrue, 2))
 	}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -43,13 +43,13 @@ func replicasOwners(obj client.Object) []string {
 	return owners
 }
 
-func autoscalerOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) *autoscalingv2.HorizontalPodAutoscaler {
+func autoscalerOf(ctx context.Context, p *pipelinev1.Pipeline, i int) *autoscalingv2.HorizontalPodAutoscaler {
 	GinkgoHelper()
 	return child(ctx, &autoscalingv2.HorizontalPodAutoscaler{}, p.Namespace, resources.StepObjectName(p, i))
 }
 
 // scaleStep scales the Deployment of step i through its scale subresource, as the autoscaler does.
-func scaleStep(ctx context.Context, p *pipelinev1beta1.Pipeline, i int, replicas int32) {
+func scaleStep(ctx context.Context, p *pipelinev1.Pipeline, i int, replicas int32) {
 	GinkgoHelper()
 	d := deploymentOf(ctx, p, i)
 	scale := &autoscalingv1.Scale{}
@@ -69,14 +69,14 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 	})
 
 	It("hands a step's replicas over to its autoscaler, keeps the autoscaler's count, and takes them back", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
 		name := resources.StepObjectName(p, 1)
 		Expect(replicasOwners(deploymentOf(ctx, p, 1))).To(Equal([]string{apply.FieldManager}))
 
 		By("autoscaling the step makes its HorizontalPodAutoscaler")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Replicas = nil
-			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6,
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6,
 				TargetCPUUtilizationPercentage: ptr.To[int32](60)}
 		})
 		hpa := autoscalerOf(ctx, p, 1)
@@ -107,16 +107,16 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 				ReadyReplicas: 3, AvailableReplicas: 3}
 			return k8sClient.Status().Update(ctx, d)
 		}).Should(Succeed())
-		Eventually(func() pipelinev1beta1.PipelineStatus { return getPipeline(ctx, p).Status }).Should(And(
-			HaveField("Phase", Equal(pipelinev1beta1.PipelinePhaseRunning)),
-			HaveField("DetailPhase.StepsPhase", HaveEach(HaveField("DeploymentPhase", Equal(pipelinev1beta1.DeploymentPhaseAvailable)))),
+		Eventually(func() pipelinev1.PipelineStatus { return getPipeline(ctx, p).Status }).Should(And(
+			HaveField("Phase", Equal(pipelinev1.PipelinePhaseRunning)),
+			HaveField("DetailPhase.StepsPhase", HaveEach(HaveField("DeploymentPhase", Equal(pipelinev1.DeploymentPhaseAvailable)))),
 			HaveField("DetailPhase.StepsPhase", ContainElement(And(HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(3)))))))
 		rollOut(ctx, p)
 		Eventually(stepStatus(ctx, p, 1)).Should(And(
 			HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(5)),
-			HaveField("Autoscaling", Equal(&pipelinev1beta1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6, CurrentReplicas: 5,
+			HaveField("Autoscaling", Equal(&pipelinev1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6, CurrentReplicas: 5,
 				DesiredReplicas: 5, ScalingActive: ptr.To(false), Message: "FailedGetResourceMetric: no metrics returned from resource metrics API"}))))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseRunning), "no metrics API does not fail the Pipeline")
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseRunning), "no metrics API does not fail the Pipeline")
 
 		By("further passes leave the count at 5 and write nothing")
 		p = getPipeline(ctx, p)
@@ -126,7 +126,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		Expect(replicasOwners(deploymentOf(ctx, p, 1))).NotTo(ContainElement(apply.FieldManager))
 
 		By("a change that rewrites the Deployment keeps the autoscaler's count")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
 		Eventually(func() string { return deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image }).Should(Equal("nginx:1.27"))
 		Expect(deploymentOf(ctx, p, 1).Spec.Replicas).To(HaveValue(BeEquivalentTo(5)))
 
@@ -137,7 +137,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		Eventually(func() int32 { return autoscalerOf(ctx, p, 1).Spec.MaxReplicas }).Should(BeEquivalentTo(6))
 
 		By("removing autoscaling deletes the autoscaler, and the operator sets replicas again")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Autoscaling = nil
 			p.Spec.Steps[1].Replicas = ptr.To[int32](3)
 		})
@@ -150,8 +150,8 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 	})
 
 	It("makes an autoscaled step's Deployment without replicas, and the autoscaler's count stays", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[0].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 3}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 3}
 		})
 		Expect(autoscalerOf(ctx, p, 0).Spec.Metrics).To(Equal([]autoscalingv2.MetricSpec{testenv.Utilization(corev1.ResourceCPU, 80)}),
 			"no target: 80% CPU")
@@ -166,14 +166,14 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		Expect(deploymentOf(ctx, p, 0).Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 
 		By("the Deployment's first update keeps the autoscaler's count")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
 		Eventually(func() string { return deploymentOf(ctx, p, 0).Spec.Template.Spec.Containers[0].Image }).Should(Equal("nginx:1.27"))
 		Expect(deploymentOf(ctx, p, 0).Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 		Expect(replicasOwners(deploymentOf(ctx, p, 0))).To(Equal([]string{autoscalerManager}))
 	})
 
 	It("gives a step with more than one pod a disruption budget and deletes it when the step drops to one", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
 			// Not pinned: a budget of pods that cannot leave their node would only stall its drain.
 			p.Spec.Steps[1].Location = ""
 			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
@@ -191,19 +191,19 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		expectNoWritesOnReconcile(ctx, p)
 
 		By("one pod: the budget goes")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](1) })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](1) })
 		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeTrue())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted PodDisruptionBudget " + name))
 
 		By("two pods again, then pinned to a node: the budget comes back, then goes")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Replicas = ptr.To[int32](2) })
 		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeFalse())
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = sampleNodes[1] })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Location = sampleNodes[1] })
 		Eventually(func() bool { return gone(ctx, &policyv1.PodDisruptionBudget{}, ns, name) }).Should(BeTrue())
 	})
 
 	DescribeTable("refuses invalid autoscaling at admission with a specific message",
-		func(edit func(s *pipelinev1beta1.Step), message string) {
+		func(edit func(s *pipelinev1.Step), message string) {
 			p := testenv.Sample(GinkgoT(), ns)
 			p.UID = ""
 			edit(&p.Spec.Steps[1])
@@ -212,24 +212,24 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("replicas and autoscaling", func(s *pipelinev1beta1.Step) {
+		Entry("replicas and autoscaling", func(s *pipelinev1.Step) {
 			s.Replicas = ptr.To[int32](2)
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+			s.Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
 		}, "set replicas or autoscaling, not both"),
-		Entry("minReplicas above maxReplicas", func(s *pipelinev1beta1.Step) {
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 4}
+		Entry("minReplicas above maxReplicas", func(s *pipelinev1.Step) {
+			s.Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](5), MaxReplicas: 4}
 		}, "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
-		Entry("maxReplicas left out", func(s *pipelinev1beta1.Step) {
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{}
+		Entry("maxReplicas left out", func(s *pipelinev1.Step) {
+			s.Autoscaling = &pipelinev1.StepAutoscaling{}
 		}, "spec.steps[1].autoscaling.maxReplicas: Invalid value: 0: spec.steps[1].autoscaling.maxReplicas in body should be greater than or equal to 1"),
-		Entry("maxReplicas above 1000", func(s *pipelinev1beta1.Step) {
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 1001}
+		Entry("maxReplicas above 1000", func(s *pipelinev1.Step) {
+			s.Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 1001}
 		}, "should be less than or equal to 1000"),
-		Entry("a CPU target of 0%", func(s *pipelinev1beta1.Step) {
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptr.To[int32](0)}
+		Entry("a CPU target of 0%", func(s *pipelinev1.Step) {
+			s.Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptr.To[int32](0)}
 		}, "targetCPUUtilizationPercentage in body should be greater than or equal to 1"),
-		Entry("a memory target of 0%", func(s *pipelinev1beta1.Step) {
-			s.Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4, TargetMemoryUtilizationPercentage: ptr.To[int32](0)}
+		Entry("a memory target of 0%", func(s *pipelinev1.Step) {
+			s.Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4, TargetMemoryUtilizationPercentage: ptr.To[int32](0)}
 		}, "targetMemoryUtilizationPercentage in body should be greater than or equal to 1"),
 	)
 })

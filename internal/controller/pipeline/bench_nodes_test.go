@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -90,7 +90,7 @@ func TestBenchNodeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeList := &corev1.NodeList{}
-	pipelineList := &pipelinev1beta1.PipelineList{}
+	pipelineList := &pipelinev1.PipelineList{}
 	for deadline := time.Now().Add(time.Minute); ; {
 		if err := reader.List(ctx, nodeList); err != nil {
 			t.Fatal(err)
@@ -176,14 +176,14 @@ func TestBenchNodeEvents(t *testing.T) {
 // router enabled on node 7i: about 30 Pipelines may run on each node. Every 10th from the 5th
 // has instead an unpinned last step of 2 pods, confined by its nodeSelector to pool i/10 (mod
 // 20), of 10 nodes: a step that may get a disruption budget.
-func benchNodePipeline(ns string, i int, names []string) *pipelinev1beta1.Pipeline {
+func benchNodePipeline(ns string, i int, names []string) *pipelinev1.Pipeline {
 	p := benchPipeline(ns, i)
 	for s := range p.Spec.Steps {
 		p.Spec.Steps[s].Location = names[(3*i+s)%len(names)]
 		p.Spec.Steps[s].FallbackLocations = []string{names[(3*i+s+len(names)/2)%len(names)]}
 	}
 	if i%benchRouterInterval == 0 {
-		p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: names[(7*i)%len(names)]}
+		p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: names[(7*i)%len(names)]}
 	}
 	if i%benchBudgetInterval == benchBudgetInterval/2 {
 		last := &p.Spec.Steps[len(p.Spec.Steps)-1]
@@ -220,7 +220,7 @@ func benchNodeEvents(items []corev1.Node) []benchEvent {
 // the Pipelines that may run on it, those with a step that may get a disruption budget and
 // whose nodeSelector picks it, and all those with such a step (what every event queued before
 // the index of their nodeSelectors).
-func expectedNodeEvent(items []pipelinev1beta1.Pipeline, node *corev1.Node) (on, budgets, all []string) {
+func expectedNodeEvent(items []pipelinev1.Pipeline, node *corev1.Node) (on, budgets, all []string) {
 	for i := range items {
 		p := &items[i]
 		key := client.ObjectKeyFromObject(p).String()
@@ -273,7 +273,7 @@ func (e nodeEvent) run(ctx context.Context, r client.Client, ev *benchEvent) (no
 	counter := &Reconciler{Client: r}
 	for _, key := range res.requests {
 		ns, name, _ := strings.Cut(key, "/")
-		p := &pipelinev1beta1.Pipeline{}
+		p := &pipelinev1.Pipeline{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
 			return res, err
 		}
@@ -335,7 +335,7 @@ func scanPipelinesOnNode(ctx context.Context, c client.Reader, obj client.Object
 	if hostname == "" {
 		hostname = obj.GetName()
 	}
-	list := &pipelinev1beta1.PipelineList{}
+	list := &pipelinev1.PipelineList{}
 	if err := c.List(ctx, list); err != nil {
 		return nil
 	}

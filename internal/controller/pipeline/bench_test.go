@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
@@ -133,17 +133,17 @@ func runtimeScheme() *apiruntime.Scheme { return testenv.Scheme() }
 func benchScheme() client.Options { return client.Options{Scheme: runtimeScheme()} }
 
 // benchPipeline is the i-th Pipeline of a run: the sample with three steps on unpinned nodes.
-func benchPipeline(ns string, i int) *pipelinev1beta1.Pipeline {
-	p := &pipelinev1beta1.Pipeline{
+func benchPipeline(ns string, i int) *pipelinev1.Pipeline {
+	p := &pipelinev1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%04d", i), Namespace: ns},
-		Spec: pipelinev1beta1.PipelineSpec{
-			ModelStorage: pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		Spec: pipelinev1.PipelineSpec{
+			ModelStorage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 				CSIParameter: map[string]string{"server": "nfs.bench.invalid", "share": "/models"}},
 		},
 	}
 	for s := range benchSteps {
-		p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s),
-			Args: map[string]pipelinev1beta1.ArgValue{"listenPort": "9080"}})
+		p.Spec.Steps = append(p.Spec.Steps, pipelinev1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s),
+			Args: map[string]pipelinev1.ArgValue{"listenPort": "9080"}})
 	}
 	return p
 }
@@ -405,13 +405,13 @@ func watchConverged(t *testing.T, cfg *rest.Config, n int) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace("bench"))
+	w, err := wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace("bench"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := map[string]bool{}
 	see := func(obj apiruntime.Object) {
-		if p, ok := obj.(*pipelinev1beta1.Pipeline); ok &&
+		if p, ok := obj.(*pipelinev1.Pipeline); ok &&
 			p.Status.ObservedGeneration == p.Generation && len(p.Status.DetailPhase.StepsPhase) == benchSteps {
 			done[p.Name] = true
 		}
@@ -419,14 +419,14 @@ func watchConverged(t *testing.T, cfg *rest.Config, n int) func() {
 	// rewatch lists the Pipelines and watches on from there: the apiserver may end a watch at
 	// any time.
 	rewatch := func() {
-		list := &pipelinev1beta1.PipelineList{}
+		list := &pipelinev1.PipelineList{}
 		if err := wc.List(ctx, list, client.InNamespace("bench")); err != nil {
 			t.Fatal(err)
 		}
 		for i := range list.Items {
 			see(&list.Items[i])
 		}
-		if w, err = wc.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace("bench"),
+		if w, err = wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace("bench"),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +481,7 @@ func waitPasses(t *testing.T, passes *atomic.Int64, n int64) {
 func resourceVersions(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	rv := map[string]string{}
-	lists := []client.ObjectList{&pipelinev1beta1.PipelineList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{},
+	lists := []client.ObjectList{&pipelinev1.PipelineList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{},
 		&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}}
 	for _, l := range lists {
 		if err := c.List(context.Background(), l); err != nil {

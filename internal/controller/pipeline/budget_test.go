@@ -11,13 +11,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // stepPod is a ready pod of step i of p running on node, as the scheduler and the kubelet would
 // have made it. Ready matters: the budget lets pods that are not ready go at once.
-func stepPod(ctx context.Context, p *pipelinev1beta1.Pipeline, i int, name, node string) *corev1.Pod {
+func stepPod(ctx context.Context, p *pipelinev1.Pipeline, i int, name, node string) *corev1.Pod {
 	GinkgoHelper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: resources.StepLabels(p, i)},
@@ -61,7 +61,7 @@ var _ = Describe("A step's disruption budget", func() {
 			})
 		}
 		labelNode(ctx, nodeA, "pool", ns)
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location = ""
 			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
 			p.Spec.Steps[1].NodeSelector = map[string]string{"pool": ns}

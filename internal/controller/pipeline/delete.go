@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
@@ -21,12 +21,12 @@ import (
 
 // reconcileDelete removes the PersistentVolumes of a Pipeline that is being deleted, then lets
 // it go. The garbage collector removes the namespaced children through their owner references.
-func (r *Reconciler) reconcileDelete(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (r *Reconciler) reconcileDelete(ctx context.Context, p *pipelinev1.Pipeline) error {
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
 		return nil
 	}
 	st := p.Status.DeepCopy()
-	st.Phase = pipelinev1beta1.PipelinePhaseDeleting
+	st.Phase = pipelinev1.PipelinePhaseDeleting
 	if err := r.updateStatus(ctx, p, *st); err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *pipelinev1beta1.Pip
 		return err
 	}
 
-	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
+	if err := r.patchLocked(ctx, p, func(p *pipelinev1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) }); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	r.Metrics.ForgetPipeline(client.ObjectKeyFromObject(p))
@@ -75,7 +75,7 @@ func (r *Reconciler) deleteOrphanedVolumes(ctx context.Context, key types.Namesp
 // how many it found. They are listed from the apiserver, not the cache: one created a moment
 // ago may not be in the cache yet, and a cluster-scoped volume left behind is one nobody cleans
 // up. p, the Pipeline being deleted, receives the events; nil when it is gone.
-func (r *Reconciler) deleteVolumes(ctx context.Context, key types.NamespacedName, p *pipelinev1beta1.Pipeline) (int, error) {
+func (r *Reconciler) deleteVolumes(ctx context.Context, key types.NamespacedName, p *pipelinev1.Pipeline) (int, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	if err := r.APIReader.List(ctx, pvs, volumesOf(key)); err != nil {
 		return 0, fmt.Errorf("list persistent volumes: %w", err)
@@ -89,7 +89,7 @@ func (r *Reconciler) deleteVolumes(ctx context.Context, key types.NamespacedName
 }
 
 // volumeSelector selects the PersistentVolumes of p.
-func volumeSelector(p *pipelinev1beta1.Pipeline) client.MatchingLabels {
+func volumeSelector(p *pipelinev1.Pipeline) client.MatchingLabels {
 	return volumesOf(client.ObjectKeyFromObject(p))
 }
 

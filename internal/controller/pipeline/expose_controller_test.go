@@ -13,18 +13,18 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
-func ingressOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *networkingv1.Ingress {
+func ingressOf(ctx context.Context, p *pipelinev1.Pipeline) *networkingv1.Ingress {
 	GinkgoHelper()
 	return child(ctx, &networkingv1.Ingress{}, p.Namespace, resources.IngressName(p))
 }
 
 // publishAddress plays an ingress controller: it publishes an address for the Ingress of p.
-func publishAddress(ctx context.Context, p *pipelinev1beta1.Pipeline, ip string) {
+func publishAddress(ctx context.Context, p *pipelinev1.Pipeline, ip string) {
 	GinkgoHelper()
 	Eventually(func() error {
 		ing := ingressOf(ctx, p)
@@ -37,10 +37,10 @@ func publishAddress(ctx context.Context, p *pipelinev1beta1.Pipeline, ip string)
 type entryStatus struct {
 	URL          string
 	NodePort     int32
-	IngressPhase pipelinev1beta1.IngressPhase
+	IngressPhase pipelinev1.IngressPhase
 }
 
-func entryOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() entryStatus {
+func entryOf(ctx context.Context, p *pipelinev1.Pipeline) func() entryStatus {
 	return func() entryStatus {
 		st := getPipeline(ctx, p).Status
 		return entryStatus{URL: st.URL, NodePort: st.NodePort, IngressPhase: st.DetailPhase.IngressPhase}
@@ -58,8 +58,8 @@ var _ = Describe("Exposing the entry step", func() {
 	})
 
 	It("gives the entry step's Service the type expose asks for, and returns it to ClusterIP", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}
 		})
 
 		By("opening a node port for the entry step only")
@@ -71,11 +71,11 @@ var _ = Describe("Exposing the entry step", func() {
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{NodePort: nodePort}))
 
 		By("asking for a load balancer, whose address becomes the URL once published")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose.ServiceType = pipelinev1beta1.ServiceTypeLoadBalancer
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose.ServiceType = pipelinev1.ServiceTypeLoadBalancer
 		})
 		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeLoadBalancer))
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning), "running does not wait for an external address")
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning), "running does not wait for an external address")
 		Expect(getPipeline(ctx, p).Status.URL).To(BeEmpty())
 		Eventually(func() error {
 			svc := serviceOf(ctx, p, 0)
@@ -85,8 +85,8 @@ var _ = Describe("Exposing the entry step", func() {
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "http://203.0.113.7:9080", NodePort: nodePort}))
 
 		By("returning to ClusterIP, which drops the node port")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose.ServiceType = pipelinev1beta1.ServiceTypeClusterIP
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose.ServiceType = pipelinev1.ServiceTypeClusterIP
 		})
 		Eventually(func(g Gomega) {
 			svc := serviceOf(ctx, p, 0)
@@ -96,18 +96,18 @@ var _ = Describe("Exposing the entry step", func() {
 			g.Expect(svc.Spec.Ports[0].Port).To(Equal(int32(9080)))
 		}).Should(Succeed())
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{}))
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("creates, updates, repairs and removes the entry step's Ingress", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com", ClassName: "nginx"}}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com", ClassName: "nginx"}}
 		})
 
 		By("defaulting the path, its type and the Service type at admission")
-		Expect(p.Spec.Expose.ServiceType).To(Equal(pipelinev1beta1.ServiceTypeClusterIP))
+		Expect(p.Spec.Expose.ServiceType).To(Equal(pipelinev1.ServiceTypeClusterIP))
 		Expect(p.Spec.Expose.Ingress.Path).To(Equal("/"))
-		Expect(p.Spec.Expose.Ingress.PathType).To(Equal(pipelinev1beta1.IngressPathTypePrefix))
+		Expect(p.Spec.Expose.Ingress.PathType).To(Equal(pipelinev1.IngressPathTypePrefix))
 
 		By("creating an Ingress owned by the Pipeline that routes to the entry step")
 		ing := ingressOf(ctx, p)
@@ -125,13 +125,13 @@ var _ = Describe("Exposing the entry step", func() {
 			}}}},
 		}}))
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "http://infer.example.com/",
-			IngressPhase: pipelinev1beta1.IngressPhasePending}))
-		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+			IngressPhase: pipelinev1.IngressPhasePending}))
+		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("following a change of host and path, with TLS")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose.Ingress = &pipelinev1beta1.IngressExpose{Host: "detect.example.com", Path: "/detect",
-				PathType: pipelinev1beta1.IngressPathTypeExact, TLSSecretName: "detect-tls"}
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose.Ingress = &pipelinev1.IngressExpose{Host: "detect.example.com", Path: "/detect",
+				PathType: pipelinev1.IngressPathTypeExact, TLSSecretName: "detect-tls"}
 		})
 		Eventually(func(g Gomega) {
 			ing := ingressOf(ctx, p)
@@ -144,7 +144,7 @@ var _ = Describe("Exposing the entry step", func() {
 			g.Expect(ing.Spec.IngressClassName).To(BeNil(), "the class the spec dropped is removed")
 		}).Should(Succeed())
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "https://detect.example.com/detect",
-			IngressPhase: pipelinev1beta1.IngressPhasePending}))
+			IngressPhase: pipelinev1.IngressPhasePending}))
 
 		By("restoring an edited rule and leaving alone the annotations of others")
 		ing = ingressOf(ctx, p)
@@ -180,17 +180,17 @@ var _ = Describe("Exposing the entry step", func() {
 		Consistently(cachedNames).Should(ConsistOf(resources.IngressName(p)))
 
 		By("reporting the address the ingress controller publishes when there is no host")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose.Ingress = &pipelinev1beta1.IngressExpose{Path: "/v1"}
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose.Ingress = &pipelinev1.IngressExpose{Path: "/v1"}
 		})
 		Eventually(func() string { return ingressOf(ctx, p).Spec.Rules[0].Host }).Should(BeEmpty())
-		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{IngressPhase: pipelinev1beta1.IngressPhasePending}))
+		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{IngressPhase: pipelinev1.IngressPhasePending}))
 		publishAddress(ctx, p, "198.51.100.4")
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "http://198.51.100.4/v1",
-			IngressPhase: pipelinev1beta1.IngressPhaseReady}))
+			IngressPhase: pipelinev1.IngressPhaseReady}))
 
 		By("deleting the Ingress when the spec drops it")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Expose = nil })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Expose = nil })
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: resources.IngressName(p)}, &networkingv1.Ingress{}))
 		}).Should(BeTrue())
@@ -200,13 +200,13 @@ var _ = Describe("Exposing the entry step", func() {
 	})
 
 	It("makes no write at all when it reconciles a converged exposed Pipeline again", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeLoadBalancer,
-				Ingress: &pipelinev1beta1.IngressExpose{Host: "infer.example.com", TLSSecretName: "infer-tls"}}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer,
+				Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com", TLSSecretName: "infer-tls"}}
 		})
 		publishAddress(ctx, p, "198.51.100.4")
-		Eventually(func() pipelinev1beta1.IngressPhase { return getPipeline(ctx, p).Status.DetailPhase.IngressPhase }).
-			Should(Equal(pipelinev1beta1.IngressPhaseReady))
+		Eventually(func() pipelinev1.IngressPhase { return getPipeline(ctx, p).Status.DetailPhase.IngressPhase }).
+			Should(Equal(pipelinev1.IngressPhaseReady))
 		p = getPipeline(ctx, p)
 		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
 
@@ -215,7 +215,7 @@ var _ = Describe("Exposing the entry step", func() {
 	})
 
 	DescribeTable("refuses an invalid expose at admission with a specific message",
-		func(expose pipelinev1beta1.Expose, message string) {
+		func(expose pipelinev1.Expose, message string) {
 			p := testenv.Sample(GinkgoT(), ns)
 			p.UID = ""
 			p.Spec.Expose = &expose
@@ -224,22 +224,22 @@ var _ = Describe("Exposing the entry step", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("an unknown Service type", pipelinev1beta1.Expose{ServiceType: "ExternalName"}, `Unsupported value: "ExternalName"`),
-		Entry("TLS without a host", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{TLSSecretName: "tls"}},
+		Entry("an unknown Service type", pipelinev1.Expose{ServiceType: "ExternalName"}, `Unsupported value: "ExternalName"`),
+		Entry("TLS without a host", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{TLSSecretName: "tls"}},
 			"ingress.tlsSecretName needs ingress.host"),
-		Entry("a host that is no DNS name", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "Infer_Example.com"}},
+		Entry("a host that is no DNS name", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "Infer_Example.com"}},
 			"ingress.host must be a DNS name (a DNS-1123 subdomain"),
-		Entry("a wildcard host", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "*.example.com"}},
+		Entry("a wildcard host", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "*.example.com"}},
 			"ingress.host must be a DNS name (a DNS-1123 subdomain"),
-		Entry("an IP address as host", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "192.168.20.235"}},
+		Entry("an IP address as host", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "192.168.20.235"}},
 			"ingress.host must be a DNS name, not an IP address"),
-		Entry("a relative path", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "detect"}},
+		Entry("a relative path", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "detect"}},
 			"ingress.path must start with '/'"),
-		Entry("a path with '..'", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "/a/../b"}},
+		Entry("a path with '..'", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/a/../b"}},
 			"ingress.path must not contain '//', '.' or '..' segments"),
-		Entry("a path with a query", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "/a?b=c"}},
+		Entry("a path with a query", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/a?b=c"}},
 			"ingress.path must not contain spaces, '?' or '#'"),
-		Entry("an unknown path type", pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{PathType: "ImplementationSpecific"}},
+		Entry("an unknown path type", pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{PathType: "ImplementationSpecific"}},
 			`Unsupported value: "ImplementationSpecific"`),
 	)
 })

@@ -15,14 +15,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // nodeOf is the node the Deployment of step i of p is pinned to.
-func nodeOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) func() string {
+func nodeOf(ctx context.Context, p *pipelinev1.Pipeline, i int) func() string {
 	return func() string { return resources.PinnedNode(&deploymentOf(ctx, p, i).Spec.Template.Spec) }
 }
 
@@ -36,18 +36,18 @@ func nameAffinity(node string) *corev1.Affinity {
 }
 
 // stepStatus is the status of step i of p.
-func stepStatus(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) func() pipelinev1beta1.StepStatus {
-	return func() pipelinev1beta1.StepStatus {
+func stepStatus(ctx context.Context, p *pipelinev1.Pipeline, i int) func() pipelinev1.StepStatus {
+	return func() pipelinev1.StepStatus {
 		steps := getPipeline(ctx, p).Status.DetailPhase.StepsPhase
 		if len(steps) <= i {
-			return pipelinev1beta1.StepStatus{}
+			return pipelinev1.StepStatus{}
 		}
 		return steps[i]
 	}
 }
 
 // failovers is the failover counter of step of p in the suite's registry.
-func failovers(p *pipelinev1beta1.Pipeline, step string) func() float64 {
+func failovers(p *pipelinev1.Pipeline, step string) func() float64 {
 	return func() float64 {
 		families, err := metricsReg.Gather()
 		Expect(err).NotTo(HaveOccurred())
@@ -88,11 +88,11 @@ func edgeNodes(ns string) (string, string) {
 
 // withFailover pins step 2 to location with fallback as its fallback location, and sets the
 // failover timings.
-func withFailover(location, fallback string, after, failbackAfter int32, failback pipelinev1beta1.FailbackPolicy) func(*pipelinev1beta1.Pipeline) {
-	return func(p *pipelinev1beta1.Pipeline) {
+func withFailover(location, fallback string, after, failbackAfter int32, failback pipelinev1.FailbackPolicy) func(*pipelinev1.Pipeline) {
+	return func(p *pipelinev1.Pipeline) {
 		p.Spec.Steps[1].Location = location
 		p.Spec.Steps[1].FallbackLocations = []string{fallback}
-		p.Spec.Failover = &pipelinev1beta1.Failover{AfterSeconds: ptr.To(after), FailbackAfterSeconds: ptr.To(failbackAfter), Failback: failback}
+		p.Spec.Failover = &pipelinev1.Failover{AfterSeconds: ptr.To(after), FailbackAfterSeconds: ptr.To(failbackAfter), Failback: failback}
 	}
 }
 
@@ -106,16 +106,16 @@ var _ = Describe("Node health and failover", func() {
 
 	It("says at once that a step's node is not ready, and clears when it is back", func() {
 		location, _ := edgeNodes(ns)
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = location })
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Location = location })
 		Expect(stepStatus(ctx, p, 1)()).To(And(
 			HaveField("Node", location), HaveField("NodeReady", HaveValue(BeTrue()))))
 		Expect(stepStatus(ctx, p, 0)().Node).To(Equal("xx-test-node236"))
 
 		By("the node's kubelet stops reporting")
 		setNodeReady(ctx, location, corev1.ConditionUnknown, time.Now().Add(-10*time.Second))
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
-			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady),
+			HaveField("Reason", pipelinev1.ReasonNodeNotReady),
 			HaveField("Message", And(ContainSubstring("step 2 (step-2): node "+location+" is not ready (Ready Unknown since"),
 				ContainSubstring("no fallbackLocations")))))
 		Expect(stepStatus(ctx, p, 1)()).To(And(HaveField("Node", location), HaveField("NodeReady", HaveValue(BeFalse()))))
@@ -124,17 +124,17 @@ var _ = Describe("Node health and failover", func() {
 		By("the node is cordoned while ready")
 		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now())
 		cordon(ctx, location, true)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
-			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady),
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1.ReasonNodeNotReady),
 			HaveField("Message", ContainSubstring("node "+location+" is ready but cordoned"))))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseRunning), "a cordoned node still runs the step's pods")
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionProgressing)()).To(HaveField("Reason", pipelinev1beta1.ReasonRolloutComplete))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseRunning), "a cordoned node still runs the step's pods")
+		Expect(condition(ctx, p, pipelinev1.ConditionProgressing)()).To(HaveField("Reason", pipelinev1.ReasonRolloutComplete))
 
 		By("the node is back")
 		cordon(ctx, location, false)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(HaveField("Status", metav1.ConditionFalse))
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(HaveField("Status", metav1.ConditionFalse))
 		Expect(stepStatus(ctx, p, 1)().NodeReady).To(HaveValue(BeTrue()))
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("moves a step off a ready node whose NoExecute taint evicts its pods, counted from the taint", func() {
@@ -144,9 +144,9 @@ var _ = Describe("Node health and failover", func() {
 		By("a taint added a moment ago: the step waits for afterSeconds")
 		taint(ctx, location, corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute,
 			TimeAdded: ptr.To(metav1.NewTime(time.Now()))})
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
-			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady), HaveField("Message", ContainSubstring(location))))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed), "the taint evicts the step's pods")
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1.ReasonNodeNotReady), HaveField("Message", ContainSubstring(location))))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseFailed), "the taint evicts the step's pods")
 		Consistently(nodeOf(ctx, p, 1), "2s").Should(Equal(location))
 
 		By("the same taint, added longer ago than afterSeconds")
@@ -156,7 +156,7 @@ var _ = Describe("Node health and failover", func() {
 	})
 
 	DescribeTable("refuses invalid failover settings at admission with a specific message",
-		func(edit func(p *pipelinev1beta1.Pipeline), message string) {
+		func(edit func(p *pipelinev1.Pipeline), message string) {
 			p := testenv.Sample(GinkgoT(), ns)
 			p.UID = ""
 			edit(p)
@@ -165,30 +165,30 @@ var _ = Describe("Node health and failover", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("fallbackLocations without location", func(p *pipelinev1beta1.Pipeline) {
+		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location, p.Spec.Steps[1].FallbackLocations = "", []string{"edge-b"}
 		}, "fallbackLocations needs location"),
-		Entry("fallbackLocations repeating location", func(p *pipelinev1beta1.Pipeline) {
+		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].FallbackLocations = []string{p.Spec.Steps[1].Location}
 		}, "fallbackLocations must not repeat location"),
-		Entry("a fallback named twice", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a fallback named twice", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].FallbackLocations = []string{"edge-b", "edge-b"}
 		}, "fallbackLocations must not name a node twice"),
-		Entry("more than 8 fallbacks", func(p *pipelinev1beta1.Pipeline) {
+		Entry("more than 8 fallbacks", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].FallbackLocations = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
 		}, "must have at most 8 items"),
-		Entry("afterSeconds of 0", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Failover = &pipelinev1beta1.Failover{AfterSeconds: ptr.To[int32](0)}
+		Entry("afterSeconds of 0", func(p *pipelinev1.Pipeline) {
+			p.Spec.Failover = &pipelinev1.Failover{AfterSeconds: ptr.To[int32](0)}
 		}, "afterSeconds in body should be greater than or equal to 1"),
-		Entry("an unknown failback policy", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Failover = &pipelinev1beta1.Failover{Failback: "Sometimes"}
+		Entry("an unknown failback policy", func(p *pipelinev1.Pipeline) {
+			p.Spec.Failover = &pipelinev1.Failover{Failback: "Sometimes"}
 		}, "Unsupported value: \"Sometimes\""),
 	)
 
 	It("fails over after afterSeconds and fails back after failbackAfterSeconds", func() {
 		location, fallback := edgeNodes(ns)
 		p := runningSample(ctx, ns, withFailover(location, fallback, 2, 3, ""))
-		Expect(getPipeline(ctx, p).Spec.Failover.Failback).To(Equal(pipelinev1beta1.FailbackAutomatic), "the CRD defaults failback")
+		Expect(getPipeline(ctx, p).Spec.Failover.Failback).To(Equal(pipelinev1.FailbackAutomatic), "the CRD defaults failback")
 		before := failovers(p, "step-2")()
 
 		By("the location stops being ready: the step stays for afterSeconds, then moves")
@@ -199,16 +199,16 @@ var _ = Describe("Node health and failover", func() {
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
 		Expect(time.Since(down)).To(BeNumerically(">=", 2*time.Second), "not before afterSeconds")
 		Expect(time.Since(down)).To(BeNumerically("<", 15*time.Second), "soon after afterSeconds")
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionProgressing)).Should(And(
-			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonFailingOver)))
+		Eventually(condition(ctx, p, pipelinev1.ConditionProgressing)).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonFailingOver)))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring(
 			"Step 2 (step-2) moved from node " + location + ", not ready for 2s or more, to node " + fallback)))
 		Expect(failovers(p, "step-2")()).To(Equal(before + 1))
 		Expect(serviceOf(ctx, p, 1).Spec.Selector).To(Equal(resources.StepSelector(p, 1)), "the Service does not move")
-		Expect(envOf(deploymentOf(ctx, p, 0))[pipelinev1beta1.EnvNextStepURL]).To(Equal(resources.StepURL(p, 1)))
+		Expect(envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL]).To(Equal(resources.StepURL(p, 1)))
 
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(stepStatus(ctx, p, 1)()).To(And(HaveField("Node", fallback), HaveField("NodeReady", HaveValue(BeTrue()))))
 		expectNoWritesOnReconcile(ctx, getPipeline(ctx, p))
 
@@ -221,12 +221,12 @@ var _ = Describe("Node health and failover", func() {
 			"Step 2 (step-2) moved back from node " + fallback + " to node " + location)))
 		Expect(failovers(p, "step-2")()).To(Equal(before+1), "a failback is no failover")
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("leaves a step on its fallback with Manual failback until the Pipeline asks for it", func() {
 		location, fallback := edgeNodes(ns)
-		p := runningSample(ctx, ns, withFailover(location, fallback, 1, 1, pipelinev1beta1.FailbackManual))
+		p := runningSample(ctx, ns, withFailover(location, fallback, 1, 1, pipelinev1.FailbackManual))
 		setNodeReady(ctx, location, corev1.ConditionFalse, time.Now().Add(-time.Minute))
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
 		rollOut(ctx, p)
@@ -234,12 +234,12 @@ var _ = Describe("Node health and failover", func() {
 		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now().Add(-time.Hour))
 		Consistently(nodeOf(ctx, p, 1), "3s").Should(Equal(fallback))
 
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1beta1.FailbackAnnotation, "true")
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1.FailbackAnnotation, "true")
 		})
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(location))
 		Eventually(func() map[string]string { return getPipeline(ctx, p).Annotations }).ShouldNot(
-			HaveKey(pipelinev1beta1.FailbackAnnotation), "the annotation is one-shot")
+			HaveKey(pipelinev1.FailbackAnnotation), "the annotation is one-shot")
 		rollOut(ctx, p)
 
 		By("a later failover stays on the fallback when the location is back")
@@ -262,13 +262,13 @@ var _ = Describe("Node health and failover", func() {
 		DeferCleanup(func(ctx context.Context) {
 			Expect(k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: third}})).To(Succeed())
 		})
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location = third
 			p.Spec.Steps[1].FallbackLocations = []string{location}
 		})
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(third))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(
-			pipelinev1beta1.EventRelocated + ": Step 2 (step-2) moved from node " + fallback +
+			pipelinev1.EventRelocated + ": Step 2 (step-2) moved from node " + fallback +
 				", which its location and fallbackLocations no longer name, to node " + third))
 	})
 
@@ -281,11 +281,11 @@ var _ = Describe("Node health and failover", func() {
 		Expect(gathered(metrics.MetricStepFailovers, series)).To(BeZero(), "the series exists at 0 before any failover")
 		Expect(gathered(metrics.MetricStepFailovers, map[string]string{"namespace": ns, "pipeline": p.Name, "step": "step-1"})).To(
 			Equal(-1.0), "a step without fallbackLocations has no series")
-		Consistently(eventNotes(ctx, p), "2s").ShouldNot(ContainElement(ContainSubstring(pipelinev1beta1.EventFailedOver)))
+		Consistently(eventNotes(ctx, p), "2s").ShouldNot(ContainElement(ContainSubstring(pipelinev1.EventFailedOver)))
 
 		By("the Pipeline's series go with it")
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
-		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 		Eventually(func() float64 { return gathered(metrics.MetricStepFailovers, series) }).Should(Equal(-1.0))
 	})
 
@@ -305,7 +305,7 @@ var _ = Describe("Node health and failover", func() {
 		for len(recorder.Events) > 0 {
 			recorded = append(recorded, <-recorder.Events)
 		}
-		Expect(recorded).NotTo(ContainElement(ContainSubstring(pipelinev1beta1.EventFailedBack)))
+		Expect(recorded).NotTo(ContainElement(ContainSubstring(pipelinev1.EventFailedBack)))
 	})
 
 	It("writes nothing while it waits to fail over", func() {
@@ -313,7 +313,7 @@ var _ = Describe("Node health and failover", func() {
 		p := runningSample(ctx, ns, withFailover(location, fallback, 3600, 300, ""))
 		down := time.Now().Add(-10 * time.Second).Truncate(time.Second)
 		setNodeReady(ctx, location, corev1.ConditionUnknown, down)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(HaveField("Message", ContainSubstring(
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(HaveField("Message", ContainSubstring(
 			"the step fails over at "+down.Add(time.Hour).UTC().Format(time.RFC3339)+" if it stays so")))
 		expectNoWritesOnReconcile(ctx, getPipeline(ctx, p))
 	})
@@ -323,8 +323,8 @@ var _ = Describe("Node health and failover", func() {
 		p := runningSample(ctx, ns, withFailover(location, fallback, 1, 1, ""))
 		setNodeReady(ctx, fallback, corev1.ConditionFalse, time.Now().Add(-time.Minute))
 		setNodeReady(ctx, location, corev1.ConditionFalse, time.Now().Add(-time.Minute))
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
-			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady),
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1.ReasonNodeNotReady),
 			HaveField("Message", ContainSubstring("none of its nodes ("+location+", "+fallback+") is ready: the step stays on "+location))))
 		Expect(nodeOf(ctx, p, 1)()).To(Equal(location))
 	})
@@ -347,7 +347,7 @@ var _ = Describe("Node health and failover", func() {
 
 		down := time.Now().Truncate(time.Second) // the apiserver keeps whole seconds
 		setNodeReady(ctx, location, corev1.ConditionUnknown, down)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(
 			HaveField("Message", ContainSubstring("the step fails over at")))
 		first.stop()
 

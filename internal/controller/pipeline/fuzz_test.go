@@ -25,11 +25,11 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // crdAdmission checks a Pipeline the way the apiserver does before the validating webhook:
@@ -46,7 +46,7 @@ func loadCRDAdmission(t testing.TB) *crdAdmission {
 	crd := testenv.PipelineCRD(t)
 	// The Pipelines here are v1beta1: the schema of that version admits them.
 	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
-		return v.Name == pipelinev1beta1.GroupVersion.Version
+		return v.Name == pipelinev1.GroupVersion.Version
 	})
 	if i < 0 {
 		t.Fatal("the Pipeline CRD has no v1beta1")
@@ -67,13 +67,13 @@ func loadCRDAdmission(t testing.TB) *crdAdmission {
 }
 
 // admit returns the Pipeline as the apiserver would store it, or the errors it would refuse it with.
-func (a *crdAdmission) admit(p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, field.ErrorList) {
+func (a *crdAdmission) admit(p *pipelinev1.Pipeline) (*pipelinev1.Pipeline, field.ErrorList) {
 	return a.admitUpdate(nil, p)
 }
 
 // admitUpdate is admit for an update of the stored Pipeline old (nil: a create), so that the
 // CEL rules comparing with oldSelf run too.
-func (a *crdAdmission) admitUpdate(old, p *pipelinev1beta1.Pipeline) (*pipelinev1beta1.Pipeline, field.ErrorList) {
+func (a *crdAdmission) admitUpdate(old, p *pipelinev1.Pipeline) (*pipelinev1.Pipeline, field.ErrorList) {
 	raw, err := a.defaulted(p)
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(nil, err)}
@@ -95,7 +95,7 @@ func (a *crdAdmission) admitUpdate(old, p *pipelinev1beta1.Pipeline) (*pipelinev
 	if celErrs, _ := a.cel.Validate(context.Background(), nil, a.structural, raw, oldRaw, celconfig.RuntimeCELCostBudget); len(celErrs) > 0 {
 		return nil, celErrs
 	}
-	out := &pipelinev1beta1.Pipeline{}
+	out := &pipelinev1.Pipeline{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, out); err != nil {
 		return nil, field.ErrorList{field.InternalError(nil, err)}
 	}
@@ -103,9 +103,9 @@ func (a *crdAdmission) admitUpdate(old, p *pipelinev1beta1.Pipeline) (*pipelinev
 }
 
 // defaulted is p as unstructured content with the CRD's defaults applied.
-func (a *crdAdmission) defaulted(p *pipelinev1beta1.Pipeline) (map[string]any, error) {
+func (a *crdAdmission) defaulted(p *pipelinev1.Pipeline) (map[string]any, error) {
 	p = p.DeepCopy()
-	p.APIVersion, p.Kind = pipelinev1beta1.GroupVersion.String(), "Pipeline"
+	p.APIVersion, p.Kind = pipelinev1.GroupVersion.String(), "Pipeline"
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 	if err != nil {
 		return nil, err
@@ -174,10 +174,10 @@ func FuzzPipeline(f *testing.F) {
 		if len(argVal) > 2*4096 {
 			return
 		}
-		p := &pipelinev1beta1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fuzzNamespace}}
+		p := &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fuzzNamespace}}
 		for i := range int(steps%32) + 1 {
-			s := pipelinev1beta1.Step{Image: image, Location: location, Model: model,
-				Args: map[string]pipelinev1beta1.ArgValue{argKey: pipelinev1beta1.ArgValue(argVal)}}
+			s := pipelinev1.Step{Image: image, Location: location, Model: model,
+				Args: map[string]pipelinev1.ArgValue{argKey: pipelinev1.ArgValue(argVal)}}
 			if i == 0 {
 				s.Name = stepName
 			}
@@ -195,17 +195,17 @@ func FuzzPipeline(f *testing.F) {
 		m.MountPath = mountPath
 		switch storage % 4 {
 		case 0:
-			m.Type, m.CSIParameter = pipelinev1beta1.StorageTypeNFS, map[string]string{"server": server, "share": share}
+			m.Type, m.CSIParameter = pipelinev1.StorageTypeNFS, map[string]string{"server": server, "share": share}
 		case 1:
-			m.Type, m.CSIParameter = pipelinev1beta1.StorageTypeCSI, map[string]string{"driver": server, "share": share}
+			m.Type, m.CSIParameter = pipelinev1.StorageTypeCSI, map[string]string{"driver": server, "share": share}
 		case 2:
-			m.Type, m.StorageClassName = pipelinev1beta1.StorageTypeStorageClass, server
+			m.Type, m.StorageClassName = pipelinev1.StorageTypeStorageClass, server
 		case 3:
-			m.Type, m.ClaimName = pipelinev1beta1.StorageTypeExistingClaim, server
+			m.Type, m.ClaimName = pipelinev1.StorageTypeExistingClaim, server
 		}
 		if host != "" {
-			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort,
-				Ingress: &pipelinev1beta1.IngressExpose{Host: host}}
+			p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort,
+				Ingress: &pipelinev1.IngressExpose{Host: host}}
 		}
 
 		// The admission chain: defaulting webhook, CRD schema and CEL, validating webhook.
@@ -221,7 +221,7 @@ func FuzzPipeline(f *testing.F) {
 		if len(errs) > 0 {
 			return // refused by the CRD
 		}
-		if webhookv1beta1.ValidatePipeline(p) != nil {
+		if pipelineadmission.ValidatePipeline(p) != nil {
 			return // refused by the validating webhook
 		}
 		if before, errs = admission.admit(before); len(errs) > 0 {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -18,9 +18,9 @@ import (
 const publishedLabel = "models.distri-infer.ndsl.cn/shared"
 
 // createClass creates the cluster-scoped ModelStorageClass name with spec, removed after the test.
-func createClass(ctx context.Context, name string, spec pipelinev1beta1.ModelStorageClassSpec) *pipelinev1beta1.ModelStorageClass {
+func createClass(ctx context.Context, name string, spec pipelinev1.ModelStorageClassSpec) *pipelinev1.ModelStorageClass {
 	GinkgoHelper()
-	c := &pipelinev1beta1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	c := &pipelinev1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	Expect(k8sClient.Create(ctx, c)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) {
 		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, c))).To(Succeed())
@@ -54,9 +54,9 @@ func labelNamespace(ctx context.Context, ns, key, value string) {
 }
 
 // fromClass makes the storage of a Pipeline the ModelStorageClass name.
-func fromClass(name string) func(*pipelinev1beta1.Pipeline) {
-	return func(p *pipelinev1beta1.Pipeline) {
-		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: name}
+func fromClass(name string) func(*pipelinev1.Pipeline) {
+	return func(p *pipelinev1.Pipeline) {
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: name}
 	}
 }
 
@@ -74,8 +74,8 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 	})
 
 	It("makes the volume from the class's NFS export, bound to the Pipeline's claim", func() {
-		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
-			NFS:          &pipelinev1beta1.NFSModelStorageSource{Server: "nfs.models.example.com", Path: "/exports/models"},
+		createClass(ctx, class, pipelinev1.ModelStorageClassSpec{
+			NFS:          &pipelinev1.NFSModelStorageSource{Server: "nfs.models.example.com", Path: "/exports/models"},
 			MountOptions: []string{"nfsvers=4.1", "hard"}, NamespaceSelector: selecting(ns)})
 		p := runningSample(ctx, ns, fromClass(class))
 
@@ -97,8 +97,8 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 	})
 
 	It("makes the volume from the class's CSI driver and attributes, writable when the class says so", func() {
-		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
-			CSI: &pipelinev1beta1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io",
+		createClass(ctx, class, pipelinev1.ModelStorageClassSpec{
+			CSI: &pipelinev1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io",
 				VolumeAttributes: map[string]string{"server": "nfs.models.example.com", "share": "/models"}},
 			ReadOnly: ptr.To(false), NamespaceSelector: &metav1.LabelSelector{}})
 		p := runningSample(ctx, ns, fromClass(class))
@@ -114,58 +114,58 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 
 	It("reports a missing class, makes no storage, and converges once the class is created", func() {
 		p := createSample(ctx, ns, fromClass(class))
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
 		Expect(deg.Status).To(Equal(metav1.ConditionTrue))
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonModelStorageClassNotFound))
 		Expect(deg.Message).To(And(ContainSubstring("ModelStorageClass "+class), ContainSubstring("namespace "+ns)))
 		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)) }, "500ms").Should(BeTrue())
 		Expect(gone(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))).To(BeTrue())
 
 		By("the class's creation starts a pass that makes the storage")
-		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
-			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		createClass(ctx, class, pipelinev1.ModelStorageClassSpec{
+			NFS: &pipelinev1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
 		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
 		Expect(pv.Spec.NFS.Server).To(Equal("10.0.0.9"))
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Status).To(Equal(metav1.ConditionFalse))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(condition(ctx, p, pipelinev1.ConditionDegraded)().Status).To(Equal(metav1.ConditionFalse))
 	})
 
 	It("keeps the volume of a namespace the class stops selecting, reports it, and recovers when selected again", func() {
-		createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
-			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		createClass(ctx, class, pipelinev1.ModelStorageClassSpec{
+			NFS: &pipelinev1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
 		p := runningSample(ctx, ns, fromClass(class))
 		pv := resources.PVName(p)
 
 		labelNamespace(ctx, ns, publishedLabel, "")
-		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
-			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotPermitted))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		Eventually(func() string { return condition(ctx, p, pipelinev1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1.ReasonModelStorageClassNotPermitted))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
 		Expect(deg.Message).To(And(ContainSubstring("ModelStorageClass "+class), ContainSubstring("namespace "+ns),
 			ContainSubstring("namespaceSelector")))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseFailed))
 		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }, "500ms").Should(BeFalse())
 
 		labelNamespace(ctx, ns, publishedLabel, ns)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("reports a class deleted under a Pipeline and keeps its volume", func() {
-		c := createClass(ctx, class, pipelinev1beta1.ModelStorageClassSpec{
-			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
+		c := createClass(ctx, class, pipelinev1.ModelStorageClassSpec{
+			NFS: &pipelinev1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)})
 		p := runningSample(ctx, ns, fromClass(class))
 
 		Expect(k8sClient.Delete(ctx, c)).To(Succeed())
-		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
-			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Eventually(func() string { return condition(ctx, p, pipelinev1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1.ReasonModelStorageClassNotFound))
 		Expect(gone(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))).To(BeFalse())
 	})
 
 	It("moves to new storage when the Pipeline names another class, and removes the old", func() {
-		spec := pipelinev1beta1.ModelStorageClassSpec{
-			NFS: &pipelinev1beta1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)}
+		spec := pipelinev1.ModelStorageClassSpec{
+			NFS: &pipelinev1.NFSModelStorageSource{Server: "10.0.0.9", Path: "/models"}, NamespaceSelector: selecting(ns)}
 		createClass(ctx, class, spec)
 		p := runningSample(ctx, ns, fromClass(class))
 		oldPV, oldClaim := resources.PVName(p), resources.ClaimName(p)
@@ -173,8 +173,8 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 		By("a class that does not exist yet: the old storage stays")
 		updatePipeline(ctx, p, fromClass(class+"-v2"))
 		p = getPipeline(ctx, p)
-		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason }).
-			Should(Equal(pipelinev1beta1.ReasonModelStorageClassNotFound))
+		Eventually(func() string { return condition(ctx, p, pipelinev1.ConditionDegraded)().Reason }).
+			Should(Equal(pipelinev1.ReasonModelStorageClassNotFound))
 		Expect(resources.PVName(p)).NotTo(Equal(oldPV))
 		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", oldPV) }, "500ms").Should(BeFalse())
 
@@ -183,7 +183,7 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 		createClass(ctx, class+"-v2", spec)
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(func() any { return getPipeline(ctx, p).Status }).Should(HaveField("Phase", pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(func() any { return getPipeline(ctx, p).Status }).Should(HaveField("Phase", pipelinev1.PipelinePhaseRunning))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)).Spec.NFS.Path).To(Equal("/models-v2"))
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", oldPV) }).Should(BeTrue())
 		Eventually(func() bool {

@@ -5,28 +5,28 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
 // reconcilePaused records that p is paused, in its status and with one event, and touches
 // nothing else.
-func (r *Reconciler) reconcilePaused(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (r *Reconciler) reconcilePaused(ctx context.Context, p *pipelinev1.Pipeline) error {
 	before := status.WasPaused(p.Status)
 	if err := r.updateStatus(ctx, p, status.PausedStatus(p)); err != nil {
 		return err
 	}
 	if !before {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, pipelinev1beta1.ReasonPaused, "Pause",
-			"Reconciliation paused by the annotation %s=true", pipelinev1beta1.PausedAnnotation)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, pipelinev1.ReasonPaused, "Pause",
+			"Reconciliation paused by the annotation %s=true", pipelinev1.PausedAnnotation)
 	}
 	return nil
 }
 
 // recordResumed records an event when a pass of a Pipeline that was paused made it match its spec again.
-func (r *Reconciler) recordResumed(p *pipelinev1beta1.Pipeline, before pipelinev1beta1.PipelineStatus) {
+func (r *Reconciler) recordResumed(p *pipelinev1.Pipeline, before pipelinev1.PipelineStatus) {
 	if status.WasPaused(before) && !status.WasPaused(p.Status) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "Resumed", "Resume",
-			"Reconciliation resumed: the annotation %s is no longer true", pipelinev1beta1.PausedAnnotation)
+			"Reconciliation resumed: the annotation %s is no longer true", pipelinev1.PausedAnnotation)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -22,13 +22,13 @@ import (
 
 func TestPausedAnnotation(t *testing.T) {
 	for value, want := range map[string]bool{"true": true, "false": false, "": false, "True": false, "yes": false} {
-		p := &pipelinev1beta1.Pipeline{}
-		p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: value}
+		p := &pipelinev1.Pipeline{}
+		p.Annotations = map[string]string{pipelinev1.PausedAnnotation: value}
 		if got := resources.Paused(p); got != want {
 			t.Errorf("annotation %q: paused = %v, want %v", value, got, want)
 		}
 	}
-	if resources.Paused(&pipelinev1beta1.Pipeline{}) {
+	if resources.Paused(&pipelinev1.Pipeline{}) {
 		t.Error("a Pipeline without annotations is paused")
 	}
 }
@@ -41,8 +41,8 @@ func TestPausedStatus(t *testing.T) {
 	before := p.Status.DeepCopy()
 
 	st := status.PausedStatus(p)
-	c := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != pipelinev1beta1.ReasonPaused || c.ObservedGeneration != 3 {
+	c := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != pipelinev1.ReasonPaused || c.ObservedGeneration != 3 {
 		t.Fatalf("Reconciled = %+v, want False/Paused for generation 3", c)
 	}
 	if !status.WasPaused(st) || status.WasPaused(*before) {
@@ -52,7 +52,7 @@ func TestPausedStatus(t *testing.T) {
 		t.Errorf("phase %q, observedGeneration %d, ready %q changed; want %q, 2, %q",
 			st.Phase, st.ObservedGeneration, st.ReadySteps, before.Phase, before.ReadySteps)
 	}
-	for _, typ := range []string{pipelinev1beta1.ConditionAvailable, pipelinev1beta1.ConditionProgressing, pipelinev1beta1.ConditionDegraded} {
+	for _, typ := range []string{pipelinev1.ConditionAvailable, pipelinev1.ConditionProgressing, pipelinev1.ConditionDegraded} {
 		if !equality.Semantic.DeepEqual(meta.FindStatusCondition(st.Conditions, typ), meta.FindStatusCondition(before.Conditions, typ)) {
 			t.Errorf("condition %s changed while paused", typ)
 		}
@@ -71,20 +71,20 @@ func TestPausedStatus(t *testing.T) {
 func pausedNotes(notes []string) int {
 	n := 0
 	for _, note := range notes {
-		if strings.HasPrefix(note, pipelinev1beta1.ReasonPaused+": ") {
+		if strings.HasPrefix(note, pipelinev1.ReasonPaused+": ") {
 			n++
 		}
 	}
 	return n
 }
 
-func setPaused(ctx context.Context, p *pipelinev1beta1.Pipeline, paused bool) {
+func setPaused(ctx context.Context, p *pipelinev1.Pipeline, paused bool) {
 	GinkgoHelper()
-	updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+	updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 		if paused {
-			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1beta1.PausedAnnotation, "true")
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1.PausedAnnotation, "true")
 		} else {
-			delete(p.Annotations, pipelinev1beta1.PausedAnnotation)
+			delete(p.Annotations, pipelinev1.PausedAnnotation)
 		}
 	})
 }
@@ -104,9 +104,9 @@ var _ = Describe("A paused Pipeline", func() {
 
 		By("pausing: Reconciled turns False for reason Paused, the phase stays, one event")
 		setPaused(ctx, p, true)
-		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionReconciled)().Reason }).
-			Should(Equal(pipelinev1beta1.ReasonPaused))
-		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(func() string { return condition(ctx, p, pipelinev1.ConditionReconciled)().Reason }).
+			Should(Equal(pipelinev1.ReasonPaused))
+		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(func() int { return pausedNotes(eventNotes(ctx, p)()) }).Should(Equal(1))
 
 		By("editing a child, deleting another and changing the spec")
@@ -115,10 +115,10 @@ var _ = Describe("A paused Pipeline", func() {
 		Expect(k8sClient.Update(ctx, d, client.FieldOwner("kubectl-edit"))).To(Succeed())
 		svc := serviceOf(ctx, p, 1)
 		Expect(k8sClient.Delete(ctx, svc)).To(Succeed())
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
 		edited := getPipeline(ctx, p)
 		// The reconciler saw the new generation: its Reconciled condition follows it.
-		Eventually(func() int64 { return condition(ctx, p, pipelinev1beta1.ConditionReconciled)().ObservedGeneration }).
+		Eventually(func() int64 { return condition(ctx, p, pipelinev1.ConditionReconciled)().ObservedGeneration }).
 			Should(Equal(edited.Generation))
 
 		By("nothing is repaired or applied")
@@ -128,7 +128,7 @@ var _ = Describe("A paused Pipeline", func() {
 			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))).To(BeTrue())
 		}, "1500ms").Should(Succeed())
 		st := getPipeline(ctx, p).Status
-		Expect(st.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(st.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(st.ObservedGeneration).To(BeNumerically("<", edited.Generation))
 		Expect(pausedNotes(eventNotes(ctx, p)())).To(Equal(1))
 
@@ -142,22 +142,22 @@ var _ = Describe("A paused Pipeline", func() {
 		Eventually(func(g Gomega) {
 			st := getPipeline(ctx, p).Status
 			g.Expect(st.ObservedGeneration).To(Equal(edited.Generation))
-			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionReconciled)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionReconciled)).To(BeTrue())
 		}).Should(Succeed())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(HavePrefix("Resumed: ")))
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(pausedNotes(eventNotes(ctx, p)())).To(Equal(1))
 	})
 
 	It("is still cleaned up when deleted", func() {
 		p := runningSample(ctx, ns)
 		setPaused(ctx, p, true)
-		Eventually(func() string { return condition(ctx, p, pipelinev1beta1.ConditionReconciled)().Reason }).
-			Should(Equal(pipelinev1beta1.ReasonPaused))
+		Eventually(func() string { return condition(ctx, p, pipelinev1.ConditionReconciled)().Reason }).
+			Should(Equal(pipelinev1.ReasonPaused))
 		pv := resources.PVName(p)
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
-		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }).Should(BeTrue())
 	})
 })

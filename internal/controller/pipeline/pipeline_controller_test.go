@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -42,7 +42,7 @@ func newNamespace(ctx context.Context) string {
 }
 
 // createSample creates the sample Pipeline of the product design, verbatim, in ns.
-func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	p := testenv.Sample(GinkgoT(), ns)
 	p.UID = ""
@@ -53,15 +53,15 @@ func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.
 	return p
 }
 
-func getPipeline(ctx context.Context, p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
+func getPipeline(ctx context.Context, p *pipelinev1.Pipeline) *pipelinev1.Pipeline {
 	GinkgoHelper()
-	out := &pipelinev1beta1.Pipeline{}
+	out := &pipelinev1.Pipeline{}
 	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
 	return out
 }
 
 // updatePipeline applies edit to the latest version of p, retrying on conflicts.
-func updatePipeline(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(*pipelinev1beta1.Pipeline)) {
+func updatePipeline(ctx context.Context, p *pipelinev1.Pipeline, edit func(*pipelinev1.Pipeline)) {
 	GinkgoHelper()
 	Eventually(func() error {
 		latest := getPipeline(ctx, p)
@@ -70,11 +70,11 @@ func updatePipeline(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(
 	}).Should(Succeed())
 }
 
-func phase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.PipelinePhase {
-	return func() pipelinev1beta1.PipelinePhase { return getPipeline(ctx, p).Status.Phase }
+func phase(ctx context.Context, p *pipelinev1.Pipeline) func() pipelinev1.PipelinePhase {
+	return func() pipelinev1.PipelinePhase { return getPipeline(ctx, p).Status.Phase }
 }
 
-func condition(ctx context.Context, p *pipelinev1beta1.Pipeline, t string) func() *metav1.Condition {
+func condition(ctx context.Context, p *pipelinev1.Pipeline, t string) func() *metav1.Condition {
 	return func() *metav1.Condition { return meta.FindStatusCondition(getPipeline(ctx, p).Status.Conditions, t) }
 }
 
@@ -85,18 +85,18 @@ func child[T client.Object](ctx context.Context, obj T, ns, name string) T {
 	return obj
 }
 
-func deploymentOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) *appsv1.Deployment {
+func deploymentOf(ctx context.Context, p *pipelinev1.Pipeline, i int) *appsv1.Deployment {
 	GinkgoHelper()
 	return child(ctx, &appsv1.Deployment{}, p.Namespace, resources.StepObjectName(p, i))
 }
 
-func serviceOf(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) *corev1.Service {
+func serviceOf(ctx context.Context, p *pipelinev1.Pipeline, i int) *corev1.Service {
 	GinkgoHelper()
 	return child(ctx, &corev1.Service{}, p.Namespace, resources.StepObjectName(p, i))
 }
 
 // bindStorage plays the volume binder: the PV and PVC of p become Bound.
-func bindStorage(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+func bindStorage(ctx context.Context, p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	if resources.OwnsVolume(p) {
 		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
@@ -109,7 +109,7 @@ func bindStorage(ctx context.Context, p *pipelinev1beta1.Pipeline) {
 }
 
 // rollOut plays the deployment controller: every step's current Deployment becomes available.
-func rollOut(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+func rollOut(ctx context.Context, p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	for i := range p.Spec.Steps {
 		Eventually(func() error {
@@ -123,13 +123,13 @@ func rollOut(ctx context.Context, p *pipelinev1beta1.Pipeline) {
 }
 
 // runningSample creates the sample and plays the cluster until it is running.
-func runningSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+func runningSample(ctx context.Context, ns string, edit ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	p := createSample(ctx, ns, edit...)
-	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 	bindStorage(ctx, p)
 	rollOut(ctx, p)
-	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	return getPipeline(ctx, p)
 }
 
@@ -138,7 +138,7 @@ func envOf(d *appsv1.Deployment) map[string]string {
 }
 
 // eventNotes are the notes of the events recorded on p.
-func eventNotes(ctx context.Context, p *pipelinev1beta1.Pipeline) func() []string {
+func eventNotes(ctx context.Context, p *pipelinev1.Pipeline) func() []string {
 	return func() []string {
 		list := &eventsv1.EventList{}
 		Expect(k8sClient.List(ctx, list, client.InNamespace(p.Namespace))).To(Succeed())
@@ -187,9 +187,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(d2.Spec.Template.Spec.Affinity).To(Equal(nameAffinity("xx-test-node239")))
 		Expect(d1.Spec.Template.Spec.Containers[0].Args).To(BeEmpty())
 		Expect(envOf(d1)).To(HaveKeyWithValue("listenPort", "9080"))
-		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
-		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, ""))
-		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1beta1.EnvModelPath, "/models/facedetection-2"))
+		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
+		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, ""))
+		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvModelPath, "/models/facedetection-2"))
 		Expect(d1.Labels).To(HaveKeyWithValue("step", "1"))
 		Expect(d2.Labels).To(HaveKeyWithValue("step", "2"))
 		Expect(metav1.IsControlledBy(d1, getPipeline(ctx, p))).To(BeTrue())
@@ -203,15 +203,15 @@ var _ = Describe("Pipeline reconciler", func() {
 		By("reporting the truth: creating, with every step listed")
 		Eventually(func(g Gomega) {
 			st := getPipeline(ctx, p).Status
-			g.Expect(st.Phase).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+			g.Expect(st.Phase).To(Equal(pipelinev1.PipelinePhaseCreating))
 			g.Expect(st.ReadySteps).To(Equal("0/2"))
 			g.Expect(st.DetailPhase.StepsPhase).To(HaveLen(2))
-			g.Expect(st.DetailPhase.StepsPhase[0].ServicePhase).To(Equal(pipelinev1beta1.ServicePhaseReady))
-			g.Expect(st.DetailPhase.StepsPhase[0].DeploymentPhase).To(Equal(pipelinev1beta1.DeploymentPhaseProgressing))
+			g.Expect(st.DetailPhase.StepsPhase[0].ServicePhase).To(Equal(pipelinev1.ServicePhaseReady))
+			g.Expect(st.DetailPhase.StepsPhase[0].DeploymentPhase).To(Equal(pipelinev1.DeploymentPhaseProgressing))
 			g.Expect(st.DetailPhase.PVCPhase).To(Equal(corev1.ClaimPending))
-			g.Expect(meta.IsStatusConditionFalse(st.Conditions, pipelinev1beta1.ConditionAvailable)).To(BeTrue())
-			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionProgressing)).To(BeTrue())
-			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionReconciled)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionFalse(st.Conditions, pipelinev1.ConditionAvailable)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionProgressing)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionReconciled)).To(BeTrue())
 			g.Expect(st.ObservedGeneration).To(Equal(getPipeline(ctx, p).Generation))
 		}).Should(Succeed())
 
@@ -223,20 +223,20 @@ var _ = Describe("Pipeline reconciler", func() {
 
 	It("moves from creating to running to failed as its children change", func() {
 		p := createSample(ctx, ns)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 
 		bindStorage(ctx, p)
 		Eventually(func() corev1.PersistentVolumeClaimPhase { return getPipeline(ctx, p).Status.DetailPhase.PVCPhase }).
 			Should(Equal(corev1.ClaimBound))
-		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1.PipelinePhaseCreating))
 
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		st := getPipeline(ctx, p).Status
 		Expect(st.ReadySteps).To(Equal("2/2"))
 		Expect(st.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
 		Expect(st.DetailPhase.StepsPhase[1].ReadyReplicas).To(Equal(int32(1)))
-		Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1beta1.ConditionAvailable)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionAvailable)).To(BeTrue())
 
 		By("a step whose rollout exceeds its progress deadline fails the Pipeline")
 		d := deploymentOf(ctx, p, 1)
@@ -244,28 +244,28 @@ var _ = Describe("Pipeline reconciler", func() {
 		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 			Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
 		Expect(k8sClient.Status().Update(ctx, d)).To(Succeed())
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonStepFailed))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonStepFailed))
 		Expect(deg.Message).To(ContainSubstring("step 2 (step-2)"))
 		Expect(deg.Message).To(ContainSubstring("progress deadline"))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("StepFailed: step 2 (step-2)")))
 
 		By("recovering when the step rolls out")
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("a lost claim fails the Pipeline")
 		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
 		pvc.Status.Phase = corev1.ClaimLost
 		Expect(k8sClient.Status().Update(ctx, pvc)).To(Succeed())
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)().Reason).To(Equal(pipelinev1beta1.ReasonStorageFailed))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		Expect(condition(ctx, p, pipelinev1.ConditionDegraded)().Reason).To(Equal(pipelinev1.ReasonStorageFailed))
 	})
 
 	It("provides csi storage with the default driver and the remaining entries as attributes", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
 				CSIParameter: map[string]string{"server": "nfs.edge.local", "share": "/models"}}
 		})
 		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
@@ -276,8 +276,8 @@ var _ = Describe("Pipeline reconciler", func() {
 	})
 
 	It("provides storageClass storage as a claim only", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass,
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass,
 				StorageClassName: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}
 		})
 		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
@@ -291,12 +291,12 @@ var _ = Describe("Pipeline reconciler", func() {
 	})
 
 	It("mounts an existing claim, waiting for it with a clear reason while it is missing", func() {
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "team-models"}
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "team-models"}
 		})
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonClaimNotFound))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonClaimNotFound))
 		Expect(deg.Message).To(ContainSubstring("team-models"))
 		Expect(deploymentOf(ctx, p, 0).Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("team-models"))
 
@@ -309,7 +309,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		claim.Status.Phase = corev1.ClaimBound
 		Expect(k8sClient.Status().Update(ctx, claim)).To(Succeed())
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p), "40s").Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p), "40s").Should(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("never touching the user's claim")
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
@@ -352,42 +352,42 @@ var _ = Describe("Pipeline reconciler", func() {
 		d = deploymentOf(ctx, p, 0)
 		d.Annotations = map[string]string{"team": "vision"}
 		Expect(k8sClient.Update(ctx, d, client.FieldOwner("kubectl-annotate"))).To(Succeed())
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
 		Eventually(func() string { return deploymentOf(ctx, p, 0).Spec.Template.Spec.Containers[0].Image }).Should(Equal("nginx:1.27"))
 		Expect(deploymentOf(ctx, p, 0).Annotations).To(HaveKeyWithValue("team", "vision"))
 	})
 
 	It("converges when steps are added, removed, reordered or changed", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Name = "detect"
 			p.Spec.Steps[1].Name = "recognise"
 		})
 
 		By("adding a step")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps = append(p.Spec.Steps, pipelinev1beta1.Step{Name: "align", Image: "nginx:latest", Model: "align-1",
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps = append(p.Spec.Steps, pipelinev1.Step{Name: "align", Image: "nginx:latest", Model: "align-1",
 				Location: "xx-test-node239"})
 		})
 		p = getPipeline(ctx, p)
 		Expect(deploymentOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
 		Expect(serviceOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[pipelinev1beta1.EnvNextStepURL] }).
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[pipelinev1.EnvNextStepURL] }).
 			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 
 		By("reordering steps: the Deployments keep their names and their forwarding follows the order")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			s := p.Spec.Steps
-			p.Spec.Steps = []pipelinev1beta1.Step{s[0], s[2], s[1]}
+			p.Spec.Steps = []pipelinev1.Step{s[0], s[2], s[1]}
 		})
 		p = getPipeline(ctx, p)
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1beta1.EnvNextStepURL] }).
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL] }).
 			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
 		Eventually(func() map[string]string { return deploymentOf(ctx, p, 1).Labels }).Should(HaveKeyWithValue("step", "2"))
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[pipelinev1beta1.EnvNextStepURL] }).Should(BeEmpty())
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[pipelinev1.EnvNextStepURL] }).Should(BeEmpty())
 
 		By("removing a step deletes its Deployment and Service")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:2] })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:2] })
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "facedetection-pipeline-recognise"}, &appsv1.Deployment{}))
 		}).Should(BeTrue())
@@ -397,9 +397,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted Deployment facedetection-pipeline-recognise"))
 
 		By("changing image and args")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Image = "nginx:1.27"
-			p.Spec.Steps[0].Args = map[string]pipelinev1beta1.ArgValue{"threshold": "0.8"}
+			p.Spec.Steps[0].Args = map[string]pipelinev1.ArgValue{"threshold": "0.8"}
 		})
 		p = getPipeline(ctx, p)
 		Eventually(func(g Gomega) {
@@ -422,13 +422,13 @@ var _ = Describe("Pipeline reconciler", func() {
 			}
 			Expect(ours).To(Equal([]metav1.ManagedFieldsOperationType{metav1.ManagedFieldsOperationApply}), obj.GetName())
 		}
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("changing the storage replaces the volume and claim and removes the old ones")
 		oldPV, oldPVC := resources.PVName(p), resources.ClaimName(p)
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
 		p = getPipeline(ctx, p)
 		Expect(resources.PVName(p)).NotTo(Equal(oldPV))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)).Spec.NFS.Path).To(Equal("/srv/models"))
@@ -439,14 +439,14 @@ var _ = Describe("Pipeline reconciler", func() {
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolumeClaim{}, ns, oldPVC) }).Should(BeTrue())
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("removes the PersistentVolume and releases its finalizer when deleted", func() {
 		p := runningSample(ctx, ns)
 		pv := resources.PVName(p)
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
-		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }).Should(BeTrue())
 		// The namespaced children go with the garbage collector, which follows their owner reference.
 		Expect(deploymentOf(ctx, p, 0).OwnerReferences[0].UID).To(Equal(p.UID))
@@ -503,17 +503,17 @@ var _ = Describe("Pipeline reconciler", func() {
 
 	It("reports a step pinned to a node that does not exist, and recovers when it joins", func() {
 		node := "edge-node-" + ns[len(ns)-5:]
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = node })
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Location = node })
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonNodeNotFound))
 		Expect(deg.Message).To(ContainSubstring("step 2 (step-2): node " + node + " does not exist"))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("NodeNotFound: step 2 (step-2): node " + node)))
 
 		createNode(node)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("leaves alone an object of the same name that is not its own", func() {
@@ -523,9 +523,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 		p := createSample(ctx, ns)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		deg := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNameConflict))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
+		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonNameConflict))
 		Expect(deg.Message).To(ContainSubstring("Service facedetection-pipeline-step-2 already exists"))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
 		Expect(foreign.OwnerReferences).To(BeEmpty())
@@ -577,32 +577,32 @@ var _ = Describe("Pipeline reconciler", func() {
 
 		p := createSample(ctx, ns)
 		Eventually(func(g Gomega) {
-			rec := condition(ctx, p, pipelinev1beta1.ConditionReconciled)()
+			rec := condition(ctx, p, pipelinev1.ConditionReconciled)()
 			g.Expect(rec).NotTo(BeNil())
 			g.Expect(rec.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(rec.Reason).To(Equal(pipelinev1beta1.ReasonApplyRefused))
+			g.Expect(rec.Reason).To(Equal(pipelinev1.ReasonApplyRefused))
 			g.Expect(rec.Message).To(ContainSubstring("step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2"))
 			g.Expect(rec.Message).To(ContainSubstring("services of second steps are not allowed here"))
 		}).Should(Succeed())
 		Expect(getPipeline(ctx, p).Status.ObservedGeneration).To(Equal(p.Generation),
 			"the refusal is a verdict on this generation, which generic tools read only once it is observed")
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).To(And(HaveField("Status", metav1.ConditionTrue),
-			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused)), "a refusal needs a person")
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionStalled)()).To(And(HaveField("Status", metav1.ConditionTrue),
-			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused)), "kstatus calls it Failed")
+		Expect(condition(ctx, p, pipelinev1.ConditionDegraded)()).To(And(HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", pipelinev1.ReasonApplyRefused)), "a refusal needs a person")
+		Expect(condition(ctx, p, pipelinev1.ConditionStalled)()).To(And(HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", pipelinev1.ReasonApplyRefused)), "kstatus calls it Failed")
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring(
 			"ApplyRefused: step 2 (step-2): the apiserver refuses the creation of Service facedetection-pipeline-step-2")))
 		Expect(deploymentOf(ctx, p, 1).Name).To(Equal("facedetection-pipeline-step-2"), "the other children are still made")
 		Eventually(func() float64 {
-			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyRefused})
+			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1.ReasonApplyRefused})
 		}).Should(BeNumerically(">=", 1))
 
 		By("recovering once the policy is lifted, without anyone touching the Pipeline")
 		Expect(k8sClient.Delete(ctx, binding)).To(Succeed())
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p), "60s").Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		Expect(meta.IsStatusConditionTrue(getPipeline(ctx, p).Status.Conditions, pipelinev1beta1.ConditionReconciled)).To(BeTrue())
+		Eventually(phase(ctx, p), "60s").Should(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(meta.IsStatusConditionTrue(getPipeline(ctx, p).Status.Conditions, pipelinev1.ConditionReconciled)).To(BeTrue())
 	})
 
 	It("exports the phase of each Pipeline and the duration of its rollout", func() {
@@ -703,7 +703,7 @@ func gathered(name string, labels map[string]string) float64 {
 // expectNoWritesOnReconcile runs two passes over the converged Pipeline p with a reconciler
 // whose client counts its writes on the wire, and expects no write, no event and an unchanged
 // Pipeline. It returns the reconciler and its counter.
-func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1beta1.Pipeline) (*Reconciler, *writeCounter) {
+func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1.Pipeline) (*Reconciler, *writeCounter) {
 	GinkgoHelper()
 	counter := &writeCounter{}
 	counting := rest.CopyConfig(cfg)
@@ -723,7 +723,7 @@ func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1beta1.Pipeline)
 }
 
 // childVersions are the resourceVersions of the children of p, by kind and name.
-func childVersions(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]string {
+func childVersions(ctx context.Context, p *pipelinev1.Pipeline) map[string]string {
 	GinkgoHelper()
 	rv := map[string]string{}
 	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {

@@ -13,7 +13,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -44,7 +44,7 @@ type placed struct {
 func (w placed) title() string { return strings.ToUpper(w.label[:1]) + w.label[1:] }
 
 // stepPlaced is step i of p, for placement.
-func stepPlaced(p *pipelinev1beta1.Pipeline, i int) placed {
+func stepPlaced(p *pipelinev1.Pipeline, i int) placed {
 	step := &p.Spec.Steps[i]
 	return placed{
 		label:       resources.StepLabel(p, i),
@@ -58,7 +58,7 @@ func stepPlaced(p *pipelinev1beta1.Pipeline, i int) placed {
 }
 
 // routerPlaced is the router of p, for placement.
-func routerPlaced(p *pipelinev1beta1.Pipeline) placed {
+func routerPlaced(p *pipelinev1.Pipeline) placed {
 	return placed{
 		label:      "router",
 		noun:       "router",
@@ -118,7 +118,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope, what placed) (status.P
 	// not move there.
 	for _, c := range candidates {
 		if msg := resolved[c].AmbiguousMessage(); c != d.Node && msg != "" {
-			s.add(problem.Problem{Reason: pipelinev1beta1.ReasonNodeAmbiguous, Notice: true,
+			s.add(problem.Problem{Reason: pipelinev1.ReasonNodeAmbiguous, Notice: true,
 				Message: fmt.Sprintf("%s: %s", what.label, msg)})
 		}
 	}
@@ -130,7 +130,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope, what placed) (status.P
 // names it; empty when the Deployment does not exist (yet) or is not its own.
 // A Deployment of an earlier version of the operator is pinned by the hostname label, whose
 // value is a location.
-func currentLocation(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pipeline, what placed,
+func currentLocation(ctx context.Context, c client.Reader, p *pipelinev1.Pipeline, what placed,
 	resolved map[string]nodes.Resolution) (string, error) {
 	d := &appsv1.Deployment{}
 	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: what.deployment}, d)
@@ -155,14 +155,14 @@ func currentLocation(ctx context.Context, c client.Reader, p *pipelinev1beta1.Pi
 }
 
 // failoverPolicy is the placement policy of p's spec.failover.
-func failoverPolicy(p *pipelinev1beta1.Pipeline) nodes.Policy {
+func failoverPolicy(p *pipelinev1.Pipeline) nodes.Policy {
 	f := p.Spec.Failover
 	back := f.EffectiveFailback()
 	return nodes.Policy{
 		After:         time.Duration(f.EffectiveAfterSeconds()) * time.Second,
 		FailbackAfter: time.Duration(f.EffectiveFailbackAfterSeconds()) * time.Second,
-		Failback:      back == pipelinev1beta1.FailbackAutomatic,
-		FailbackNow:   back == pipelinev1beta1.FailbackManual && p.Annotations[pipelinev1beta1.FailbackAnnotation] == "true",
+		Failback:      back == pipelinev1.FailbackAutomatic,
+		FailbackNow:   back == pipelinev1.FailbackManual && p.Annotations[pipelinev1.FailbackAnnotation] == "true",
 	}
 }
 
@@ -178,10 +178,10 @@ func placementProblem(what placed, pl status.Placement, after time.Duration, res
 	}
 	label, candidates := what.label, what.candidates
 	if h.State == nodes.StateMissing {
-		pr := problem.Problem{Reason: pipelinev1beta1.ReasonNodeNotFound, Message: fmt.Sprintf(
+		pr := problem.Problem{Reason: pipelinev1.ReasonNodeNotFound, Message: fmt.Sprintf(
 			"%s: node %s does not exist (no node is named %s or has %s=%s)", label, d.Node, d.Node, corev1.LabelHostname, d.Node)}
 		if msg := res.AmbiguousMessage(); msg != "" {
-			pr = problem.Problem{Reason: pipelinev1beta1.ReasonNodeAmbiguous, Message: fmt.Sprintf("%s: %s", label, msg)}
+			pr = problem.Problem{Reason: pipelinev1.ReasonNodeAmbiguous, Message: fmt.Sprintf("%s: %s", label, msg)}
 		}
 		if len(candidates) > 1 {
 			pr.Message += fmt.Sprintf("; none of its nodes (%s) is ready: the %s stays", strings.Join(candidates, ", "), what.noun)
@@ -200,7 +200,7 @@ func placementProblem(what placed, pl status.Placement, after time.Duration, res
 		msg += fmt.Sprintf(": the %s has no fallbackLocations to move to", what.noun)
 	}
 	// A cordoned node still runs the pods: the Pipeline is degraded, not failed.
-	return problem.Problem{Reason: pipelinev1beta1.ReasonNodeNotReady, Message: msg, Notice: h.State == nodes.StateUnschedulable}
+	return problem.Problem{Reason: pipelinev1.ReasonNodeNotReady, Message: msg, Notice: h.State == nodes.StateUnschedulable}
 }
 
 // recordMove records the move of what to another node, once its Deployment d, which ran on
@@ -210,18 +210,18 @@ func (r *Reconciler) recordMove(s *scope, what placed, d *appsv1.Deployment, pl 
 	dec := pl.Decision
 	switch {
 	case dec.Move == nodes.MoveFailback:
-		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventFailedBack, "Failback",
+		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1.EventFailedBack, "Failback",
 			"%s moved back from node %s to node %s, which is ready", what.title(), dec.From, dec.Node)
 		return
 	case dec.Move == nodes.MoveRelocate:
-		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1beta1.EventRelocated, "Relocate",
+		r.Recorder.Eventf(p, d, corev1.EventTypeNormal, pipelinev1.EventRelocated, "Relocate",
 			"%s moved from node %s, which its location and fallbackLocations no longer name, to node %s", what.title(), dec.From, dec.Node)
 		return
 	case pl.From.State == nodes.StateMissing:
-		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
+		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1.EventFailedOver, "Failover",
 			"%s moved from node %s, which does not exist, to node %s", what.title(), dec.From, dec.Node)
 	default:
-		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1beta1.EventFailedOver, "Failover",
+		r.Recorder.Eventf(p, d, corev1.EventTypeWarning, pipelinev1.EventFailedOver, "Failover",
 			"%s moved from node %s, not ready for %ds or more, to node %s", what.title(), dec.From,
 			p.Spec.Failover.EffectiveAfterSeconds(), dec.Node)
 	}
@@ -246,14 +246,14 @@ func (r *Reconciler) applyPlaced(ctx context.Context, s *scope, what placed, pl 
 // step, and the router, with it (those whose more preferred node was ready moved back): left
 // on, it would send them back at once after every later failover. The removal carries p's
 // resourceVersion; a conflict runs the pass again.
-func (r *Reconciler) consumeFailback(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (r *Reconciler) consumeFailback(ctx context.Context, p *pipelinev1.Pipeline) error {
 	if !failoverPolicy(p).FailbackNow {
 		return nil
 	}
-	if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) {
-		delete(p.Annotations, pipelinev1beta1.FailbackAnnotation)
+	if err := r.patchLocked(ctx, p, func(p *pipelinev1.Pipeline) {
+		delete(p.Annotations, pipelinev1.FailbackAnnotation)
 	}); err != nil {
-		return fmt.Errorf("remove annotation %s: %w", pipelinev1beta1.FailbackAnnotation, err)
+		return fmt.Errorf("remove annotation %s: %w", pipelinev1.FailbackAnnotation, err)
 	}
 	return nil
 }

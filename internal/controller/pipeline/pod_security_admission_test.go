@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -40,7 +40,7 @@ func admitPod(ctx context.Context, ns string, template corev1.PodTemplateSpec) e
 }
 
 // stepTemplate is the pod template the operator builds for step i of p at level.
-func stepTemplate(p *pipelinev1beta1.Pipeline, i int, level resources.PodSecurityLevel) corev1.PodTemplateSpec {
+func stepTemplate(p *pipelinev1.Pipeline, i int, level resources.PodSecurityLevel) corev1.PodTemplateSpec {
 	GinkgoHelper()
 	return testenv.Typed[appsv1.Deployment](GinkgoT(), resources.StepDeployment(p, i, level, "")).Spec.Template
 }

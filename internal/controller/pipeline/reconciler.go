@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
@@ -93,7 +93,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
-		if err := r.patchLocked(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.AddFinalizer(p, Finalizer) }); err != nil {
+		if err := r.patchLocked(ctx, p, func(p *pipelinev1.Pipeline) { controllerutil.AddFinalizer(p, Finalizer) }); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 		return ctrl.Result{}, nil
@@ -168,7 +168,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 // that are new since p's status as events. The write carries p's resourceVersion: the apiserver
 // refuses it (a conflict) when p is not its latest version, so a status is never written, nor
 // an event recorded, from an outdated copy.
-func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeline, status pipelinev1beta1.PipelineStatus) error {
+func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1.Pipeline, status pipelinev1.PipelineStatus) error {
 	if equality.Semantic.DeepEqual(p.Status, status) {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1beta1.Pipeli
 // patchLocked changes p's metadata with edit and sends the change as a merge patch that carries
 // p's resourceVersion. A merge patch replaces whole lists: without the lock, a finalizer someone
 // else added in between would be dropped.
-func (r *Reconciler) patchLocked(ctx context.Context, p *pipelinev1beta1.Pipeline, edit func(*pipelinev1beta1.Pipeline)) error {
+func (r *Reconciler) patchLocked(ctx context.Context, p *pipelinev1.Pipeline, edit func(*pipelinev1.Pipeline)) error {
 	base := p.DeepCopy()
 	edit(p)
 	return hub.Patch(ctx, r.Client, base, p, false)
@@ -206,12 +206,12 @@ func recoverPanic(ctx context.Context, what string, f func() error) (err error) 
 
 // recordDegraded emits a warning event when p's Degraded condition turned True or changed its
 // message since the status before.
-func (r *Reconciler) recordDegraded(p *pipelinev1beta1.Pipeline, before pipelinev1beta1.PipelineStatus) {
-	now := meta.FindStatusCondition(p.Status.Conditions, pipelinev1beta1.ConditionDegraded)
+func (r *Reconciler) recordDegraded(p *pipelinev1.Pipeline, before pipelinev1.PipelineStatus) {
+	now := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionDegraded)
 	if now == nil || now.Status != metav1.ConditionTrue {
 		return
 	}
-	was := meta.FindStatusCondition(before.Conditions, pipelinev1beta1.ConditionDegraded)
+	was := meta.FindStatusCondition(before.Conditions, pipelinev1.ConditionDegraded)
 	if was != nil && was.Status == now.Status && was.Message == now.Message {
 		return
 	}

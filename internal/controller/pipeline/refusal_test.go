@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -80,7 +80,7 @@ func freezeImages(ctx context.Context, ns string, d *appsv1.Deployment) func() {
 }
 
 // warnings are the Warning events recorded on p, by reason.
-func warnings(ctx context.Context, p *pipelinev1beta1.Pipeline) func() map[string]int {
+func warnings(ctx context.Context, p *pipelinev1.Pipeline) func() map[string]int {
 	return func() map[string]int {
 		list := &eventsv1.EventList{}
 		Expect(k8sClient.List(ctx, list, client.InNamespace(p.Namespace))).To(Succeed())
@@ -106,35 +106,35 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 		lift := freezeImages(ctx, ns, d)
 
 		By("changing the second step's image, which the policy refuses")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
 
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
-			HaveField("Reason", pipelinev1beta1.ReasonApplyRefused),
+			HaveField("Reason", pipelinev1.ReasonApplyRefused),
 			HaveField("Message", And(
 				ContainSubstring("step 2 (step-2)"),
 				ContainSubstring("the apiserver refuses the update of Deployment "+d.Name),
 				ContainSubstring("images are frozen during the change freeze")))))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed), "kubectl get pipelines shows it")
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).To(HaveField("Reason", pipelinev1beta1.ReasonApplyRefused))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseFailed), "kubectl get pipelines shows it")
+		Expect(condition(ctx, p, pipelinev1.ConditionReconciled)()).To(HaveField("Reason", pipelinev1.ReasonApplyRefused))
 
 		By("the Deployment exists and serves the old image: the status says so, not that it is missing")
 		Expect(deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image).To(Equal(d.Spec.Template.Spec.Containers[0].Image))
 		got := getPipeline(ctx, p)
-		Expect(got.Status.DetailPhase.StepsPhase[1].DeploymentPhase).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
-		for _, t := range []string{pipelinev1beta1.ConditionAvailable, pipelinev1beta1.ConditionProgressing} {
+		Expect(got.Status.DetailPhase.StepsPhase[1].DeploymentPhase).To(Equal(pipelinev1.DeploymentPhaseAvailable))
+		for _, t := range []string{pipelinev1.ConditionAvailable, pipelinev1.ConditionProgressing} {
 			Expect(condition(ctx, p, t)()).To(HaveField("Message", Not(ContainSubstring("does not exist yet"))), t)
 		}
 
 		By("the passes retry with back-off, and the refusal is one Warning event, not one per pass")
 		refused := func() float64 {
-			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1beta1.ReasonApplyRefused})
+			return gathered(metrics.MetricReconcileErrors, map[string]string{"reason": pipelinev1.ReasonApplyRefused})
 		}
 		before := refused()
 		Expect(before).To(BeNumerically(">=", 1), "the refused passes are counted")
 		Consistently(warnings(ctx, p), "3s").Should(And(
-			HaveKeyWithValue(pipelinev1beta1.ReasonApplyRefused, 1),
-			Not(HaveKey(pipelinev1beta1.ReasonApplyFailed))))
+			HaveKeyWithValue(pipelinev1.ReasonApplyRefused, 1),
+			Not(HaveKey(pipelinev1.ReasonApplyFailed))))
 		// The controller's limiter waits 5 ms after the first failure and twice as long after
 		// each next one: at most about 10 refused passes fit in 3 seconds, where passes retried
 		// without waiting make hundreds.
@@ -146,8 +146,8 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 			return deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image
 		}, "90s").Should(Equal("nginx:1.27"))
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		Expect(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).To(HaveField("Status", metav1.ConditionFalse))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(condition(ctx, p, pipelinev1.ConditionDegraded)()).To(HaveField("Status", metav1.ConditionFalse))
 		Expect(resources.StepObjectName(p, 1)).To(Equal(d.Name))
 	})
 })
@@ -173,9 +173,9 @@ var _ = Describe("Children the spec no longer names", func() {
 		}).Should(Succeed())
 
 		By("renaming the step: its new Deployment is made, its new Service refused")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "renamed" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = "renamed" })
 		Eventually(func() bool { return gone(ctx, &appsv1.Deployment{}, ns, renamed) }).Should(BeFalse())
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionReconciled)).Should(
+		Eventually(condition(ctx, p, pipelinev1.ConditionReconciled)).Should(
 			HaveField("Message", ContainSubstring("Service "+renamed)))
 
 		By("the old step's Deployment and Service stay while a current child is missing")

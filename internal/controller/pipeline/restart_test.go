@@ -10,12 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // resourceVersions are the resource versions of the Pipelines in ns and of every child of them,
 // by "Kind name".
-func versionsIn(ctx context.Context, ns string, pipelines ...*pipelinev1beta1.Pipeline) map[string]string {
+func versionsIn(ctx context.Context, ns string, pipelines ...*pipelinev1.Pipeline) map[string]string {
 	GinkgoHelper()
 	out := map[string]string{}
 	add := func(list client.ObjectList, opts ...client.ListOption) {
@@ -25,7 +25,7 @@ func versionsIn(ctx context.Context, ns string, pipelines ...*pipelinev1beta1.Pi
 		}
 	}
 	inNamespace := client.InNamespace(ns)
-	add(&pipelinev1beta1.PipelineList{}, inNamespace)
+	add(&pipelinev1.PipelineList{}, inNamespace)
 	add(&appsv1.DeploymentList{}, inNamespace)
 	add(&corev1.ServiceList{}, inNamespace)
 	add(&corev1.PersistentVolumeClaimList{}, inNamespace)
@@ -43,9 +43,9 @@ var _ = Describe("A new operator process", func() {
 		By("converging Pipelines with a first manager")
 		first := startOwnManager(ns, ownManagerOptions{})
 		nfs := runningSample(ctx, ns, forOwnManagers(ns))
-		byClass := runningSample(ctx, ns, forOwnManagers(ns), func(p *pipelinev1beta1.Pipeline) {
+		byClass := runningSample(ctx, ns, forOwnManagers(ns), func(p *pipelinev1.Pipeline) {
 			p.Name = "by-class"
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast"}
 		})
 		Expect(first.counter.writes.Load()).To(BeNumerically(">", 0), "the count sees the first manager's writes")
 		// Let the first manager finish whatever its last passes started.

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -30,7 +30,7 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 	}
 	var why problem.Problem
 	if r.RouterImage == "" {
-		why = problem.Problem{Reason: pipelinev1beta1.ReasonRouterImageUnknown, Message: fmt.Sprintf(
+		why = problem.Problem{Reason: pipelinev1.ReasonRouterImageUnknown, Message: fmt.Sprintf(
 			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
 				"and the entry stays on the first step", resources.EnvRouterImage)}
 	} else {
@@ -45,7 +45,7 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 		if owned && resources.IsRouterObject(d) {
 			return nil
 		}
-		why = problem.Problem{Reason: pipelinev1beta1.ReasonRouterConfigInvalid, Message: fmt.Sprintf(
+		why = problem.Problem{Reason: pipelinev1.ReasonRouterConfigInvalid, Message: fmt.Sprintf(
 			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", s.routerConfigErr)}
 	}
 	view := p.DeepCopy()
@@ -74,7 +74,7 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 		// Admission refuses what the router would (the webhook compiles stopWhen); a Pipeline
 		// stored without the webhook may still carry it. A router started with it would only
 		// crash: the router that runs is left as it is.
-		s.addProblem(pipelinev1beta1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", s.routerConfigErr)
+		s.addProblem(pipelinev1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", s.routerConfigErr)
 		return r.observeRouter(ctx, s)
 	}
 	config, err := resources.RouterConfigJSON(p)

@@ -14,24 +14,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
-func routerDeploymentOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *appsv1.Deployment {
+func routerDeploymentOf(ctx context.Context, p *pipelinev1.Pipeline) *appsv1.Deployment {
 	GinkgoHelper()
 	return child(ctx, &appsv1.Deployment{}, p.Namespace, resources.RouterObjectName(p))
 }
 
-func routerServiceOf(ctx context.Context, p *pipelinev1beta1.Pipeline) *corev1.Service {
+func routerServiceOf(ctx context.Context, p *pipelinev1.Pipeline) *corev1.Service {
 	GinkgoHelper()
 	return child(ctx, &corev1.Service{}, p.Namespace, resources.RouterObjectName(p))
 }
 
 // routerConfigOf is the router configuration the ConfigMap of p holds, as the router parses it.
-func routerConfigOf(ctx context.Context, p *pipelinev1beta1.Pipeline) (router.Config, string) {
+func routerConfigOf(ctx context.Context, p *pipelinev1.Pipeline) (router.Config, string) {
 	GinkgoHelper()
 	cm := child(ctx, &corev1.ConfigMap{}, p.Namespace, resources.RouterObjectName(p))
 	data := cm.Data[resources.RouterConfigKey]
@@ -41,7 +41,7 @@ func routerConfigOf(ctx context.Context, p *pipelinev1beta1.Pipeline) (router.Co
 }
 
 // rollOutRouter plays the deployment controller for the router's current Deployment.
-func rollOutRouter(ctx context.Context, p *pipelinev1beta1.Pipeline) {
+func rollOutRouter(ctx context.Context, p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	Eventually(func() error {
 		d := routerDeploymentOf(ctx, p)
@@ -52,14 +52,14 @@ func rollOutRouter(ctx context.Context, p *pipelinev1beta1.Pipeline) {
 	}).Should(Succeed())
 }
 
-func routerPhase(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.DeploymentPhase {
-	return func() pipelinev1beta1.DeploymentPhase { return getPipeline(ctx, p).Status.DetailPhase.RouterPhase }
+func routerPhase(ctx context.Context, p *pipelinev1.Pipeline) func() pipelinev1.DeploymentPhase {
+	return func() pipelinev1.DeploymentPhase { return getPipeline(ctx, p).Status.DetailPhase.RouterPhase }
 }
 
-func withRouter(p *pipelinev1beta1.Pipeline) {
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: sampleNodes[0],
-		PropagateHeaders: []pipelinev1beta1.HeaderName{"X-User"}}
-	p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: pipelinev1beta1.ServiceTypeNodePort}
+func withRouter(p *pipelinev1.Pipeline) {
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: sampleNodes[0],
+		PropagateHeaders: []pipelinev1.HeaderName{"X-User"}}
+	p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}
 	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
 	p.Spec.Steps[1].StopWhen = "status == 404"
 }
@@ -76,17 +76,17 @@ var _ = Describe("The pipeline router", func() {
 
 	It("runs the router in front of the steps, follows the spec, repairs drift and goes when disabled", func() {
 		p := createSample(ctx, ns, withRouter)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
 
 		By("waiting for the router like for a step")
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionAvailable)()).Message }).
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionAvailable)()).Message }).
 			Should(ContainSubstring("router: Deployment facedetection-pipeline-router"))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseCreating))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseCreating))
 		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)), "defaulted at admission: two router pods")
 		for i := range p.Spec.Steps {
-			Expect(envOf(deploymentOf(ctx, p, i))).To(HaveKeyWithValue(pipelinev1beta1.EnvNextStepURL, ""),
+			Expect(envOf(deploymentOf(ctx, p, i))).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, ""),
 				"the router calls every step: none forwards by itself")
 		}
 
@@ -117,8 +117,8 @@ var _ = Describe("The pipeline router", func() {
 		Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
 		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
 		rollOutRouter(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		Expect(routerPhase(ctx, p)()).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(routerPhase(ctx, p)()).To(Equal(pipelinev1.DeploymentPhaseAvailable))
 		Expect(getPipeline(ctx, p).Status.NodePort).To(Equal(svc.Spec.Ports[0].NodePort))
 
 		By("making no write when a converged Pipeline with a router is reconciled again")
@@ -127,7 +127,7 @@ var _ = Describe("The pipeline router", func() {
 		expectNoWritesOnReconcile(ctx, p)
 
 		By("changing the configuration and the pod template when a step's timeout changes")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](7) })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](7) })
 		Eventually(func() float64 { c, _ := routerConfigOf(ctx, p); return c.Steps[0].TimeoutSeconds }).Should(BeEquivalentTo(7))
 		Eventually(func() string {
 			return routerDeploymentOf(ctx, p).Spec.Template.Annotations[resources.AnnotationRouterConfigHash]
@@ -150,7 +150,7 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Succeed())
 
 		By("deleting the router's objects when it is disabled, and giving the entry back to the first step")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Enabled = false })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Enabled = false })
 		Eventually(func() bool {
 			return gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p)) &&
 				gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p)) &&
@@ -159,14 +159,14 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeNodePort))
 		Eventually(routerPhase(ctx, p)).Should(BeEmpty())
 		By("having the steps forward by themselves again")
-		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1beta1.EnvNextStepURL] }).
+		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL] }).
 			Should(Equal(resources.StepURL(p, 1)))
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("gives a router of two unpinned pods a disruption budget, and none to a pinned router or a disabled one", func() {
-		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = "" })
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = "" })
 		budget := func() *policyv1.PodDisruptionBudget {
 			pdb := &policyv1.PodDisruptionBudget{}
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, pdb); err != nil {
@@ -181,13 +181,13 @@ var _ = Describe("The pipeline router", func() {
 		Expect(metav1.IsControlledBy(pdb, getPipeline(ctx, p))).To(BeTrue())
 
 		By("pinning the router to a node: its pods cannot move, so a budget would block a drain of it")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = sampleNodes[0] })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = sampleNodes[0] })
 		Eventually(budget).Should(BeNil())
 
 		By("unpinning it again, then disabling the router")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = "" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = "" })
 		Eventually(budget).ShouldNot(BeNil())
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Enabled = false })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Enabled = false })
 		Eventually(budget).Should(BeNil())
 	})
 
@@ -209,11 +209,11 @@ var _ = Describe("The pipeline router", func() {
 		By("an operator without a router image")
 		r.RouterImage = ""
 		passes(2)
-		c := condition(ctx, p, pipelinev1beta1.ConditionDegraded)()
+		c := condition(ctx, p, pipelinev1.ConditionDegraded)()
 		Expect(c).NotTo(BeNil())
-		Expect(c.Reason).To(Equal(pipelinev1beta1.ReasonRouterImageUnknown))
+		Expect(c.Reason).To(Equal(pipelinev1.ReasonRouterImageUnknown))
 		Expect(c.Message).To(ContainSubstring(resources.EnvRouterImage))
-		Expect(phase(ctx, p)()).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseFailed))
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.ConfigMap{})).NotTo(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})).NotTo(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.StepObjectName(p, 0)}, &appsv1.Deployment{})).To(Succeed(),
@@ -224,13 +224,13 @@ var _ = Describe("The pipeline router", func() {
 	})
 
 	It("replaces the Deployment of a step whose name the router takes within one spec change", func() {
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Name = "router" })
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = "router" })
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})
 		}).Should(Succeed(), "the step named router has the Deployment <pipeline>-router")
 		stepUID := routerDeploymentOf(ctx, p).UID
 
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Name = "recognize"
 			withRouter(p)
 		})
@@ -241,7 +241,7 @@ var _ = Describe("The pipeline router", func() {
 			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(resources.RouterSelector(p)))
 		}).Should(Succeed())
 		Eventually(func() metav1.ConditionStatus {
-			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+			return orEmpty(condition(ctx, p, pipelinev1.ConditionReconciled)()).Status
 		}).Should(Equal(metav1.ConditionTrue))
 	})
 
@@ -252,7 +252,7 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Succeed())
 		routerUID := routerDeploymentOf(ctx, p).UID
 
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) {
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.Enabled = false
 			p.Spec.Steps[1].Name = "router"
 		})
@@ -267,7 +267,7 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Succeed())
 		Expect(gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p))).To(BeTrue())
 		Eventually(func() metav1.ConditionStatus {
-			return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Status
+			return orEmpty(condition(ctx, p, pipelinev1.ConditionReconciled)()).Status
 		}).Should(Equal(metav1.ConditionTrue))
 		Consistently(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.Service{})
@@ -276,10 +276,10 @@ var _ = Describe("The pipeline router", func() {
 
 	It("says when the router's node does not exist, and clears once a node of that name joins", func() {
 		node := "router-node-" + ns
-		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Router.Location = node })
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonNodeNotFound))
-		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = node })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1.ReasonNodeNotFound))
+		Expect(orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Message).
 			To(ContainSubstring("router: node " + node + " does not exist"))
 		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.Affinity).To(Equal(nameAffinity(node)))
 
@@ -287,35 +287,35 @@ var _ = Describe("The pipeline router", func() {
 		DeferCleanup(func(ctx context.Context) {
 			_ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 		})
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			ShouldNot(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1.ReasonNodeNotFound))
 	})
 
 	It("leaves the router alone and says why when the spec gives a configuration the router refuses", func() {
 		// Stored without the validating webhook, which would refuse it.
-		p := createSample(ctx, ns, withRouter, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
-		Expect(orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Message).To(ContainSubstring("stopWhen"))
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1.ReasonRouterConfigInvalid))
+		Expect(orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Message).To(ContainSubstring("stopWhen"))
 		Expect(gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p))).To(BeTrue())
 		Expect(gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p))).To(BeTrue())
 		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
 			"no router runs: the entry stays on the first step")
 		Expect(routerPhase(ctx, p)()).To(BeEmpty())
 
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &appsv1.Deployment{})
 		}).Should(Succeed())
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			ShouldNot(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			ShouldNot(Equal(pipelinev1.ReasonRouterConfigInvalid))
 		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeClusterIP))
 		_, good := routerConfigOf(ctx, p)
 
 		By("a running router is left as it is when the configuration turns bad")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonRouterConfigInvalid))
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "size(response" })
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1.ReasonRouterConfigInvalid))
 		Consistently(func() string { _, data := routerConfigOf(ctx, p); return data }, "2s").Should(Equal(good))
 		Expect(routerServiceOf(ctx, p).Spec.Type).To(Equal(corev1.ServiceTypeNodePort), "the router stays the entry")
 	})

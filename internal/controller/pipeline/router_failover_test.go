@@ -11,37 +11,37 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // routerNodeOf is the node the router's Deployment of p is pinned to.
-func routerNodeOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() string {
+func routerNodeOf(ctx context.Context, p *pipelinev1.Pipeline) func() string {
 	return func() string { return resources.PinnedNode(&routerDeploymentOf(ctx, p).Spec.Template.Spec) }
 }
 
 // withRouterFailover enables the router pinned to location with fallback as its fallback
 // location, and sets the failover timings.
-func withRouterFailover(location, fallback string, after, failbackAfter int32) func(*pipelinev1beta1.Pipeline) {
-	return func(p *pipelinev1beta1.Pipeline) {
+func withRouterFailover(location, fallback string, after, failbackAfter int32) func(*pipelinev1.Pipeline) {
+	return func(p *pipelinev1.Pipeline) {
 		withRouter(p)
 		p.Spec.Router.Location, p.Spec.Router.FallbackLocations = location, []string{fallback}
-		p.Spec.Failover = &pipelinev1beta1.Failover{AfterSeconds: ptr.To(after), FailbackAfterSeconds: ptr.To(failbackAfter)}
+		p.Spec.Failover = &pipelinev1.Failover{AfterSeconds: ptr.To(after), FailbackAfterSeconds: ptr.To(failbackAfter)}
 	}
 }
 
 // runningRouted creates the sample with edit and plays the cluster until it runs, the router
 // included.
-func runningRouted(ctx context.Context, ns string, edit func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+func runningRouted(ctx context.Context, ns string, edit func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	p := createSample(ctx, ns, edit)
-	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseCreating))
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 	bindStorage(ctx, p)
 	rollOut(ctx, p)
 	rollOutRouter(ctx, p)
-	Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+	Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	return getPipeline(ctx, p)
 }
 
@@ -65,25 +65,25 @@ var _ = Describe("Failover of a pinned router", func() {
 		By("the location stops being ready: the router stays for afterSeconds, then moves")
 		down := time.Now().Truncate(time.Second)
 		setNodeReady(ctx, location, corev1.ConditionFalse, down)
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionDegraded)).Should(And(
-			HaveField("Reason", pipelinev1beta1.ReasonNodeNotReady),
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded)).Should(And(
+			HaveField("Reason", pipelinev1.ReasonNodeNotReady),
 			HaveField("Message", ContainSubstring("router: node "+location+" is not ready"))))
 		Consistently(routerNodeOf(ctx, p), time.Until(down.Add(1500*time.Millisecond))).Should(Equal(location), "not before afterSeconds")
 		Eventually(routerNodeOf(ctx, p)).Should(Equal(fallback))
 		Expect(time.Since(down)).To(BeNumerically(">=", 2*time.Second), "not before afterSeconds")
 		Expect(time.Since(down)).To(BeNumerically("<", 15*time.Second), "soon after afterSeconds")
 		Expect(routerDeploymentOf(ctx, p).Spec.Template.Spec.Affinity).To(Equal(nameAffinity(fallback)))
-		Eventually(condition(ctx, p, pipelinev1beta1.ConditionProgressing)).Should(And(
-			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonFailingOver),
+		Eventually(condition(ctx, p, pipelinev1.ConditionProgressing)).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonFailingOver),
 			HaveField("Message", ContainSubstring("the router is moving to fallback node "+fallback))))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(
-			pipelinev1beta1.EventFailedOver + ": Router moved from node " + location + ", not ready for 2s or more, to node " + fallback))
+			pipelinev1.EventFailedOver + ": Router moved from node " + location + ", not ready for 2s or more, to node " + fallback))
 		Expect(failovers(p, resources.RouterMetricName)()).To(Equal(before + 1))
 		Expect(routerServiceOf(ctx, p).Spec.Selector).To(Equal(service.Selector), "the entry does not move")
 		Expect(nodeOf(ctx, p, 0)()).To(Equal(sampleNodes[0]), "the steps stay")
 
 		rollOutRouter(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(getPipeline(ctx, p).Status.DetailPhase).To(And(
 			HaveField("RouterNode", fallback), HaveField("RouterNodeReady", HaveValue(BeTrue()))))
 		expectNoWritesOnReconcile(ctx, getPipeline(ctx, p))
@@ -94,10 +94,10 @@ var _ = Describe("Failover of a pinned router", func() {
 		Eventually(routerNodeOf(ctx, p)).Should(Equal(location))
 		Expect(time.Since(back)).To(BeNumerically(">=", 3*time.Second), "not before failbackAfterSeconds")
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(
-			pipelinev1beta1.EventFailedBack + ": Router moved back from node " + fallback + " to node " + location + ", which is ready"))
+			pipelinev1.EventFailedBack + ": Router moved back from node " + fallback + " to node " + location + ", which is ready"))
 		Expect(failovers(p, resources.RouterMetricName)()).To(Equal(before+1), "a failback is no failover")
 		rollOutRouter(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(getPipeline(ctx, p).Status.DetailPhase.RouterNode).To(Equal(location))
 	})
 
@@ -108,11 +108,11 @@ var _ = Describe("Failover of a pinned router", func() {
 		Eventually(routerNodeOf(ctx, p)).Should(Equal(fallback))
 		Expect(gathered(metrics.MetricStepFailovers, map[string]string{"namespace": ns, "pipeline": p.Name, "step": resources.RouterMetricName})).To(
 			BeZero(), "the router's series exists at 0 before any failover")
-		Consistently(eventNotes(ctx, p), "2s").ShouldNot(ContainElement(ContainSubstring(pipelinev1beta1.EventFailedOver)))
+		Consistently(eventNotes(ctx, p), "2s").ShouldNot(ContainElement(ContainSubstring(pipelinev1.EventFailedOver)))
 	})
 
 	DescribeTable("refuses invalid router failover settings at admission with a specific message",
-		func(edit func(p *pipelinev1beta1.Pipeline), message string) {
+		func(edit func(p *pipelinev1.Pipeline), message string) {
 			p := testenv.Sample(GinkgoT(), ns)
 			p.UID = ""
 			withRouter(p)
@@ -122,19 +122,19 @@ var _ = Describe("Failover of a pinned router", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), err.Error())
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("fallbackLocations without location", func(p *pipelinev1beta1.Pipeline) {
+		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.Location, p.Spec.Router.FallbackLocations = "", []string{"edge-b"}
 		}, "router.fallbackLocations needs router.location"),
-		Entry("fallbackLocations repeating location", func(p *pipelinev1beta1.Pipeline) {
+		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.FallbackLocations = []string{p.Spec.Router.Location}
 		}, "router.fallbackLocations must not repeat router.location"),
-		Entry("a fallback named twice", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a fallback named twice", func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.FallbackLocations = []string{"edge-b", "edge-b"}
 		}, "router.fallbackLocations must not name a node twice"),
-		Entry("more than 8 fallbacks", func(p *pipelinev1beta1.Pipeline) {
+		Entry("more than 8 fallbacks", func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.FallbackLocations = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
 		}, "must have at most 8 items"),
-		Entry("a fallback that is no node name", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a fallback that is no node name", func(p *pipelinev1.Pipeline) {
 			p.Spec.Router.FallbackLocations = []string{"Edge_B"}
 		}, "spec.router.fallbackLocations[0]"),
 	)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -52,7 +52,7 @@ func (r *Reconciler) reconcileScaling(ctx context.Context, s *scope, i int) erro
 // tolerations) can hold them. With one such node, a drain of it would wait for ever: the pod it
 // evicts can only come back on the node being drained, and the budget allows no second eviction.
 // Nodes are read from the cache, which holds them all (stripped to what placement reads).
-func (r *Reconciler) needsDisruptionBudget(ctx context.Context, p *pipelinev1beta1.Pipeline, i int) (bool, error) {
+func (r *Reconciler) needsDisruptionBudget(ctx context.Context, p *pipelinev1.Pipeline, i int) (bool, error) {
 	if !resources.NeedsDisruptionBudget(p, i) {
 		return false, nil
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -36,7 +36,7 @@ const conflictRetryInterval = time.Second
 // scope is the state of one pass over one Pipeline. The steps of a pass run concurrently: each
 // writes only its own entries of obs, and problems go through addProblem.
 type scope struct {
-	pipeline    *pipelinev1beta1.Pipeline
+	pipeline    *pipelinev1.Pipeline
 	obs         *status.Observed
 	podSecurity resources.PodSecurityLevel
 	mu          sync.Mutex
@@ -58,7 +58,7 @@ type scope struct {
 	created map[string]runtime.Object
 }
 
-func newScope(p *pipelinev1beta1.Pipeline) *scope {
+func newScope(p *pipelinev1.Pipeline) *scope {
 	return &scope{pipeline: p, budgets: make([]bool, len(p.Spec.Steps)), obs: &status.Observed{
 		Deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
 		Services:    make([]*corev1.Service, len(p.Spec.Steps)),
@@ -136,7 +136,7 @@ func (r *Reconciler) recordCreatedEvent(s *scope) {
 // conflict records that obj, holding the name of a child, is not the Pipeline's.
 func (s *scope) conflict(obj client.Object) {
 	ref := reference(obj)
-	s.addProblem(pipelinev1beta1.ReasonNameConflict,
+	s.addProblem(pipelinev1.ReasonNameConflict,
 		"%s %s already exists and does not belong to this Pipeline: rename or delete it", ref.Kind, ref.Name)
 	s.requeueWithin(conflictRecheckInterval)
 }

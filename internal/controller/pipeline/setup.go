@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -85,7 +85,7 @@ func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
 		Watches(&corev1.Node{}, r.nodeEvents(), builder.WithPredicates(nodes.PlacementChanged())).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesInNamespace),
 			builder.WithPredicates(namespaceLabelsChanged())).
-		Watches(&pipelinev1beta1.ModelStorageClass{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfClass)).
+		Watches(&pipelinev1.ModelStorageClass{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfClass)).
 		Named("pipeline")
 }
 
@@ -200,7 +200,7 @@ func (r *Reconciler) budgetsChangedBy(ctx context.Context, before, after *corev1
 
 // budgetChangedBy reports whether a step of p, or its router, may get a disruption budget and
 // could be held by the node before but not after, or after but not before.
-func budgetChangedBy(p *pipelinev1beta1.Pipeline, before, after *corev1.Node) bool {
+func budgetChangedBy(p *pipelinev1.Pipeline, before, after *corev1.Node) bool {
 	for i := range p.Spec.Steps {
 		s := &p.Spec.Steps[i]
 		if resources.NeedsDisruptionBudget(p, i) && canHold(before, s.NodeSelector, s.Tolerations) != canHold(after, s.NodeSelector, s.Tolerations) {
@@ -273,7 +273,7 @@ const indexModelStorageClass = "pipeline.modelStorageClassName"
 
 // modelStorageClassOf is the value of indexModelStorageClass for a Pipeline: none unless its
 // storage type is modelStorageClass.
-func modelStorageClassOf(p *pipelinev1beta1.Pipeline) []string {
+func modelStorageClassOf(p *pipelinev1.Pipeline) []string {
 	if name := resources.ModelStorageClassName(p); name != "" {
 		return []string{name}
 	}
@@ -292,7 +292,7 @@ const indexBudgetNodes = "pipeline.budgetNodes"
 const anyNode = "*"
 
 // budgetNodes is the value of indexBudgetNodes for a Pipeline.
-func budgetNodes(p *pipelinev1beta1.Pipeline) []string {
+func budgetNodes(p *pipelinev1.Pipeline) []string {
 	var out []string
 	add := func(selector map[string]string) {
 		v := anyNode

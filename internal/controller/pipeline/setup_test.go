@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -52,7 +52,7 @@ func readyNode(name string, labels map[string]string, edits ...func(*corev1.Node
 // no other event changes how many nodes can hold them, on which the budget depends.
 func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 	ctx := context.Background()
-	withBudget := func(name string, edit func(*pipelinev1beta1.Step)) *pipelinev1beta1.Pipeline {
+	withBudget := func(name string, edit func(*pipelinev1.Step)) *pipelinev1.Pipeline {
 		p := benchPipeline("edge", 0)
 		p.Name = name
 		p.Spec.Steps[1].Replicas = ptr.To[int32](2)
@@ -61,21 +61,21 @@ func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 		}
 		return p
 	}
-	gpu := withBudget("gpu", func(s *pipelinev1beta1.Step) { s.NodeSelector = map[string]string{"pool": "gpu", "zone": "a"} })
-	tolerant := withBudget("tolerant", func(s *pipelinev1beta1.Step) {
+	gpu := withBudget("gpu", func(s *pipelinev1.Step) { s.NodeSelector = map[string]string{"pool": "gpu", "zone": "a"} })
+	tolerant := withBudget("tolerant", func(s *pipelinev1.Step) {
 		s.NodeSelector = map[string]string{"pool": "gpu", "zone": "a"}
 		s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
 	})
-	pinned := withBudget("pinned", func(s *pipelinev1beta1.Step) { s.Location = "elsewhere" })
+	pinned := withBudget("pinned", func(s *pipelinev1.Step) { s.Location = "elsewhere" })
 	single := benchPipeline("edge", 1)
 	single.Name = "single"
 	single.Spec.Steps[1].NodeSelector = map[string]string{"pool": "gpu"}
 	router := benchPipeline("edge", 2)
 	router.Name = "router"
-	router.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
+	router.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
 
 	objs := []client.Object{}
-	for _, p := range []*pipelinev1beta1.Pipeline{gpu, tolerant, pinned, single, router} {
+	for _, p := range []*pipelinev1.Pipeline{gpu, tolerant, pinned, single, router} {
 		h, err := hub.ToHub(p)
 		if err != nil {
 			t.Fatal(err)
@@ -148,7 +148,7 @@ func TestBudgetNodes(t *testing.T) {
 	p.Spec.Steps[1].NodeSelector = map[string]string{"zone": "a", "pool": "gpu"}
 	p.Spec.Steps[2].Replicas = ptr.To[int32](2)
 	p.Spec.Steps[2].Location = "n1"
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
 	if got, want := budgetNodes(p), []string{anyNode, "pool=gpu"}; !slices.Equal(got, want) {
 		t.Errorf("budgetNodes = %q, want %q", got, want)
 	}

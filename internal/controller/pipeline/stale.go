@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -23,12 +23,12 @@ import (
 // pass did not succeed for this generation (Reconciled), or made children with other names. A converged
 // Pipeline skips the search for stale children, which lists every child kind in the namespace;
 // so does a new one, whose spec never changed and so never named other children.
-func mayHaveStaleChildren(p *pipelinev1beta1.Pipeline) bool {
+func mayHaveStaleChildren(p *pipelinev1.Pipeline) bool {
 	st := p.Status
 	if p.Generation == 1 && st.ObservedGeneration == 0 {
 		return false
 	}
-	reconciled := meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled)
+	reconciled := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled)
 	if reconciled == nil || reconciled.Status != metav1.ConditionTrue || reconciled.ObservedGeneration != p.Generation ||
 		st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
 		// The volume's name follows from the claim's (a claim stays bound to its volume): a

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
@@ -23,7 +23,7 @@ func TestMayHaveStaleIngress(t *testing.T) {
 	if mayHaveStaleChildren(p) {
 		t.Fatalf("a converged Pipeline without an Ingress looks for stale children")
 	}
-	p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{}}
+	p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}}
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a status without an Ingress phase does not match a spec with an Ingress")
 	}
@@ -61,7 +61,7 @@ func TestMayHaveStaleChildren(t *testing.T) {
 	// did not write every child: the next pass still looks.
 	p.Status = status.Compute(p, &status.Observed{PV: statustest.BoundPV(), PVC: statustest.BoundPVC(),
 		Deployments: convergedWorld().Deployments, Services: convergedWorld().Services,
-		Err: problem.WithReason(pipelinev1beta1.ReasonApplyRefused, errors.New("apply Deployment d: denied"))})
+		Err: problem.WithReason(pipelinev1.ReasonApplyRefused, errors.New("apply Deployment d: denied"))})
 	if p.Status.ObservedGeneration != 3 {
 		t.Fatalf("observedGeneration %d after a refused pass of generation 3", p.Status.ObservedGeneration)
 	}
@@ -88,7 +88,7 @@ func TestMayHaveStaleVolume(t *testing.T) {
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a storage change (a new claim) does not start the stale search")
 	}
-	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: p.Status.PVCName}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: p.Status.PVCName}
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a volume in the status of storage that has none does not start the stale search")
 	}
@@ -101,9 +101,9 @@ func TestMayHaveStaleRouter(t *testing.T) {
 	p.Status.PVCName = resources.ClaimName(p)
 	p.Status.PVName = resources.PVName(p)
 	for i := range p.Spec.Steps {
-		p.Status.DetailPhase.StepsPhase = append(p.Status.DetailPhase.StepsPhase, pipelinev1beta1.StepStatus{DeploymentName: resources.StepObjectName(p, i)})
+		p.Status.DetailPhase.StepsPhase = append(p.Status.DetailPhase.StepsPhase, pipelinev1.StepStatus{DeploymentName: resources.StepObjectName(p, i)})
 	}
-	p.Status.DetailPhase.RouterPhase = pipelinev1beta1.DeploymentPhaseAvailable
+	p.Status.DetailPhase.RouterPhase = pipelinev1.DeploymentPhaseAvailable
 	status.SetReconciled(&p.Status, 2, nil)
 	if mayHaveStaleChildren(p) {
 		t.Error("a converged Pipeline with its router looks for stale children")

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -65,7 +65,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.ClaimName(p)}, pvc)
 	switch {
 	case apierrors.IsNotFound(err):
-		s.addProblem(pipelinev1beta1.ReasonClaimNotFound,
+		s.addProblem(pipelinev1.ReasonClaimNotFound,
 			"PersistentVolumeClaim %s named by modelStorage.claimName does not exist in namespace %s", resources.ClaimName(p), p.Namespace)
 		s.requeueWithin(claimRecheckInterval)
 	case err != nil:
@@ -87,7 +87,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 // is gone is made again under the claim's name, as the claim can bind to no other. A new
 // Pipeline, or a storage change (which names a new claim), gets resources.PVName(p). Both are
 // read from the cache, which holds the operator's claims and volumes.
-func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1beta1.Pipeline) (string, error) {
+func (r *Reconciler) volumeName(ctx context.Context, p *pipelinev1.Pipeline) (string, error) {
 	name := resources.PVName(p)
 	pvc := &corev1.PersistentVolumeClaim{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.ClaimName(p)}, pvc)
@@ -161,12 +161,12 @@ func (r *Reconciler) volumeSource(ctx context.Context, s *scope) (resources.Volu
 	if name == "" {
 		return resources.InlineVolumeSource(p), true, nil
 	}
-	class := &pipelinev1beta1.ModelStorageClass{}
+	class := &pipelinev1.ModelStorageClass{}
 	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, class)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.holdStorage()
-		s.addProblem(pipelinev1beta1.ReasonModelStorageClassNotFound,
+		s.addProblem(pipelinev1.ReasonModelStorageClassNotFound,
 			"ModelStorageClass %s named by modelStorage.modelStorageClassName does not exist: no volume is made for namespace %s "+
 				"until a cluster administrator creates the class, or the Pipeline names one that exists", name, p.Namespace)
 		return resources.VolumeSource{}, false, nil
@@ -183,7 +183,7 @@ func (r *Reconciler) volumeSource(ctx context.Context, s *scope) (resources.Volu
 			why = err.Error()
 		}
 		s.holdStorage()
-		s.addProblem(pipelinev1beta1.ReasonModelStorageClassNotPermitted,
+		s.addProblem(pipelinev1.ReasonModelStorageClassNotPermitted,
 			"ModelStorageClass %s may not be used in namespace %s: %s; no new volume is made from it, and an existing one is kept. "+
 				"Ask a cluster administrator to add namespace %s to the namespaceSelector of ModelStorageClass %s",
 			name, p.Namespace, why, p.Namespace, name)

@@ -8,10 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // storageClassRefusal is what both the CRD's CEL rule and the validating webhook say when an
@@ -24,61 +24,61 @@ const storageClassRefusal = "modelStorage of type storageClass cannot change"
 // keeps its name exactly when the update is accepted.
 func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 	admission := loadCRDAdmission(t)
-	byClass := func(m *pipelinev1beta1.ModelStorage) {
-		*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast",
+	byClass := func(m *pipelinev1.ModelStorage) {
+		*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast",
 			Capacity: ptr.To(resource.MustParse("5Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}
 	}
-	nfs := func(*pipelinev1beta1.ModelStorage) {} // the sample's
+	nfs := func(*pipelinev1.ModelStorage) {} // the sample's
 	for _, tc := range []struct {
 		name   string
-		stored func(*pipelinev1beta1.ModelStorage)
-		edit   func(*pipelinev1beta1.ModelStorage)
+		stored func(*pipelinev1.ModelStorage)
+		edit   func(*pipelinev1.ModelStorage)
 		field  string // the field the webhook refuses; empty: accepted
 	}{
 		{"storageClass: capacity raised", byClass,
-			func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }, "spec.modelStorage.capacity"},
+			func(m *pipelinev1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }, "spec.modelStorage.capacity"},
 		{"storageClass: capacity dropped (the default 1Gi)", byClass,
-			func(m *pipelinev1beta1.ModelStorage) { m.Capacity = nil }, "spec.modelStorage.capacity"},
+			func(m *pipelinev1.ModelStorage) { m.Capacity = nil }, "spec.modelStorage.capacity"},
 		{"storageClass: another class", byClass,
-			func(m *pipelinev1beta1.ModelStorage) { m.StorageClassName = "slow" }, "spec.modelStorage.storageClassName"},
+			func(m *pipelinev1.ModelStorage) { m.StorageClassName = "slow" }, "spec.modelStorage.storageClassName"},
 		{"storageClass: other access modes", byClass,
-			func(m *pipelinev1beta1.ModelStorage) { m.AccessModes = nil }, "spec.modelStorage.accessModes"},
+			func(m *pipelinev1.ModelStorage) { m.AccessModes = nil }, "spec.modelStorage.accessModes"},
 		{"storageClass: csiParameter added", byClass,
-			func(m *pipelinev1beta1.ModelStorage) { m.CSIParameter = map[string]string{"tier": "gold"} }, "spec.modelStorage.csiParameter"},
-		{"storageClass to existingClaim", byClass, func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "copied-models"}
+			func(m *pipelinev1.ModelStorage) { m.CSIParameter = map[string]string{"tier": "gold"} }, "spec.modelStorage.csiParameter"},
+		{"storageClass to existingClaim", byClass, func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "copied-models"}
 		}, "spec.modelStorage.type"},
-		{"storageClass to nfs", byClass, func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		{"storageClass to nfs", byClass, func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
 		}, "spec.modelStorage.type"},
-		{"storageClass to the omitted type (nfs)", byClass, func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
+		{"storageClass to the omitted type (nfs)", byClass, func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
 		}, "spec.modelStorage.type"},
-		{"storageClass to modelStorageClass", byClass, func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		{"storageClass to modelStorageClass", byClass, func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
 		}, "spec.modelStorage.type"},
-		{"storageClass: mountPath moved", byClass, func(m *pipelinev1beta1.ModelStorage) { m.MountPath = "/data/models" }, ""},
-		{"storageClass: the default capacity written out", func(m *pipelinev1beta1.ModelStorage) {
+		{"storageClass: mountPath moved", byClass, func(m *pipelinev1.ModelStorage) { m.MountPath = "/data/models" }, ""},
+		{"storageClass: the default capacity written out", func(m *pipelinev1.ModelStorage) {
 			byClass(m)
 			m.Capacity = nil
-		}, func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("1Gi")) }, ""},
-		{"nfs: another server", nfs, func(m *pipelinev1beta1.ModelStorage) { m.CSIParameter["server"] = "10.0.0.3" }, ""},
-		{"nfs: capacity raised", nfs, func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }, ""},
+		}, func(m *pipelinev1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("1Gi")) }, ""},
+		{"nfs: another server", nfs, func(m *pipelinev1.ModelStorage) { m.CSIParameter["server"] = "10.0.0.3" }, ""},
+		{"nfs: capacity raised", nfs, func(m *pipelinev1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }, ""},
 		{"nfs to storageClass", nfs, byClass, ""},
-		{"nfs to modelStorageClass", nfs, func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		{"nfs to modelStorageClass", nfs, func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
 		}, ""},
-		{"modelStorageClass: another class", func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
-		}, func(m *pipelinev1beta1.ModelStorage) { m.ModelStorageClassName = "other-models" }, ""},
-		{"csi: another share", func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+		{"modelStorageClass: another class", func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+		}, func(m *pipelinev1.ModelStorage) { m.ModelStorageClassName = "other-models" }, ""},
+		{"csi: another share", func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
 				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
-		}, func(m *pipelinev1beta1.ModelStorage) { m.CSIParameter["share"] = "/models-v2" }, ""},
-		{"existingClaim: another claim", func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
-		}, func(m *pipelinev1beta1.ModelStorage) { m.ClaimName = "models-b" }, ""},
+		}, func(m *pipelinev1.ModelStorage) { m.CSIParameter["share"] = "/models-v2" }, ""},
+		{"existingClaim: another claim", func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models-a"}
+		}, func(m *pipelinev1.ModelStorage) { m.ClaimName = "models-b" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := testenv.Sample(t, "default")
@@ -91,12 +91,12 @@ func TestStorageClassClaimCannotBeReplaced(t *testing.T) {
 			tc.edit(&p.Spec.ModelStorage)
 
 			_, celErrs := admission.admitUpdate(stored, p)
-			hookErrs := webhookv1beta1.ValidatePipelineUpdate(stored, p)
+			hookErrs := pipelineadmission.ValidatePipelineUpdate(stored, p)
 			if tc.field == "" {
 				if len(celErrs) > 0 || len(hookErrs) > 0 {
 					t.Fatalf("refused: CRD %v, webhook %v", celErrs, hookErrs)
 				}
-				if resources.StorageType(stored) == pipelinev1beta1.StorageTypeStorageClass && resources.ClaimName(p) != resources.ClaimName(stored) {
+				if resources.StorageType(stored) == pipelinev1.StorageTypeStorageClass && resources.ClaimName(p) != resources.ClaimName(stored) {
 					t.Errorf("accepted, but the claim changes from %s to %s", resources.ClaimName(stored), resources.ClaimName(p))
 				}
 				return

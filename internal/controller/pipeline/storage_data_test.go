@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -37,11 +37,11 @@ var _ = Describe("Model storage data", func() {
 
 	It("keeps the user's claim when the Pipeline that mounts it is deleted", func() {
 		claim := userClaim(ctx, ns, "team-models")
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: claim.Name}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: claim.Name}
 		})
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
-		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 
 		// No garbage collector runs here: an owner reference would be the claim's end in a cluster.
 		Consistently(func(g Gomega) { expectIntact(ctx, g, claim) }, "2s").Should(Succeed())
@@ -49,10 +49,10 @@ var _ = Describe("Model storage data", func() {
 
 	It("keeps the user's claim when the Pipeline moves to another claim", func() {
 		first, second := userClaim(ctx, ns, "models-a"), userClaim(ctx, ns, "models-b")
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: first.Name}
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: first.Name}
 		})
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.ClaimName = second.Name })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.ClaimName = second.Name })
 
 		// The pass that applied the new spec, its stale pass included, has succeeded.
 		Eventually(func(g Gomega) {
@@ -69,7 +69,7 @@ var _ = Describe("Model storage data", func() {
 	It("moves every step onto new nfs storage before it deletes the old volume and claim", func() {
 		p := runningSample(ctx, ns)
 		oldPV, oldPVC := resources.PVName(p), resources.ClaimName(p)
-		edit := func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "10.0.0.3" }
+		edit := func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "10.0.0.3" }
 		moved := p.DeepCopy()
 		edit(moved)
 		newPVC := resources.ClaimName(moved)
@@ -98,12 +98,12 @@ var _ = Describe("Model storage data", func() {
 		}
 		bindStorage(ctx, moved)
 		rollOut(ctx, moved)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("keeps a claim a StorageClass provisioned, whatever the spec says now", func() {
-		p := runningSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass,
+		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass,
 				StorageClassName: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}
 		})
 
@@ -120,7 +120,7 @@ var _ = Describe("Model storage data", func() {
 		Expect(resources.ClaimName(earlier)).NotTo(Equal(resources.ClaimName(p)))
 		Expect(k8sClient.Apply(ctx, resources.PVC(earlier, ""), client.FieldOwner(apply.FieldManager))).To(Succeed())
 		left := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(earlier))
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:1.27" })
 		Eventually(func(g Gomega) {
 			latest := getPipeline(ctx, p)
 			g.Expect(latest.Status.ObservedGeneration).To(Equal(latest.Generation), "the pass of the new spec, stale pass included, succeeded")

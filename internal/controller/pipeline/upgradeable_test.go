@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 )
 
@@ -44,23 +44,23 @@ var _ = Describe("The Upgradeable OperatorCondition", func() {
 		Expect(err).NotTo(HaveOccurred())
 		startOwnManager(ns, ownManagerOptions{condition: condition})
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionTrue))
-		Expect(upgradeable(Default).Reason).To(Equal(pipelinev1beta1.ReasonNoRollouts))
+		Expect(upgradeable(Default).Reason).To(Equal(pipelinev1.ReasonNoRollouts))
 
 		By("a new Pipeline rolls out: not upgradeable, and the message names it")
 		p := createSample(ctx, ns, forOwnManagers(ns))
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionFalse))
 		cond := upgradeable(Default)
-		Expect(cond.Reason).To(Equal(pipelinev1beta1.ReasonPipelinesRollingOut))
+		Expect(cond.Reason).To(Equal(pipelinev1.ReasonPipelinesRollingOut))
 		Expect(cond.Message).To(ContainSubstring(ns + "/" + p.Name))
 
 		By("once it is running, upgradeable again")
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionTrue))
 
 		By("a spec change rolls out again")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Image = "nginx:1.27" })
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionFalse))
 		rollOut(ctx, p)
 		Eventually(upgradeable).Should(HaveField("Status", metav1.ConditionTrue))

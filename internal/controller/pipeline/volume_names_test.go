@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -19,19 +19,19 @@ import (
 // earlierVolumeName is the name an earlier version gave the model PersistentVolume of p (a
 // Pipeline with a short name): namespace, name and the 8-digit storage key, which ends the
 // claim's name, joined with '-'.
-func earlierVolumeName(p *pipelinev1beta1.Pipeline) string {
+func earlierVolumeName(p *pipelinev1.Pipeline) string {
 	claim := resources.ClaimName(p)
 	return p.Namespace + "-" + p.Name + "-" + claim[strings.LastIndex(claim, "-")+1:]
 }
 
 // pausedSample is the sample, created paused: the operator leaves its children to the test.
-func pausedSample(ctx context.Context, ns string) *pipelinev1beta1.Pipeline {
+func pausedSample(ctx context.Context, ns string) *pipelinev1.Pipeline {
 	GinkgoHelper()
-	p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-		p.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
+	p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+		p.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true"}
 	})
-	Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionReconciled)()).Reason }).
-		Should(Equal(pipelinev1beta1.ReasonPaused))
+	Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionReconciled)()).Reason }).
+		Should(Equal(pipelinev1.ReasonPaused))
 	return getPipeline(ctx, p)
 }
 
@@ -64,7 +64,7 @@ var _ = Describe("Model volume names", func() {
 		By("this version reconciles it")
 		setPaused(ctx, p, false)
 		rollOut(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(getPipeline(ctx, p).Status.PVName).To(Equal(earlier))
 		Consistently(func() *corev1.PersistentVolume { return child(ctx, &corev1.PersistentVolume{}, "", earlier) }, "2s").Should(And(
 			HaveField("ObjectMeta.ResourceVersion", pv.ResourceVersion),
@@ -73,7 +73,7 @@ var _ = Describe("Model volume names", func() {
 		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p)).Spec.VolumeName).To(Equal(earlier))
 
 		By("a change of the storage gets a volume of the new name, and the earlier one goes")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
 		p = getPipeline(ctx, p)
 		Eventually(func() string { return getPipeline(ctx, p).Status.PVName }).Should(Equal(resources.PVName(p)))
 		bindStorage(ctx, p)
@@ -81,7 +81,7 @@ var _ = Describe("Model volume names", func() {
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", earlier) }).Should(BeTrue())
 
 		By("a new Pipeline gets the name with the full hash")
-		fresh := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Name = "fresh" })
+		fresh := createSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Name = "fresh" })
 		name := resources.PVName(fresh)
 		Expect(name).To(MatchRegexp("^" + ns + "-fresh-[0-9a-f]{64}$"))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", name).Spec.ClaimRef.Name).To(Equal(resources.ClaimName(fresh)))

@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // SetupConversionWebhookWithManager serves the Pipeline CRD's conversion webhook at /convert:
@@ -16,11 +16,11 @@ import (
 // version can read what the other stored.
 func SetupConversionWebhookWithManager(mgr ctrl.Manager) error {
 	// Without both versions in the scheme the builder would skip /convert without a word.
-	ok, err := conversion.IsConvertible(mgr.GetScheme(), &pipelinev1beta1.Pipeline{})
+	ok, err := conversion.IsConvertible(mgr.GetScheme(), &pipelinev1.Pipeline{})
 	if err != nil || !ok {
 		return fmt.Errorf("serve the Pipeline conversion webhook: the manager's scheme must hold v1 and v1beta1 (convertible: %t): %w", ok, err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &pipelinev1.Pipeline{}).Complete(); err != nil {
 		return fmt.Errorf("serve the Pipeline conversion webhook: %w", err)
 	}
 	return nil

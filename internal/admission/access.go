@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -20,9 +20,9 @@ import (
 // a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
 // SubjectAccessReview of the admission request's user. validate calls it on create and whenever
 // the storage changes: a tenant may still edit the rest of a Pipeline an administrator made.
-func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline) error {
 	t := p.Spec.ModelStorage.EffectiveType()
-	if v.Reviews == nil || (t != pipelinev1beta1.StorageTypeNFS && t != pipelinev1beta1.StorageTypeCSI) {
+	if v.Reviews == nil || (t != pipelinev1.StorageTypeNFS && t != pipelinev1.StorageTypeCSI) {
 		return nil
 	}
 	req, err := admission.RequestFromContext(ctx)
@@ -45,7 +45,7 @@ func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1beta1.Pipeli
 	if review.Status.Allowed {
 		return nil
 	}
-	return apierrors.NewForbidden(pipelinev1beta1.GroupVersion.WithResource("pipelines").GroupResource(), p.Name,
+	return apierrors.NewForbidden(pipelinev1.GroupVersion.WithResource("pipelines").GroupResource(), p.Name,
 		field.Forbidden(field.NewPath("spec", "modelStorage", "type"), fmt.Sprintf(
 			"%s storage (%s) makes the operator create a PersistentVolume for it, and %s may not create PersistentVolumes "+
 				"(verb create on persistentvolumes, cluster-wide): use modelStorage.type storageClass (a claim that a "+
@@ -54,13 +54,13 @@ func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1beta1.Pipeli
 }
 
 // source describes an inline storage source for messages.
-func source(m *pipelinev1beta1.ModelStorage) string {
-	if m.EffectiveType() == pipelinev1beta1.StorageTypeNFS {
+func source(m *pipelinev1.ModelStorage) string {
+	if m.EffectiveType() == pipelinev1.StorageTypeNFS {
 		return fmt.Sprintf("NFS server %s, share %s", m.CSIParameter["server"], m.CSIParameter["share"])
 	}
-	driver := m.CSIParameter[pipelinev1beta1.CSIDriverParameter]
+	driver := m.CSIParameter[pipelinev1.CSIDriverParameter]
 	if driver == "" {
-		driver = pipelinev1beta1.DefaultCSIDriver
+		driver = pipelinev1.DefaultCSIDriver
 	}
 	return "CSI driver " + driver
 }

@@ -1,7 +1,7 @@
 // Package v1beta1 holds the admission webhooks of the distri-infer.ndsl.cn/v1beta1 Pipeline:
 // a defaulting webhook that writes every default into the spec, and a validating webhook for
 // the checks the CRD schema and its CEL rules cannot express.
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
@@ -28,7 +28,7 @@ import (
 // inline storage source stands for (SubjectAccessReviews); its API reader reads the
 // ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh.
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
-	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1beta1.Pipeline{}).
+	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
 		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Classes: mgr.GetAPIReader()}).
 		Complete()
@@ -44,9 +44,9 @@ type Defaulter struct{}
 // Default implements admission.Defaulter. On an update, a port that was only the default
 // taken from args.listenPort follows a new args.listenPort, so that editing the argument alone
 // is enough.
-func (*Defaulter) Default(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (*Defaulter) Default(ctx context.Context, p *pipelinev1.Pipeline) error {
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		old := &pipelinev1beta1.Pipeline{}
+		old := &pipelinev1.Pipeline{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return fmt.Errorf("decode the stored Pipeline: %w", err)
 		}
@@ -58,8 +58,8 @@ func (*Defaulter) Default(ctx context.Context, p *pipelinev1beta1.Pipeline) erro
 
 // followListenPort clears the port of every step of p whose port, in old, was the value of
 // its args.listenPort, when only the argument changed: defaulting then takes the new one.
-func followListenPort(old, p *pipelinev1beta1.Pipeline) {
-	before := map[string]*pipelinev1beta1.Step{}
+func followListenPort(old, p *pipelinev1.Pipeline) {
+	before := map[string]*pipelinev1.Step{}
 	for i := range old.Spec.Steps {
 		before[old.Spec.StepName(i)] = &old.Spec.Steps[i]
 	}
@@ -68,8 +68,8 @@ func followListenPort(old, p *pipelinev1beta1.Pipeline) {
 		if was == nil || was.Port == nil || s.Port == nil || *s.Port != *was.Port {
 			continue
 		}
-		oldArg, hadArg := was.Args[pipelinev1beta1.ListenPortArg]
-		newArg, hasArg := s.Args[pipelinev1beta1.ListenPortArg]
+		oldArg, hadArg := was.Args[pipelinev1.ListenPortArg]
+		newArg, hasArg := s.Args[pipelinev1.ListenPortArg]
 		if hadArg && hasArg && oldArg != newArg && fmt.Sprint(*was.Port) == string(oldArg) {
 			s.Port = nil
 		}
@@ -95,12 +95,12 @@ type Validator struct {
 }
 
 // ValidateCreate implements admission.Validator.
-func (v *Validator) ValidateCreate(ctx context.Context, p *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+func (v *Validator) ValidateCreate(ctx context.Context, p *pipelinev1.Pipeline) (admission.Warnings, error) {
 	return v.validate(ctx, p, nil)
 }
 
 // ValidateUpdate implements admission.Validator.
-func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1.Pipeline) (admission.Warnings, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		// A Pipeline being deleted only loses its finalizer: never block that.
 		return nil, nil
@@ -114,17 +114,17 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1beta1.
 }
 
 // ValidateDelete implements admission.Validator; deletion is always allowed.
-func (*Validator) ValidateDelete(context.Context, *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+func (*Validator) ValidateDelete(context.Context, *pipelinev1.Pipeline) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *Validator) validate(ctx context.Context, p, old *pipelinev1beta1.Pipeline) (admission.Warnings, error) {
+func (v *Validator) validate(ctx context.Context, p, old *pipelinev1.Pipeline) (admission.Warnings, error) {
 	errs := ValidatePipeline(p)
 	if old != nil {
 		errs = append(errs, ValidatePipelineUpdate(old, p)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, namesFor(ctx, p).errors(errs))
+		return nil, apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, namesFor(ctx, p).errors(errs))
 	}
 	// Who may ask for the storage is checked when it is asked for: on create, and when it
 	// changes (a tenant may still edit the rest of a Pipeline an administrator made).

@@ -1,17 +1,17 @@
-package v1beta1
+package admission
 
 import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // autoscalingWarnings warn about an autoscaled step whose utilization target cannot be measured:
 // a utilization is a percentage of the container's request, and without the request the
 // autoscaler reports ScalingActive False and keeps the step at its current number of pods.
-func autoscalingWarnings(name string, s *pipelinev1beta1.Step) []string {
+func autoscalingWarnings(name string, s *pipelinev1.Step) []string {
 	a := s.Autoscaling
 	if a == nil {
 		return nil
@@ -36,7 +36,7 @@ func autoscalingWarnings(name string, s *pipelinev1beta1.Step) []string {
 // autoscalingRemovedWarnings warn, on an update, about each step that loses its autoscaling: the
 // operator deletes the autoscaler and applies replicas again (1 unless the spec says otherwise),
 // so the step goes from the number of pods the autoscaler had set to that count at once.
-func autoscalingRemovedWarnings(p, old *pipelinev1beta1.Pipeline) []string {
+func autoscalingRemovedWarnings(p, old *pipelinev1.Pipeline) []string {
 	if old == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -26,7 +26,7 @@ func TestValidateUpdateChecksOnlyChangedSpecs(t *testing.T) {
 
 	labelled := stored.DeepCopy()
 	labelled.Labels = map[string]string{"team": "vision"}
-	labelled.Annotations = map[string]string{pipelinev1beta1.PausedAnnotation: "true"}
+	labelled.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true"}
 	if _, err := v.ValidateUpdate(ctx, stored, labelled); err != nil {
 		t.Fatalf("a metadata-only update was refused: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestValidateRouterResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Resources: &corev1.ResourceRequirements{
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Resources: &corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 	}}
@@ -109,7 +109,7 @@ func TestValidateRouterPropagateHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, PropagateHeaders: []pipelinev1beta1.HeaderName{"X-User", "X-Request-Id"}}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, PropagateHeaders: []pipelinev1.HeaderName{"X-User", "X-Request-Id"}}
 	errs := ValidatePipeline(p)
 	if len(errs) != 1 || errs[0].Field != "spec.router.propagateHeaders[1]" || !strings.Contains(errs[0].Error(), "set by the router itself") {
 		t.Fatalf("errors %v, want one on spec.router.propagateHeaders[1]", errs)
@@ -128,7 +128,7 @@ func TestValidateNodeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge..c"}
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge..a", FallbackLocations: []string{"edge-b", "-x"}}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge..a", FallbackLocations: []string{"edge-b", "-x"}}
 	var fields []string
 	for _, e := range ValidatePipeline(p) {
 		if !strings.Contains(e.Error(), "not a valid node name") {
@@ -141,7 +141,7 @@ func TestValidateNodeNames(t *testing.T) {
 		t.Errorf("errors on %v, want %v", fields, want)
 	}
 	p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge.c"}
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b"}}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b"}}
 	if errs := ValidatePipeline(p); len(errs) != 0 {
 		t.Fatalf("valid node names refused: %v", errs)
 	}
@@ -153,7 +153,7 @@ func TestValidateUpdateWarnsWhenAutoscalingIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 6}
+	stored.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 6}
 	v := &Validator{}
 	ctx := context.Background()
 
@@ -215,7 +215,7 @@ func TestWarningsKnowFallbackLocations(t *testing.T) {
 		t.Errorf("warnings %q do not say %q", got, want)
 	}
 
-	p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-r"}
+	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-r"}
 	got = strings.Join(warnings(p, nil, none), "\n")
 	if want := `router: no node "edge-r" exists yet: the router stays pending until it joins the cluster`; !strings.Contains(got, want) {
 		t.Errorf("warnings %q do not say %q", got, want)
@@ -236,19 +236,19 @@ func TestWarningsKnowFallbackLocations(t *testing.T) {
 // type: nfs and csi volumes are deleted with the models left on their server (reclaim policy
 // Retain), a user's claim stays, and a change that keeps the claim warns of nothing.
 func TestStorageChangeWarnings(t *testing.T) {
-	nfs := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+	nfs := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 		CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
-	otherNFS := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+	otherNFS := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 		CSIParameter: map[string]string{"server": "10.0.0.3", "share": "/models"}}
-	byClass := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
-	claimA := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
-	claimB := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-b"}
-	published := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
-	otherPublished := pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: "other-models"}
+	byClass := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast"}
+	claimA := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models-a"}
+	claimB := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models-b"}
+	published := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared-models"}
+	otherPublished := pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "other-models"}
 	const retained = "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
 	for _, tc := range []struct {
 		name    string
-		was, is pipelinev1beta1.ModelStorage
+		was, is pipelinev1.ModelStorage
 		want    string // empty: no storage warning
 	}{
 		{"nfs to another export", nfs, otherNFS,
@@ -269,7 +269,7 @@ func TestStorageChangeWarnings(t *testing.T) {
 			"modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)" + retained},
 		{"modelStorageClass to existingClaim", published, claimA,
 			"modelStorage changed: every step moves to claim models-a (the steps' pods restart)" + retained},
-		{"storageClass with a claimName it does not read", byClass, func() pipelinev1beta1.ModelStorage {
+		{"storageClass with a claimName it does not read", byClass, func() pipelinev1.ModelStorage {
 			m := byClass
 			m.ClaimName = "ignored"
 			return m

@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // as is a client that acts as user, with the RBAC rights the test gives it.
@@ -47,7 +47,7 @@ func grant(ctx context.Context, ns, user string, rules ...rbacv1.PolicyRule) {
 
 // editPipelines are a namespace editor's rights on Pipelines (what pipeline-editor aggregates
 // into the built-in edit role).
-var editPipelines = rbacv1.PolicyRule{APIGroups: []string{pipelinev1beta1.GroupVersion.Group}, Resources: []string{"pipelines"},
+var editPipelines = rbacv1.PolicyRule{APIGroups: []string{pipelinev1.GroupVersion.Group}, Resources: []string{"pipelines"},
 	Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}
 
 var _ = Describe("Inline storage sources and the requester's rights", func() {
@@ -70,16 +70,16 @@ var _ = Describe("Inline storage sources and the requester's rights", func() {
 			ContainSubstring("existingClaim (a claim in namespace "+ns+")")))
 
 		csi := sample(ns)
-		csi.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI,
+		csi.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
 			CSIParameter: map[string]string{"driver": "s3.csi.example.com", "bucket": "other-team"}}
 		err = as(tenant).Create(ctx, csi)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("csi storage (CSI driver s3.csi.example.com)"))
 
 		By("the storage that only makes or uses a claim in the tenant's namespace stays open")
-		for _, m := range []pipelinev1beta1.ModelStorage{
-			{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "standard"},
-			{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models"},
+		for _, m := range []pipelinev1.ModelStorage{
+			{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "standard"},
+			{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models"},
 		} {
 			q := sample(ns)
 			q.Name = "tenant-" + strings.ToLower(string(m.Type))

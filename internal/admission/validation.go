@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"fmt"
@@ -15,18 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
 // injectedEnv are the environment variables the operator sets in every step's container.
-var injectedEnv = sets.New(pipelinev1beta1.InjectedEnv...)
+var injectedEnv = sets.New(pipelinev1.InjectedEnv...)
 
 // ValidatePipeline returns what the CRD schema cannot check: image references, node and
 // object names, storage parameters, quantities and the pod fields the apiserver would
 // otherwise refuse only when the operator writes the step's Deployment. It is pure: the
 // checks that need the cluster are warnings (see warnings).
-func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
+func ValidatePipeline(p *pipelinev1.Pipeline) field.ErrorList {
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
 	stepsPath := specPath.Child("steps")
@@ -56,7 +56,7 @@ func ValidatePipeline(p *pipelinev1beta1.Pipeline) field.ErrorList {
 	return errs
 }
 
-func validateStep(s *pipelinev1beta1.Step, sp *field.Path) field.ErrorList {
+func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if _, err := reference.ParseNormalizedNamed(s.Image); err != nil {
 		errs = append(errs, field.Invalid(sp.Child("image"), s.Image,
@@ -169,7 +169,7 @@ var accessModes = []string{
 	string(corev1.ReadOnlyMany), string(corev1.ReadWriteMany), string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod),
 }
 
-func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
+func validateStorage(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList {
 	errs := validateStorageSource(m, mp)
 	errs = append(errs, validateAccessModes(m.AccessModes, mp.Child("accessModes"))...)
 	if m.Capacity != nil && m.Capacity.Sign() <= 0 {
@@ -190,33 +190,33 @@ func validateStorage(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.Erro
 
 // validateStorageSource checks what says where the models are: the NFS export, the CSI driver,
 // the StorageClass, the claim or the ModelStorageClass.
-func validateStorageSource(m *pipelinev1beta1.ModelStorage, mp *field.Path) field.ErrorList {
+func validateStorageSource(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	params := mp.Child("csiParameter")
 	switch m.EffectiveType() {
-	case pipelinev1beta1.StorageTypeNFS:
+	case pipelinev1.StorageTypeNFS:
 		if server, ok := m.CSIParameter["server"]; ok && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
 			errs = append(errs, field.Invalid(params.Key("server"), server, "must be an IP address or a DNS name of the NFS server"))
 		}
 		if share, ok := m.CSIParameter["share"]; ok && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
 			errs = append(errs, field.Invalid(params.Key("share"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
 		}
-	case pipelinev1beta1.StorageTypeCSI:
-		if driver, ok := m.CSIParameter[pipelinev1beta1.CSIDriverParameter]; ok {
+	case pipelinev1.StorageTypeCSI:
+		if driver, ok := m.CSIParameter[pipelinev1.CSIDriverParameter]; ok {
 			if msgs := validation.IsDNS1123Subdomain(driver); len(msgs) > 0 || len(driver) > 63 {
-				errs = append(errs, field.Invalid(params.Key(pipelinev1beta1.CSIDriverParameter), driver,
+				errs = append(errs, field.Invalid(params.Key(pipelinev1.CSIDriverParameter), driver,
 					"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"))
 			}
 		}
-	case pipelinev1beta1.StorageTypeStorageClass:
+	case pipelinev1.StorageTypeStorageClass:
 		for _, msg := range validation.IsDNS1123Subdomain(m.StorageClassName) {
 			errs = append(errs, field.Invalid(mp.Child("storageClassName"), m.StorageClassName, "not a valid StorageClass name: "+msg))
 		}
-	case pipelinev1beta1.StorageTypeExistingClaim:
+	case pipelinev1.StorageTypeExistingClaim:
 		for _, msg := range validation.IsDNS1123Subdomain(m.ClaimName) {
 			errs = append(errs, field.Invalid(mp.Child("claimName"), m.ClaimName, "not a valid claim name: "+msg))
 		}
-	case pipelinev1beta1.StorageTypeModelStorageClass:
+	case pipelinev1.StorageTypeModelStorageClass:
 		for _, msg := range validation.IsDNS1123Subdomain(m.ModelStorageClassName) {
 			errs = append(errs, field.Invalid(mp.Child("modelStorageClassName"), m.ModelStorageClassName, "not a valid ModelStorageClass name: "+msg))
 		}
@@ -248,13 +248,13 @@ const storageClassMove = "modelStorage of type storageClass cannot change (only 
 // ValidatePipelineUpdate returns what an update from old to p must not change: the storage of
 // type storageClass, whose claim the operator would replace by a new, empty one (its name
 // follows the type, storageClassName, capacity, accessModes and csiParameter).
-func ValidatePipelineUpdate(old, p *pipelinev1beta1.Pipeline) field.ErrorList {
+func ValidatePipelineUpdate(old, p *pipelinev1.Pipeline) field.ErrorList {
 	was, is := &old.Spec.ModelStorage, &p.Spec.ModelStorage
-	if was.EffectiveType() != pipelinev1beta1.StorageTypeStorageClass {
+	if was.EffectiveType() != pipelinev1.StorageTypeStorageClass {
 		return nil
 	}
 	mp := field.NewPath("spec", "modelStorage")
-	if is.EffectiveType() != pipelinev1beta1.StorageTypeStorageClass {
+	if is.EffectiveType() != pipelinev1.StorageTypeStorageClass {
 		return field.ErrorList{field.Forbidden(mp.Child("type"), fmt.Sprintf("was storageClass: %s", storageClassMove))}
 	}
 	var errs field.ErrorList
@@ -274,7 +274,7 @@ func ValidatePipelineUpdate(old, p *pipelinev1beta1.Pipeline) field.ErrorList {
 // warnings are admission warnings: things that are accepted but may not be what the user
 // wants. nodeExists reports whether a node is named, or labelled, by the given location; old is
 // nil on create.
-func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
+func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)) []string {
 	var out []string
 	locations, reachable := sets.New[string](), sets.New[string]()
 	for i := range p.Spec.Steps {
@@ -300,7 +300,7 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 	}
 	out = append(out, routerWarnings(p, nodeExists)...)
 	m := &p.Spec.ModelStorage
-	if reachable.Len() > 1 && m.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim {
+	if reachable.Len() > 1 && m.EffectiveType() != pipelinev1.StorageTypeExistingClaim {
 		for _, am := range m.EffectiveAccessModes() {
 			switch {
 			case am != corev1.ReadWriteOnce && am != corev1.ReadWriteOncePod:
@@ -321,22 +321,22 @@ func warnings(p, old *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, e
 // storageChangeWarning says what a change of the storage from was to is does: where the steps
 // move, and what becomes of the old storage. Storage of type storageClass never gets here: it
 // cannot change (see ValidatePipelineUpdate).
-func storageChangeWarning(was, is *pipelinev1beta1.ModelStorage) string {
+func storageChangeWarning(was, is *pipelinev1.ModelStorage) string {
 	var w string
 	switch is.EffectiveType() {
-	case pipelinev1beta1.StorageTypeExistingClaim:
+	case pipelinev1.StorageTypeExistingClaim:
 		w = fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", is.ClaimName)
-	case pipelinev1beta1.StorageTypeStorageClass:
+	case pipelinev1.StorageTypeStorageClass:
 		w = fmt.Sprintf("modelStorage changed: the operator creates a claim of StorageClass %s, which starts empty, "+
 			"and moves every step onto it (the steps' pods restart)", is.StorageClassName)
 	default:
 		w = "modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)"
 	}
 	switch was.EffectiveType() {
-	case pipelinev1beta1.StorageTypeNFS, pipelinev1beta1.StorageTypeCSI, pipelinev1beta1.StorageTypeModelStorageClass:
+	case pipelinev1.StorageTypeNFS, pipelinev1.StorageTypeCSI, pipelinev1.StorageTypeModelStorageClass:
 		w += "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
-	case pipelinev1beta1.StorageTypeExistingClaim:
-		if is.EffectiveType() != pipelinev1beta1.StorageTypeExistingClaim || is.ClaimName != was.ClaimName {
+	case pipelinev1.StorageTypeExistingClaim:
+		if is.EffectiveType() != pipelinev1.StorageTypeExistingClaim || is.ClaimName != was.ClaimName {
 			w += fmt.Sprintf("; claim %s stays as it is", was.ClaimName)
 		}
 	}
@@ -344,7 +344,7 @@ func storageChangeWarning(was, is *pipelinev1beta1.ModelStorage) string {
 }
 
 // routerWarnings are the warnings about p's router: a location no node has.
-func routerWarnings(p *pipelinev1beta1.Pipeline, nodeExists func(string) (bool, error)) []string {
+func routerWarnings(p *pipelinev1.Pipeline, nodeExists func(string) (bool, error)) []string {
 	r := p.Spec.Router
 	if r == nil || !r.Enabled || r.Location == "" || nodeExists == nil {
 		return nil
@@ -367,19 +367,19 @@ func missingLocationWarning(what, subject, location string, fallbacks []string) 
 
 // storageChanged reports whether an update from old (nil on create) to p changes what
 // identifies the volume and claim (storageOf).
-func storageChanged(old, p *pipelinev1beta1.Pipeline) bool {
+func storageChanged(old, p *pipelinev1.Pipeline) bool {
 	return old != nil && !equality.Semantic.DeepEqual(storageOf(old), storageOf(p))
 }
 
 // storageOf is what identifies the volume and claim: the storage spec with its defaults (so
 // that writing a default is not a change), without the mount path (which only moves the mount)
 // and, but for existingClaim, without claimName (which only existingClaim reads).
-func storageOf(p *pipelinev1beta1.Pipeline) pipelinev1beta1.ModelStorage {
+func storageOf(p *pipelinev1.Pipeline) pipelinev1.ModelStorage {
 	c := p.DeepCopy()
 	c.Default()
 	m := c.Spec.ModelStorage
 	m.MountPath = ""
-	if m.Type != pipelinev1beta1.StorageTypeExistingClaim {
+	if m.Type != pipelinev1.StorageTypeExistingClaim {
 		m.ClaimName = ""
 	}
 	return m

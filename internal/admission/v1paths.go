@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // A request made in v1 reaches these webhooks converted to v1beta1 (they are registered for
@@ -21,7 +21,7 @@ type fieldNames func(string) string
 
 // namesFor is the renaming for the request of ctx about p: to v1 for a v1 request, none
 // otherwise.
-func namesFor(ctx context.Context, p *pipelinev1beta1.Pipeline) fieldNames {
+func namesFor(ctx context.Context, p *pipelinev1.Pipeline) fieldNames {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || req.RequestKind == nil || req.RequestKind.Version != "v1" {
 		return func(path string) string { return path }
@@ -48,9 +48,9 @@ func (n fieldNames) path(p *field.Path) *field.Path {
 var argPath = regexp.MustCompile(`^(spec\.steps\[\d+\])\.args(\[(.*)\])?(.*)$`)
 
 // v1Path is the v1 field of the v1beta1 field path of p (see docs/migration.md).
-func v1Path(path string, p *pipelinev1beta1.Pipeline) string {
+func v1Path(path string, p *pipelinev1.Pipeline) string {
 	if m := argPath.FindStringSubmatch(path); m != nil {
-		if m[3] == pipelinev1beta1.ListenPortArg {
+		if m[3] == pipelinev1.ListenPortArg {
 			return m[1] + ".port" + m[4]
 		}
 		return m[1] + ".env" + m[2] + m[4]
@@ -90,17 +90,17 @@ func v1Path(path string, p *pipelinev1beta1.Pipeline) string {
 }
 
 // v1StorageMember is the member of v1's storage union for a storage type, empty for none.
-func v1StorageMember(t pipelinev1beta1.StorageType) string {
+func v1StorageMember(t pipelinev1.StorageType) string {
 	switch t {
-	case pipelinev1beta1.StorageTypeNFS:
+	case pipelinev1.StorageTypeNFS:
 		return "nfs"
-	case pipelinev1beta1.StorageTypeCSI:
+	case pipelinev1.StorageTypeCSI:
 		return "csi"
-	case pipelinev1beta1.StorageTypeStorageClass:
+	case pipelinev1.StorageTypeStorageClass:
 		return "storageClass"
-	case pipelinev1beta1.StorageTypeExistingClaim:
+	case pipelinev1.StorageTypeExistingClaim:
 		return "existingClaim"
-	case pipelinev1beta1.StorageTypeModelStorageClass:
+	case pipelinev1.StorageTypeModelStorageClass:
 		return "modelStorageClass"
 	}
 	return ""

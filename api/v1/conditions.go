@@ -1,4 +1,4 @@
-package v1beta1
+package v1
 
 // Condition types of a Pipeline.
 const (
@@ -11,19 +11,19 @@ const (
 	// ConditionReconciled carries the outcome of the operator's last pass: False with the
 	// error when it could not make the cluster match the spec.
 	ConditionReconciled = "Reconciled"
-	// ConditionReady is True when the Pipeline runs (phase running): the condition generic
+	// ConditionReady is True when the Pipeline runs (phase Running): the condition generic
 	// tools wait for (`kubectl wait --for=condition=Ready`).
 	ConditionReady = "Ready"
-	// ConditionReconciling is True while the operator rolls the spec out (phase creating), the
+	// ConditionReconciling is True while the operator rolls the spec out (phase Creating), the
 	// kstatus convention for work in progress.
 	ConditionReconciling = "Reconciling"
-	// ConditionStalled is True when the Pipeline cannot go on without a person (phase failed),
+	// ConditionStalled is True when the Pipeline cannot go on without a person (phase Failed),
 	// the kstatus convention for a failure.
 	ConditionStalled = "Stalled"
 )
 
 // Reasons of the Ready condition; when False, it carries the reason of the Degraded condition
-// (failed) or of the Available condition (still rolling out).
+// (Failed) or of the Available condition (still rolling out).
 const (
 	ReasonRunning = "Running"
 )
@@ -60,18 +60,18 @@ const (
 	ReasonNodeAmbiguous = "NodeAmbiguous"
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
-	// ReasonModelStorageClassNotFound means the ModelStorageClass that modelStorageClassName
-	// names does not exist: the operator creates no volume or claim for the storage.
+	// ReasonModelStorageClassNotFound means the ModelStorageClass that modelStorage
+	// .modelStorageClass.name names does not exist: the operator creates no volume or claim for the storage.
 	ReasonModelStorageClassNotFound = "ModelStorageClassNotFound"
 	// ReasonModelStorageClassNotPermitted means the namespaceSelector of the ModelStorageClass
-	// that modelStorageClassName names does not select the Pipeline's namespace: the operator
+	// that modelStorage.modelStorageClass.name names does not select the Pipeline's namespace: the operator
 	// creates no volume or claim for the storage, and keeps those it already made.
 	ReasonModelStorageClassNotPermitted = "ModelStorageClassNotPermitted"
 	ReasonNameConflict                  = "NameConflict"
 	// ReasonRouterFailed means the router's Deployment exceeded its progress deadline or
 	// cannot create pods.
 	ReasonRouterFailed = "RouterFailed"
-	// ReasonRouterImageUnknown means spec.router is enabled but the operator knows no router
+	// ReasonRouterImageUnknown means spec.dataPath.mode is Router but the operator knows no router
 	// image (RELATED_IMAGE_ROUTER is not set): it creates none of the router's objects.
 	ReasonRouterImageUnknown = "RouterImageUnknown"
 	// ReasonRouterConfigInvalid means the router would refuse the configuration the spec gives
@@ -91,15 +91,10 @@ const (
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonDeleteFailed       = "DeleteFailed"
 	ReasonReconcileFailed    = "ReconcileFailed"
-	// ReasonPaused means the Pipeline carries PausedAnnotation: its children are left as they are.
+	// ReasonPaused means the Pipeline is paused (spec.paused): its children are left as they are.
 	ReasonPaused = "Paused"
 )
 
-// PausedAnnotation is the annotation that, set to "true" on a Pipeline, stops the operator from
-// touching its children: drift is not repaired and spec edits are not applied until the
-// annotation is removed (or set to anything else). Deleting a paused Pipeline still removes its
-// children.
-const PausedAnnotation = "distri-infer.ndsl.cn/paused"
 
 // ConditionUpgradeable is the condition the operator sets on its OLM OperatorCondition: False
 // while a Pipeline is rolling out, so that OLM does not replace the operator in the middle of it.
@@ -125,8 +120,3 @@ const (
 	EventRelocated = "Relocated"
 )
 
-// FailbackAnnotation is the annotation that, set to "true" on a Pipeline whose spec.failover
-// .failback is Manual, lets its steps return to their most preferred ready node, as Automatic
-// would but without waiting failbackAfterSeconds. It is one-shot: once a pass has placed every
-// step with it, the operator removes it, so later failovers stay in place again.
-const FailbackAnnotation = "distri-infer.ndsl.cn/failback"

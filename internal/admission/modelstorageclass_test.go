@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -20,16 +20,16 @@ const publishedLabel = "models.distri-infer.ndsl.cn/shared"
 
 // createClass creates the cluster-scoped ModelStorageClass c as the suite's administrator,
 // removed after the test.
-func createClass(ctx context.Context, c *pipelinev1beta1.ModelStorageClass) {
+func createClass(ctx context.Context, c *pipelinev1.ModelStorageClass) {
 	GinkgoHelper()
 	Expect(k8sClient.Create(ctx, c)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, c))).To(Succeed()) })
 }
 
 // nfsClass is a class of an NFS export that selects the namespaces labelled publishedLabel=value.
-func nfsClass(name, value string) *pipelinev1beta1.ModelStorageClass {
-	return &pipelinev1beta1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: pipelinev1beta1.ModelStorageClassSpec{
-		NFS:               &pipelinev1beta1.NFSModelStorageSource{Server: "nfs.models.example.com", Path: "/exports/models"},
+func nfsClass(name, value string) *pipelinev1.ModelStorageClass {
+	return &pipelinev1.ModelStorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: pipelinev1.ModelStorageClassSpec{
+		NFS:               &pipelinev1.NFSModelStorageSource{Server: "nfs.models.example.com", Path: "/exports/models"},
 		MountOptions:      []string{"nfsvers=4.1"},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{publishedLabel: value}},
 	}}
@@ -48,9 +48,9 @@ func labelNamespace(ctx context.Context, ns, key, value string) {
 }
 
 // classStorage is the sample with storage from the ModelStorageClass name.
-func classStorage(ns, name string) *pipelinev1beta1.Pipeline {
+func classStorage(ns, name string) *pipelinev1.Pipeline {
 	p := sample(ns)
-	p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: name}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: name}
 	return p
 }
 
@@ -69,7 +69,7 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 		p := classStorage(ns, class)
 		Expect(as(tenant).Create(ctx, p)).To(Succeed())
 
-		got := &pipelinev1beta1.Pipeline{}
+		got := &pipelinev1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		Expect(got.Spec.ModelStorage.ModelStorageClassName).To(Equal(class))
 		Expect(got.Spec.ModelStorage.Capacity.String()).To(Equal("1Gi"), "defaults as for nfs")
@@ -133,15 +133,15 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 	It("checks the fields of modelStorage that go with the type", func(ctx SpecContext) {
 		createClass(ctx, nfsClass(class, ns))
 		for _, tc := range []struct {
-			storage pipelinev1beta1.ModelStorage
+			storage pipelinev1.ModelStorage
 			message string
 		}{
-			{pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass},
+			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass},
 				"modelStorage of type modelStorageClass needs modelStorageClassName"},
-			{pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: class,
+			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: class,
 				CSIParameter: map[string]string{"server": "10.0.0.1", "share": "/other"}},
 				"modelStorage of type modelStorageClass takes its source from the ModelStorageClass: remove csiParameter"},
-			{pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast", ModelStorageClassName: class},
+			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast", ModelStorageClassName: class},
 				"modelStorageClassName is only read by modelStorage.type modelStorageClass"},
 		} {
 			p := sample(ns)
@@ -174,10 +174,10 @@ var _ = Describe("ModelStorageClass validation", func() {
 
 	It("needs exactly one source", func(ctx SpecContext) {
 		both := nfsClass(name, "x")
-		both.Spec.CSI = &pipelinev1beta1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io"}
+		both.Spec.CSI = &pipelinev1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io"}
 		neither := nfsClass(name, "x")
 		neither.Spec.NFS = nil
-		for _, c := range []*pipelinev1beta1.ModelStorageClass{both, neither} {
+		for _, c := range []*pipelinev1.ModelStorageClass{both, neither} {
 			err := k8sClient.Create(ctx, c)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring("a ModelStorageClass needs exactly one source: set either nfs or csi"))
@@ -188,21 +188,21 @@ var _ = Describe("ModelStorageClass validation", func() {
 		c := nfsClass(name, "team-a")
 		createClass(ctx, c)
 		for _, tc := range []struct {
-			edit    func(*pipelinev1beta1.ModelStorageClassSpec)
+			edit    func(*pipelinev1.ModelStorageClassSpec)
 			message string
 		}{
-			{func(s *pipelinev1beta1.ModelStorageClassSpec) { s.NFS.Server = "nfs.other.example.com" },
+			{func(s *pipelinev1.ModelStorageClassSpec) { s.NFS.Server = "nfs.other.example.com" },
 				"nfs cannot change: the volumes of Pipelines were made from it; create a new ModelStorageClass for another source"},
-			{func(s *pipelinev1beta1.ModelStorageClassSpec) {
+			{func(s *pipelinev1.ModelStorageClassSpec) {
 				s.NFS = nil
-				s.CSI = &pipelinev1beta1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io"}
+				s.CSI = &pipelinev1.CSIModelStorageSource{Driver: "nfs.csi.k8s.io"}
 			}, "nfs cannot change"},
-			{func(s *pipelinev1beta1.ModelStorageClassSpec) { s.MountOptions = nil },
+			{func(s *pipelinev1.ModelStorageClassSpec) { s.MountOptions = nil },
 				"mountOptions cannot change: the volumes of Pipelines were made with them; create a new ModelStorageClass for other options"},
-			{func(s *pipelinev1beta1.ModelStorageClassSpec) { s.ReadOnly = ptr.To(false) },
+			{func(s *pipelinev1.ModelStorageClassSpec) { s.ReadOnly = ptr.To(false) },
 				"readOnly cannot change: the volumes of Pipelines were made with it; create a new ModelStorageClass instead"},
 		} {
-			edited := &pipelinev1beta1.ModelStorageClass{}
+			edited := &pipelinev1.ModelStorageClass{}
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), edited)).To(Succeed())
 			tc.edit(&edited.Spec)
 			err := k8sClient.Update(ctx, edited)
@@ -219,7 +219,7 @@ var _ = Describe("ModelStorageClass validation", func() {
 	It("refuses a CSI source without a valid driver name", func(ctx SpecContext) {
 		c := nfsClass(name, "x")
 		c.Spec.NFS = nil
-		c.Spec.CSI = &pipelinev1beta1.CSIModelStorageSource{Driver: "Not_A_Driver"}
+		c.Spec.CSI = &pipelinev1.CSIModelStorageSource{Driver: "Not_A_Driver"}
 		err := k8sClient.Create(ctx, c)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("csi.driver must be a CSI driver name"))

@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -26,7 +26,7 @@ func newNamespace(ctx context.Context) string {
 }
 
 // sample is the DESIGN.md Pipeline, as config/samples ships it.
-func sample(ns string) *pipelinev1beta1.Pipeline {
+func sample(ns string) *pipelinev1.Pipeline {
 	p, err := samples.Pipeline(ns)
 	Expect(err).NotTo(HaveOccurred())
 	return p
@@ -61,7 +61,7 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(warned.take()).To(BeEmpty())
 
-		got := &pipelinev1beta1.Pipeline{}
+		got := &pipelinev1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		steps := got.Spec.Steps
 		Expect(steps[0].Name).To(Equal("step-1"))
@@ -69,9 +69,9 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(steps[0].Replicas).To(HaveValue(BeEquivalentTo(1)))
 		Expect(steps[0].Port).To(HaveValue(BeEquivalentTo(9080)), "port follows args.listenPort")
 		Expect(steps[1].Port).To(HaveValue(BeEquivalentTo(80)))
-		Expect(steps[0].Args).To(HaveKeyWithValue("listenPort", pipelinev1beta1.ArgValue("9080")), "args are kept")
+		Expect(steps[0].Args).To(HaveKeyWithValue("listenPort", pipelinev1.ArgValue("9080")), "args are kept")
 		m := got.Spec.ModelStorage
-		Expect(m.Type).To(Equal(pipelinev1beta1.StorageTypeNFS))
+		Expect(m.Type).To(Equal(pipelinev1.StorageTypeNFS))
 		Expect(m.Capacity).To(HaveValue(Equal(resource.MustParse("1Gi"))))
 		Expect(m.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
 		Expect(m.MountPath).To(Equal("/models"))
@@ -88,13 +88,13 @@ var _ = Describe("Pipeline admission", func() {
 		p.Spec.Steps[0].Name = "detect"
 		p.Spec.Steps[1].Replicas = ptr.To[int32](3)
 		p.Spec.Steps[1].Port = ptr.To[int32](8080)
-		p.Spec.ModelStorage.Type = pipelinev1beta1.StorageTypeExistingClaim
+		p.Spec.ModelStorage.Type = pipelinev1.StorageTypeExistingClaim
 		p.Spec.ModelStorage.ClaimName = "models"
 		p.Spec.ModelStorage.CSIParameter = nil
 		p.Spec.ModelStorage.MountPath = "/data/models"
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 
-		got := &pipelinev1beta1.Pipeline{}
+		got := &pipelinev1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		Expect(got.Spec.Steps[0].Name).To(Equal("detect"))
 		Expect(got.Spec.Steps[1].Name).To(Equal("step-2"))
@@ -112,8 +112,8 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(p.Spec.Steps[1].Replicas).To(HaveValue(BeEquivalentTo(1)), "the default replicas is stored")
 		warned.take()
 
-		p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
-		p.Spec.Steps[0].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4, TargetMemoryUtilizationPercentage: ptr.To[int32](75)}
+		p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
+		p.Spec.Steps[0].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4, TargetMemoryUtilizationPercentage: ptr.To[int32](75)}
 		p.Spec.Steps[0].Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
@@ -136,7 +136,7 @@ var _ = Describe("Pipeline admission", func() {
 	It("lets args.listenPort alone change the port it set", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[1].Port = ptr.To[int32](8080)
-		p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"listenPort": "8080"}
+		p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"listenPort": "8080"}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 		p.Spec.Steps[0].Args["listenPort"] = "9090"
@@ -154,7 +154,7 @@ var _ = Describe("Pipeline admission", func() {
 
 	It("warns that a new existing claim moves the steps", func(ctx SpecContext) {
 		p := sample(ns)
-		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "models-a"}
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models-a"}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		warned.take()
 		p.Spec.ModelStorage.ClaimName = "models-b"
@@ -163,9 +163,9 @@ var _ = Describe("Pipeline admission", func() {
 	})
 
 	DescribeTable("refuses a change of storageClass storage, whose new claim would start empty, and says how to move",
-		func(ctx SpecContext, edit func(m *pipelinev1beta1.ModelStorage)) {
+		func(ctx SpecContext, edit func(m *pipelinev1.ModelStorage)) {
 			p := sample(ns)
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast",
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast",
 				Capacity: ptr.To(resource.MustParse("5Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
 			stored := p.DeepCopy()
@@ -176,20 +176,20 @@ var _ = Describe("Pipeline admission", func() {
 			Expect(err.Error()).To(ContainSubstring("modelStorage of type storageClass cannot change"))
 			Expect(err.Error()).To(ContainSubstring("copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim"))
 
-			got := &pipelinev1beta1.Pipeline{}
+			got := &pipelinev1.Pipeline{}
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 			Expect(got.Spec.ModelStorage).To(Equal(stored.Spec.ModelStorage), "the stored storage is unchanged")
 		},
-		Entry("a larger capacity", func(m *pipelinev1beta1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }),
-		Entry("another StorageClass", func(m *pipelinev1beta1.ModelStorage) { m.StorageClassName = "slow" }),
-		Entry("other access modes", func(m *pipelinev1beta1.ModelStorage) {
+		Entry("a larger capacity", func(m *pipelinev1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }),
+		Entry("another StorageClass", func(m *pipelinev1.ModelStorage) { m.StorageClassName = "slow" }),
+		Entry("other access modes", func(m *pipelinev1.ModelStorage) {
 			m.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
 		}),
-		Entry("the type changed to existingClaim", func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "copied-models"}
+		Entry("the type changed to existingClaim", func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "copied-models"}
 		}),
-		Entry("the type changed to nfs", func(m *pipelinev1beta1.ModelStorage) {
-			*m = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeNFS,
+		Entry("the type changed to nfs", func(m *pipelinev1.ModelStorage) {
+			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
 				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
 		}),
 	)
@@ -200,7 +200,7 @@ var _ = Describe("Pipeline admission", func() {
 		}
 		p := sample(ns)
 		p.Name = "by-class"
-		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast"}
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast"}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		warned.take()
 		p.Spec.ModelStorage.MountPath = "/data/models"
@@ -222,7 +222,7 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 
 		By("the router can be added, disabled, next to that step")
-		p.Spec.Router = &pipelinev1beta1.Router{Location: "xx-test-node236"}
+		p.Spec.Router = &pipelinev1.Router{Location: "xx-test-node236"}
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Expect(p.Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
 
@@ -244,13 +244,13 @@ var _ = Describe("Pipeline admission", func() {
 	})
 
 	It("accepts every storage type", func(ctx SpecContext) {
-		for i, m := range []pipelinev1beta1.ModelStorage{
-			{Type: pipelinev1beta1.StorageTypeNFS, CSIParameter: map[string]string{"server": "nfs.example.com", "share": "/exports/models"}},
-			{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}},
-			{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//srv/models"}},
-			{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "fast-rwx", Capacity: ptr.To(resource.MustParse("20Gi")),
+		for i, m := range []pipelinev1.ModelStorage{
+			{Type: pipelinev1.StorageTypeNFS, CSIParameter: map[string]string{"server": "nfs.example.com", "share": "/exports/models"}},
+			{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}},
+			{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//srv/models"}},
+			{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast-rwx", Capacity: ptr.To(resource.MustParse("20Gi")),
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
-			{Type: pipelinev1beta1.StorageTypeExistingClaim, ClaimName: "team-models"},
+			{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "team-models"},
 		} {
 			p := sample(ns)
 			p.Name = fmt.Sprintf("storage-%d", i)
@@ -297,174 +297,174 @@ var _ = Describe("Pipeline admission", func() {
 		p.Finalizers = nil
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &pipelinev1beta1.Pipeline{}))
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &pipelinev1.Pipeline{}))
 		}).Should(BeTrue())
 	})
 
 	DescribeTable("refuses a bad Pipeline with a message that says what to fix",
-		func(ctx SpecContext, mutate func(p *pipelinev1beta1.Pipeline), field, message string) {
+		func(ctx SpecContext, mutate func(p *pipelinev1.Pipeline), field, message string) {
 			p := sample(ns)
 			mutate(p)
 			expectInvalid(k8sClient.Create(ctx, p), field, message)
 		},
-		Entry("no steps", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps = []pipelinev1beta1.Step{} },
+		Entry("no steps", func(p *pipelinev1.Pipeline) { p.Spec.Steps = []pipelinev1.Step{} },
 			"spec.steps", "should have at least 1 items"),
-		Entry("a stopWhen that does not compile", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },
+		Entry("a stopWhen that does not compile", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },
 			"spec.steps[0].stopWhen", "not a valid CEL condition"),
-		Entry("a stopWhen that is not a bool", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].StopWhen = "status + 1" },
+		Entry("a stopWhen that is not a bool", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "status + 1" },
 			"spec.steps[1].stopWhen", "must be a bool"),
-		Entry("a step named router with the router enabled", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a step named router with the router enabled", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Name = "router"
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true}
+			p.Spec.Router = &pipelinev1.Router{Enabled: true}
 		}, "spec", "a step named router would share the name <pipeline>-router"),
-		Entry("a step timeout above an hour", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](3601) },
+		Entry("a step timeout above an hour", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](3601) },
 			"spec.steps[0].timeoutSeconds", "should be less than or equal to 3600"),
-		Entry("more than 10 retries", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Retries = ptr.To[int32](11) },
+		Entry("more than 10 retries", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Retries = ptr.To[int32](11) },
 			"spec.steps[0].retries", "should be less than or equal to 10"),
-		Entry("no router replicas", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Replicas: ptr.To[int32](0)}
+		Entry("no router replicas", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](0)}
 		}, "spec.router.replicas", "should be greater than or equal to 1"),
-		Entry("more than 32 steps", func(p *pipelinev1beta1.Pipeline) {
+		Entry("more than 32 steps", func(p *pipelinev1.Pipeline) {
 			for len(p.Spec.Steps) <= 32 {
 				p.Spec.Steps = append(p.Spec.Steps, *p.Spec.Steps[1].DeepCopy())
 			}
 		}, "spec.steps", "must have at most 32 items"),
-		Entry("an invalid Pipeline name", func(p *pipelinev1beta1.Pipeline) { p.Name = "face.detection" },
+		Entry("an invalid Pipeline name", func(p *pipelinev1.Pipeline) { p.Name = "face.detection" },
 			"metadata.name", "at most 63 characters of lowercase letters, digits and '-'"),
-		Entry("an image with a trailing space", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx:latest " },
+		Entry("an image with a trailing space", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx:latest " },
 			"spec.steps[0].image", "not a valid image reference"),
-		Entry("an image in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Image = "NGINX" },
+		Entry("an image in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Image = "NGINX" },
 			"spec.steps[1].image", "not a valid image reference"),
-		Entry("an image with a broken digest", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "nginx@sha256:abc" },
+		Entry("an image with a broken digest", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx@sha256:abc" },
 			"spec.steps[0].image", "not a valid image reference"),
-		Entry("no image", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Image = "" },
+		Entry("no image", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "" },
 			"spec.steps[0].image", "should be at least 1 chars long"),
-		Entry("a location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "edge..node" },
+		Entry("a location with an empty DNS label", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Location = "edge..node" },
 			"spec.steps[0].location", "not a valid node name"),
-		Entry("a location in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = "Edge_Node" },
+		Entry("a location in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Location = "Edge_Node" },
 			"spec.steps[0].location", "should match"),
-		Entry("a fallback location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a fallback location with an empty DNS label", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge..node"}
 		}, "spec.steps[0].fallbackLocations[1]", "not a valid node name"),
-		Entry("a router location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge..node"}
+		Entry("a router location with an empty DNS label", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge..node"}
 		}, "spec.router.location", "not a valid node name"),
-		Entry("a router fallback location with an empty DNS label", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge..node"}}
+		Entry("a router fallback location with an empty DNS label", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge..node"}}
 		}, "spec.router.fallbackLocations[0]", "not a valid node name"),
-		Entry("router fallbackLocations without location", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, FallbackLocations: []string{"edge-b"}}
+		Entry("router fallbackLocations without location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, FallbackLocations: []string{"edge-b"}}
 		}, "spec.router", "router.fallbackLocations needs router.location"),
-		Entry("router fallbackLocations repeating location", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-a"}}
+		Entry("router fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-a"}}
 		}, "spec.router", "router.fallbackLocations must not repeat router.location"),
-		Entry("a router fallback node twice", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}}
+		Entry("a router fallback node twice", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}}
 		}, "spec.router.fallbackLocations", "router.fallbackLocations must not name a node twice"),
-		Entry("more than 8 router fallbacks", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "edge-a",
+		Entry("more than 8 router fallbacks", func(p *pipelinev1.Pipeline) {
+			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a",
 				FallbackLocations: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}
 		}, "spec.router.fallbackLocations", "must have at most 8 items"),
-		Entry("no model", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "" },
+		Entry("no model", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "" },
 			"spec.steps[0].model", "should be at least 1 chars long"),
-		Entry("a model outside the storage", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
+		Entry("a model outside the storage", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
 			"spec.steps[0].model", "must not contain '.' or '..' path segments"),
-		Entry("an arg the operator sets", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"MODEL_PATH": "/x"}
+		Entry("an arg the operator sets", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"MODEL_PATH": "/x"}
 		},
 			"spec.steps[1].args", "args must not set MODEL_NAME, MODEL_PATH"),
-		Entry("an arg that is no environment variable name", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1beta1.ArgValue{"batch size": "8"}
+		Entry("an arg that is no environment variable name", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"batch size": "8"}
 		}, "spec.steps[1].args", "args keys must be printable ASCII characters without spaces or '='"),
-		Entry("a listenPort out of range", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "99999" },
+		Entry("a listenPort out of range", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "99999" },
 			"spec.steps[0].args", "args.listenPort must be a port number from 1 to 65535"),
-		Entry("a port out of range", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](70000) },
+		Entry("a port out of range", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](70000) },
 			"spec.steps[1].port", "should be less than or equal to 65535"),
-		Entry("port and listenPort that disagree", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
+		Entry("port and listenPort that disagree", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
 			"spec.steps[0]", "port and args.listenPort disagree"),
-		Entry("zero replicas", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Replicas = ptr.To[int32](0) },
+		Entry("zero replicas", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Replicas = ptr.To[int32](0) },
 			"spec.steps[0].replicas", "should be greater than or equal to 1"),
-		Entry("replicas and autoscaling", func(p *pipelinev1beta1.Pipeline) {
+		Entry("replicas and autoscaling", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Replicas = ptr.To[int32](2)
-			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MaxReplicas: 4}
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 4}
 		}, "spec.steps[1]", "set replicas or autoscaling, not both"),
-		Entry("autoscaling with minReplicas above maxReplicas", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 2}
+		Entry("autoscaling with minReplicas above maxReplicas", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 2}
 		}, "spec.steps[1].autoscaling", "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
-		Entry("autoscaling without maxReplicas", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Steps[1].Autoscaling = &pipelinev1beta1.StepAutoscaling{}
+		Entry("autoscaling without maxReplicas", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{}
 		}, "spec.steps[1].autoscaling.maxReplicas", "should be greater than or equal to 1"),
-		Entry("two steps with one name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "detect" },
+		Entry("two steps with one name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "detect" },
 			"spec.steps", "step names must be unique"),
-		Entry("a name taken from an unnamed step", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = "step-2" },
+		Entry("a name taken from an unnamed step", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = "step-2" },
 			"spec.steps", "a step named step-<n> takes the name of the unnamed step at position n"),
-		Entry("a step name in capitals", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = "Detect" },
+		Entry("a step name in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = "Detect" },
 			"spec.steps[0].name", "should match"),
-		Entry("a step name too long for its objects", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Name = strings.Repeat("a", 41) },
+		Entry("a step name too long for its objects", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = strings.Repeat("a", 41) },
 			"spec.steps[0].name", "may not be more than 40"),
-		Entry("an env name with '='", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "A=B", Value: "1"}} },
+		Entry("an env name with '='", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "A=B", Value: "1"}} },
 			"spec.steps[1].env[A=B].name", "environment variable names must be non-empty and contain no '='"),
-		Entry("requests above limits", func(p *pipelinev1beta1.Pipeline) {
+		Entry("requests above limits", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Resources = &corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 			}
 		}, "spec.steps[0].resources.requests[memory]", "must not exceed the limit 1Gi"),
-		Entry("a node selector on the hostname", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a node selector on the hostname", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].NodeSelector = map[string]string{"kubernetes.io/hostname": "other"}
 		}, "spec.steps[0].nodeSelector[kubernetes.io/hostname]", "use location to choose the node"),
-		Entry("a node selector key that is no label key", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a node selector key that is no label key", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].NodeSelector = map[string]string{"gpu type": "a100"}
 		}, "spec.steps[0].nodeSelector[gpu type]", "not a valid label key"),
-		Entry("a toleration with an unknown operator", func(p *pipelinev1beta1.Pipeline) {
+		Entry("a toleration with an unknown operator", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: "Maybe"}}
 		}, "spec.steps[0].tolerations[0].operator", "Unsupported value"),
-		Entry("an unknown storage type", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Type = "s3" },
+		Entry("an unknown storage type", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Type = "s3" },
 			"spec.modelStorage.type", "Unsupported value"),
-		Entry("nfs without a server", func(p *pipelinev1beta1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
+		Entry("nfs without a server", func(p *pipelinev1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
 			"spec.modelStorage", "modelStorage of type nfs needs csiParameter.server and csiParameter.share"),
-		Entry("an nfs server that is no host", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "nfs server!" },
+		Entry("an nfs server that is no host", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "nfs server!" },
 			"spec.modelStorage.csiParameter[server]", "must be an IP address or a DNS name of the NFS server"),
-		Entry("a relative nfs share", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "home/models" },
+		Entry("a relative nfs share", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "home/models" },
 			"spec.modelStorage", "csiParameter.share must be an absolute path on the NFS server"),
-		Entry("an nfs share with '..'", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/home/../models" },
+		Entry("an nfs share with '..'", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/home/../models" },
 			"spec.modelStorage.csiParameter[share]", "must be a clean absolute path (/models)"),
-		Entry("csi without volume attributes", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
+		Entry("csi without volume attributes", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
 		}, "spec.modelStorage", "modelStorage of type csi needs the driver's volume attributes"),
-		Entry("a csi driver that is no driver name", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage.Type = pipelinev1beta1.StorageTypeCSI
+		Entry("a csi driver that is no driver name", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage.Type = pipelinev1.StorageTypeCSI
 			p.Spec.ModelStorage.CSIParameter["driver"] = "NFS_Driver"
 		}, "spec.modelStorage.csiParameter[driver]", "must be a CSI driver name"),
-		Entry("storageClass without a class", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass}
+		Entry("storageClass without a class", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass}
 		}, "spec.modelStorage", "modelStorage of type storageClass needs storageClassName"),
-		Entry("a class name that is no object name", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeStorageClass, StorageClassName: "Fast_SSD"}
+		Entry("a class name that is no object name", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "Fast_SSD"}
 		}, "spec.modelStorage.storageClassName", "not a valid StorageClass name"),
-		Entry("existingClaim without a claim", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeExistingClaim}
+		Entry("existingClaim without a claim", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim}
 		}, "spec.modelStorage", "modelStorage of type existingClaim needs claimName"),
-		Entry("a zero capacity", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("0")) },
+		Entry("a zero capacity", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("0")) },
 			"spec.modelStorage.capacity", "must be greater than zero"),
-		Entry("an unknown access mode", func(p *pipelinev1beta1.Pipeline) {
+		Entry("an unknown access mode", func(p *pipelinev1.Pipeline) {
 			p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
 		}, "spec.modelStorage.accessModes[0]", "Unsupported value"),
-		Entry("a relative mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "models" },
+		Entry("a relative mount path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.MountPath = "models" },
 			"spec.modelStorage.mountPath", "should match '^/'"),
-		Entry("an unknown entry Service type", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{ServiceType: "ExternalName"}
+		Entry("an unknown entry Service type", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{ServiceType: "ExternalName"}
 		}, "spec.expose.serviceType", "Unsupported value"),
-		Entry("an Ingress host that is no DNS name", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Host: "Infer_Example"}}
+		Entry("an Ingress host that is no DNS name", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "Infer_Example"}}
 		}, "spec.expose.ingress.host", "ingress.host must be a DNS name"),
-		Entry("an Ingress TLS secret without a host", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{TLSSecretName: "infer-tls"}}
+		Entry("an Ingress TLS secret without a host", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{TLSSecretName: "infer-tls"}}
 		}, "spec.expose.ingress", "ingress.tlsSecretName needs ingress.host"),
-		Entry("a relative Ingress path", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Expose = &pipelinev1beta1.Expose{Ingress: &pipelinev1beta1.IngressExpose{Path: "infer"}}
+		Entry("a relative Ingress path", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "infer"}}
 		}, "spec.expose.ingress.path", "ingress.path must start with '/'"),
-		Entry("the root as mount path", func(p *pipelinev1beta1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
+		Entry("the root as mount path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
 			"spec.modelStorage.mountPath", "must not be the root directory"),
 	)
 })

@@ -1,4 +1,4 @@
-package v1beta1
+package admission
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
@@ -20,18 +20,18 @@ import (
 // the class to that namespace, so its author needs no right on PersistentVolumes. validate calls
 // it on create and whenever the storage changes, like storageAccess; a namespace that a class
 // stops selecting later keeps its Pipelines (the operator then makes no new volume and says so).
-func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1beta1.Pipeline) error {
+func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1.Pipeline) error {
 	m := &p.Spec.ModelStorage
-	if v.Classes == nil || m.EffectiveType() != pipelinev1beta1.StorageTypeModelStorageClass {
+	if v.Classes == nil || m.EffectiveType() != pipelinev1.StorageTypeModelStorageClass {
 		return nil
 	}
 	name := m.ModelStorageClassName
 	namePath := namesFor(ctx, p).path(field.NewPath("spec", "modelStorage", "modelStorageClassName"))
-	class := &pipelinev1beta1.ModelStorageClass{}
+	class := &pipelinev1.ModelStorageClass{}
 	err := v.Classes.Get(ctx, client.ObjectKey{Name: name}, class)
 	switch {
 	case apierrors.IsNotFound(err):
-		return apierrors.NewInvalid(pipelinev1beta1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, field.ErrorList{
+		return apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, field.ErrorList{
 			field.Invalid(namePath, name, fmt.Sprintf("ModelStorageClass %s does not exist: ask a cluster administrator to create it "+
 				"with a namespaceSelector that selects namespace %s, or name a class that exists", name, p.Namespace))})
 	case err != nil:
@@ -50,7 +50,7 @@ func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1be
 	if err != nil {
 		why = err.Error()
 	}
-	return apierrors.NewForbidden(pipelinev1beta1.Resource("pipelines"), p.Name, field.Forbidden(namePath, fmt.Sprintf(
+	return apierrors.NewForbidden(pipelinev1.Resource("pipelines"), p.Name, field.Forbidden(namePath, fmt.Sprintf(
 		"ModelStorageClass %s is not published to namespace %s (%s): ask a cluster administrator to add namespace %s "+
 			"to the namespaceSelector of ModelStorageClass %s", name, p.Namespace, why, p.Namespace, name)))
 }

@@ -1,7 +1,7 @@
-// Package operator assembles the operator: a controller manager with the options of
-// internal/manager, the Pipeline and OperatorCondition controllers, and the admission webhooks
-// with their certificate.
-package operator
+// The operator as one controller manager: the options of this package, the Pipeline and
+// OperatorCondition controllers, and the admission webhooks with their certificate.
+
+package manager
 
 import (
 	"context"
@@ -30,12 +30,11 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/storageversion"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
-	webhookv1beta1 "github.com/ndsl-cn/pipeline-operator/internal/webhook/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // Options are what the manager's command line decides.
@@ -60,7 +59,7 @@ type Options struct {
 	// LeaderElectionNamespace is the namespace of the Lease; empty is the manager's own.
 	LeaderElectionNamespace string
 	// Lease are the timings of leader election.
-	Lease manager.LeaseTimings
+	Lease LeaseTimings
 	// MaxConcurrentReconciles is how many Pipelines are reconciled in parallel.
 	MaxConcurrentReconciles int
 	// Webhooks configure the admission webhook server.
@@ -124,10 +123,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Metrics:                o.metricsServer(certs.selfSigned, tlsOpts),
 		WebhookServer:          o.Webhooks.server(tlsOpts, certs),
 		HealthProbeBindAddress: o.ProbeAddr,
-		Cache:                  manager.CacheOptions(),
+		Cache:                  CacheOptions(),
 	}
 	if o.LeaderElect {
-		manager.EnableLeaderElection(&mgrOpts, manager.LeaderElectionID, o.LeaderElectionNamespace, o.Lease)
+		EnableLeaderElection(&mgrOpts, LeaderElectionID, o.LeaderElectionNamespace, o.Lease)
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -184,11 +183,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // MetricsCertDir, it serves the self-signed webhook certificate when the manager keeps one
 // (selfSigned not nil).
 func (o Options) metricsServer(selfSigned *webhookcerts.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
-	var webhookCert manager.GetCertificateFunc
+	var webhookCert GetCertificateFunc
 	if selfSigned != nil {
 		webhookCert = selfSigned.GetCertificate
 	}
-	return manager.MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, webhookCert, tlsOpts)
+	return MetricsServerOptions(o.MetricsAddr, o.SecureMetrics, o.MetricsCertDir, webhookCert, tlsOpts)
 }
 
 // certificates is where the webhook server's certificate comes from: made at start for the
@@ -266,12 +265,12 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 		return nil
 	}
 	if w.ConversionCRD != "" {
-		if err := webhookv1beta1.SetupConversionWebhookWithManager(mgr); err != nil {
+		if err := pipelineadmission.SetupConversionWebhookWithManager(mgr); err != nil {
 			return err
 		}
 	}
 	if w.Enabled {
-		if err := webhookv1beta1.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
 			return err
 		}
 	}
