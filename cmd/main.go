@@ -13,13 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 func main() {
-	o := manager.Options{Lease: manager.DefaultLeaseTimings()}
+	o := manager.Options{Lease: leaderelection.DefaultTimings()}
 	var webhooks webhookFlags
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")

@@ -38,9 +38,24 @@ var importRules = []importRule{
 	{
 		why:       "builders, apply, status and the shared vocabulary sit below the controllers and the manager's assembly",
 		from:      []string{"internal/resources", "internal/apply", "internal/status", "internal/problem"},
-		forbidden: []string{"internal/controller", "internal/operator"},
+		forbidden: []string{"internal/controller", "internal/manager"},
+	},
+	{
+		why:       "nodes answers questions about nodes: it imports nothing of the module, not even the API",
+		from:      []string{"internal/nodes"},
+		forbidden: []string{""},
+		allowed:   []string{"internal/nodes"},
 	},
 }
+
+// spoke is the deprecated API version: types and their conversion to the hub, api/v1.
+const spoke = "api/v1beta1"
+
+// spokeImporters are the only packages that may import the spoke themselves: the generated client,
+// the registration of the manager's scheme and of the conversion webhook, and the samples, which
+// give the tests the v1beta1 seed users hold (and the test environment that registers it). Every
+// other package works in api/v1.
+var spokeImporters = []string{spoke, "pkg/client", "internal/manager", "internal/admission", "config/samples", "internal/testenv"}
 
 // under reports whether path is dir or a package under it; "" is every package.
 func under(path, dir string) bool {
@@ -69,6 +84,10 @@ func importViolations(pkgs []goPackage) []string {
 		for _, i := range p.imports {
 			if under(i, "cmd") {
 				out = append(out, fmt.Sprintf("%s imports %s: nothing imports a command", p.path, i))
+			}
+			if under(i, spoke) && !underAny(p.path, spokeImporters) {
+				out = append(out, fmt.Sprintf("%s imports %s: the operator works in api/v1; only %s import the deprecated version",
+					p.path, i, strings.Join(spokeImporters[1:], ", ")))
 			}
 		}
 	}
@@ -118,13 +137,15 @@ func modulePackages(t *testing.T) []goPackage {
 	return pkgs
 }
 
-// Imports flow one way, as architecture.md says: the router imports nothing of the operator,
-// the builders, apply, status and problem nothing of the controllers or the assembly, and
-// nothing imports a command.
+// Imports flow one way, as architecture.md says: the router and nodes import nothing of the
+// operator, the builders, apply, status and problem nothing of the controllers or the manager's
+// assembly, nothing imports a command, and only the generated client, the scheme and conversion
+// registrations and the samples import api/v1beta1.
 func TestImportsFlowOneWay(t *testing.T) {
 	pkgs := modulePackages(t)
 	for _, want := range []string{"cmd", "cmd/router", "internal/router", "internal/resources", "internal/apply",
-		"internal/status", "internal/problem", "internal/controller/pipeline", "internal/operator"} {
+		"internal/status", "internal/problem", "internal/controller/pipeline", "internal/manager", "internal/nodes",
+		"internal/admission", "internal/metrics"} {
 		if !slices.ContainsFunc(pkgs, func(p goPackage) bool { return p.path == want }) {
 			t.Fatalf("go list does not list %s: the rules below would check nothing", want)
 		}
@@ -148,12 +169,18 @@ func TestImportViolations(t *testing.T) {
 		{"a package under the router imports problem", goPackage{path: "internal/router/wire", deps: []string{"internal/problem"}}, 1},
 		{"apply imports resources", goPackage{path: "internal/apply", deps: []string{"internal/resources", "internal/problem"}}, 0},
 		{"status imports the reconciler", goPackage{path: "internal/status", deps: []string{"internal/controller/pipeline"}}, 1},
-		{"resources imports the assembly", goPackage{path: "internal/resources", deps: []string{"internal/operator"}}, 1},
+		{"resources imports the assembly", goPackage{path: "internal/resources", deps: []string{"internal/manager"}}, 1},
 		{"problem imports a controller through another package", goPackage{path: "internal/problem", deps: []string{"internal/controller/operatorcondition"}}, 1},
 		{"the reconciler imports status", goPackage{path: "internal/controller/pipeline", deps: []string{"internal/status"}}, 0},
-		{"the assembly imports a command", goPackage{path: "internal/operator", imports: []string{"cmd"}}, 1},
+		{"the assembly imports a command", goPackage{path: "internal/manager", imports: []string{"cmd"}}, 1},
 		{"a command imports the router command", goPackage{path: "cmd", imports: []string{"cmd/router"}}, 1},
-		{"a command imports the assembly", goPackage{path: "cmd", imports: []string{"internal/operator"}}, 0},
+		{"a command imports the assembly", goPackage{path: "cmd", imports: []string{"internal/manager"}}, 0},
+		{"nodes imports the API", goPackage{path: "internal/nodes", deps: []string{"api/v1"}}, 1},
+		{"the reconciler imports the spoke", goPackage{path: "internal/controller/pipeline", imports: []string{"api/v1beta1"}}, 1},
+		{"status imports the spoke", goPackage{path: "internal/status", imports: []string{"api/v1beta1"}}, 1},
+		{"the reconciler imports the spoke through the samples", goPackage{path: "internal/controller/pipeline", deps: []string{"api/v1beta1"}}, 0},
+		{"the manager registers the spoke", goPackage{path: "internal/manager", imports: []string{"api/v1", "api/v1beta1"}}, 0},
+		{"the generated client imports the spoke", goPackage{path: "pkg/client/listers/api/v1beta1", imports: []string{"api/v1beta1"}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

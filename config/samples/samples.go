@@ -1,9 +1,11 @@
-// Package samples gives Go code the samples that users apply (a Pipeline and a
+// Package samples gives Go code the samples that users apply (Pipelines and a
 // ModelStorageClass): the tests run exactly the resources that config/samples ships.
 package samples
 
 import (
-	_ "embed"
+	"embed"
+	"fmt"
+	"io/fs"
 
 	"sigs.k8s.io/yaml"
 
@@ -14,8 +16,9 @@ import (
 //go:embed distri-infer_v1beta1_pipeline.yaml
 var pipelineYAML []byte
 
-// Pipeline decodes the sample Pipeline, strictly, into namespace ns.
-func Pipeline(ns string) (*pipelinev1beta1.Pipeline, error) {
+// PipelineV1beta1 decodes the seed Pipeline, the v1beta1 resource users hold, strictly, into
+// namespace ns.
+func PipelineV1beta1(ns string) (*pipelinev1beta1.Pipeline, error) {
 	p := &pipelinev1beta1.Pipeline{}
 	if err := yaml.UnmarshalStrict(pipelineYAML, p); err != nil {
 		return nil, err
@@ -24,11 +27,25 @@ func Pipeline(ns string) (*pipelinev1beta1.Pipeline, error) {
 	return p, nil
 }
 
+// Pipeline is the seed Pipeline (PipelineV1beta1) as the apiserver stores it and the operator
+// reads it: converted to v1, with the conversion data that keeps what v1 cannot say.
+func Pipeline(ns string) (*pipelinev1.Pipeline, error) {
+	spoke, err := PipelineV1beta1(ns)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipelinev1.Pipeline{}
+	if err := spoke.ConvertTo(p); err != nil {
+		return nil, fmt.Errorf("convert the seed Pipeline to v1: %w", err)
+	}
+	return p, nil
+}
+
 //go:embed distri-infer_v1_pipeline.yaml
 var pipelineV1YAML []byte
 
 // PipelineV1 decodes the sample Pipeline written in v1, strictly, into namespace ns: the same
-// Pipeline as Pipeline's, without the listenPort variable that v1 no longer reads.
+// Pipeline as the seed's, without the listenPort variable that v1 no longer reads.
 func PipelineV1(ns string) (*pipelinev1.Pipeline, error) {
 	p := &pipelinev1.Pipeline{}
 	if err := yaml.UnmarshalStrict(pipelineV1YAML, p); err != nil {
@@ -38,14 +55,44 @@ func PipelineV1(ns string) (*pipelinev1.Pipeline, error) {
 	return p, nil
 }
 
-//go:embed distri-infer_v1beta1_modelstorageclass.yaml
+//go:embed distri-infer_v1_modelstorageclass.yaml
 var modelStorageClassYAML []byte
 
 // ModelStorageClass decodes the sample ModelStorageClass, strictly.
-func ModelStorageClass() (*pipelinev1beta1.ModelStorageClass, error) {
-	c := &pipelinev1beta1.ModelStorageClass{}
+func ModelStorageClass() (*pipelinev1.ModelStorageClass, error) {
+	c := &pipelinev1.ModelStorageClass{}
 	if err := yaml.UnmarshalStrict(modelStorageClassYAML, c); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+//go:embed distri-infer_*.yaml
+var files embed.FS
+
+// File is one sample of config/samples: its file name and its YAML.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Files are every sample of config/samples (the files named distri-infer_*.yaml, not the
+// kustomization), in file name order: the seed v1beta1 Pipeline, the same Pipeline in v1, one v1
+// Pipeline per capability and the ModelStorageClass one of them uses. Each is one object. The
+// seed and the v1 Pipeline are the same Pipeline in two versions, and share their name; every
+// other sample has a name of its own.
+func Files() ([]File, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("list the samples: %w", err)
+	}
+	out := make([]File, 0, len(entries))
+	for _, e := range entries {
+		data, err := files.ReadFile(e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read sample %s: %w", e.Name(), err)
+		}
+		out = append(out, File{Name: e.Name(), Data: data})
+	}
+	return out, nil
 }

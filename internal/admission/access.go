@@ -14,15 +14,16 @@ import (
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// storageAccess refuses an inline nfs or csi storage source to a requester who may not create
+// storageAccess refuses an inline NFS or CSI storage source to a requester who may not create
 // PersistentVolumes: for such a source the operator creates a cluster-scoped PersistentVolume
 // (an NFS export or CSI volume of the author's choosing) with its own rights, which would give
 // a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
 // SubjectAccessReview of the admission request's user. validate calls it on create and whenever
-// the storage changes: a tenant may still edit the rest of a Pipeline an administrator made.
-func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline) error {
-	t := p.Spec.ModelStorage.EffectiveType()
-	if v.Reviews == nil || (t != pipelinev1.StorageTypeNFS && t != pipelinev1.StorageTypeCSI) {
+// the storage changes: a tenant may still edit the rest of a Pipeline an administrator made. Its
+// message spells the storage types as n says.
+func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline, n fieldNames) error {
+	m := &p.Spec.ModelStorage
+	if v.Reviews == nil || (m.Type != pipelinev1.ModelStorageTypeNFS && m.Type != pipelinev1.ModelStorageTypeCSI) {
 		return nil
 	}
 	req, err := admission.RequestFromContext(ctx)
@@ -37,6 +38,7 @@ func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline) e
 		User: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups, Extra: extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes", Version: "v1"},
 	}}
+	t := n.storageType(m.Type)
 	if err := v.Reviews.Create(ctx, review); err != nil {
 		// Closed, not open: without an answer the operator would make the volume for anyone.
 		return apierrors.NewServiceUnavailable(fmt.Sprintf(
@@ -45,22 +47,22 @@ func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline) e
 	if review.Status.Allowed {
 		return nil
 	}
-	return apierrors.NewForbidden(pipelinev1.GroupVersion.WithResource("pipelines").GroupResource(), p.Name,
+	return apierrors.NewForbidden(pipelinev1.Resource("pipelines"), p.Name,
 		field.Forbidden(field.NewPath("spec", "modelStorage", "type"), fmt.Sprintf(
 			"%s storage (%s) makes the operator create a PersistentVolume for it, and %s may not create PersistentVolumes "+
-				"(verb create on persistentvolumes, cluster-wide): use modelStorage.type storageClass (a claim that a "+
-				"StorageClass provisions) or existingClaim (a claim in namespace %s), or ask a cluster administrator "+
-				"to create this storage", t, source(&p.Spec.ModelStorage), req.UserInfo.Username, p.Namespace)))
+				"(verb create on persistentvolumes, cluster-wide): use modelStorage.type %s (a claim that a "+
+				"StorageClass provisions) or %s (a claim in namespace %s), or ask a cluster administrator "+
+				"to create this storage", t, source(m), req.UserInfo.Username,
+			n.storageType(pipelinev1.ModelStorageTypeStorageClass), n.storageType(pipelinev1.ModelStorageTypeExistingClaim), p.Namespace)))
 }
 
 // source describes an inline storage source for messages.
 func source(m *pipelinev1.ModelStorage) string {
-	if m.EffectiveType() == pipelinev1.StorageTypeNFS {
-		return fmt.Sprintf("NFS server %s, share %s", m.CSIParameter["server"], m.CSIParameter["share"])
+	switch {
+	case m.NFS != nil:
+		return fmt.Sprintf("NFS server %s, share %s", m.NFS.Server, m.NFS.Path)
+	case m.CSI != nil:
+		return "CSI driver " + m.CSI.Driver
 	}
-	driver := m.CSIParameter[pipelinev1.CSIDriverParameter]
-	if driver == "" {
-		driver = pipelinev1.DefaultCSIDriver
-	}
-	return "CSI driver " + driver
+	return "no source"
 }

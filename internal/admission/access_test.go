@@ -58,29 +58,26 @@ var _ = Describe("Inline storage sources and the requester's rights", func() {
 		grant(ctx, ns, tenant, editPipelines)
 	})
 
-	It("refuses a tenant the nfs and csi storage that would make the operator create a PersistentVolume, and says what works", func(ctx SpecContext) {
+	It("refuses a tenant the NFS and CSI storage that would make the operator create a PersistentVolume, and says what works", func(ctx SpecContext) {
 		p := sample(ns)
 		err := as(tenant).Create(ctx, p)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(And(
 			ContainSubstring("spec.modelStorage.type"),
-			ContainSubstring("nfs storage (NFS server 192.168.20.235, share /home/aiedge/csiTest)"),
+			ContainSubstring("NFS storage (NFS server 192.168.20.235, share /home/aiedge/csiTest)"),
 			ContainSubstring(tenant+" may not create PersistentVolumes (verb create on persistentvolumes, cluster-wide)"),
-			ContainSubstring("use modelStorage.type storageClass"),
-			ContainSubstring("existingClaim (a claim in namespace "+ns+")")))
+			ContainSubstring("use modelStorage.type StorageClass"),
+			ContainSubstring("ExistingClaim (a claim in namespace "+ns+")")))
 
 		csi := sample(ns)
-		csi.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
-			CSIParameter: map[string]string{"driver": "s3.csi.example.com", "bucket": "other-team"}}
+		csi.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+			CSI: &pipelinev1.CSIStorage{Driver: "s3.csi.example.com", VolumeAttributes: map[string]string{"bucket": "other-team"}}}
 		err = as(tenant).Create(ctx, csi)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
-		Expect(err.Error()).To(ContainSubstring("csi storage (CSI driver s3.csi.example.com)"))
+		Expect(err.Error()).To(ContainSubstring("CSI storage (CSI driver s3.csi.example.com)"))
 
 		By("the storage that only makes or uses a claim in the tenant's namespace stays open")
-		for _, m := range []pipelinev1.ModelStorage{
-			{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "standard"},
-			{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models"},
-		} {
+		for _, m := range []pipelinev1.ModelStorage{storageClass("standard"), existingClaim("models")} {
 			q := sample(ns)
 			q.Name = "tenant-" + strings.ToLower(string(m.Type))
 			q.Spec.ModelStorage = m
@@ -88,7 +85,7 @@ var _ = Describe("Inline storage sources and the requester's rights", func() {
 		}
 	})
 
-	It("accepts the DESIGN.md Pipeline from a cluster administrator and from a user who may create PersistentVolumes", func(ctx SpecContext) {
+	It("accepts the sample Pipeline from a cluster administrator and from a user who may create PersistentVolumes", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, sample(ns))).To(Succeed(), "the suite's client is a cluster administrator")
 		storageAdmin := ns + "-storage-admin"
 		grant(ctx, ns, storageAdmin, editPipelines)
@@ -105,7 +102,7 @@ var _ = Describe("Inline storage sources and the requester's rights", func() {
 		p.Spec.Steps[1].Image = "nginx:1.27"
 		Expect(as(tenant).Update(ctx, p)).To(Succeed(), "the storage did not change")
 
-		p.Spec.ModelStorage.CSIParameter = map[string]string{"server": "nfs.other-team.example.com", "share": "/secrets"}
+		p.Spec.ModelStorage.NFS.Server, p.Spec.ModelStorage.NFS.Path = "nfs.other-team.example.com", "/secrets"
 		err := as(tenant).Update(ctx, p)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("NFS server nfs.other-team.example.com, share /secrets"))

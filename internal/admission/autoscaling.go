@@ -43,13 +43,13 @@ func autoscalingRemovedWarnings(p, old *pipelinev1.Pipeline) []string {
 	autoscaled := map[string]bool{}
 	for i := range old.Spec.Steps {
 		if old.Spec.Steps[i].Autoscaling != nil {
-			autoscaled[old.Spec.StepName(i)] = true
+			autoscaled[old.Spec.Steps[i].Name] = true
 		}
 	}
 	var out []string
 	for i := range p.Spec.Steps {
 		s := &p.Spec.Steps[i]
-		if name := p.Spec.StepName(i); s.Autoscaling == nil && autoscaled[name] {
+		if name := s.Name; s.Autoscaling == nil && autoscaled[name] {
 			out = append(out, fmt.Sprintf("step %s: autoscaling removed: its autoscaler is deleted and the step runs "+
 				"replicas (%d) pods from now on, whatever number the autoscaler had set", name, s.EffectiveReplicas()))
 		}

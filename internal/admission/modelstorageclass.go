@@ -15,18 +15,19 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=modelstorageclasses,verbs=get
 
-// modelStorageClassAccess accepts storage of type modelStorageClass only when the class exists
+// modelStorageClassAccess accepts storage of type ModelStorageClass only when the class exists
 // and its namespaceSelector selects the Pipeline's namespace: a cluster administrator published
 // the class to that namespace, so its author needs no right on PersistentVolumes. validate calls
 // it on create and whenever the storage changes, like storageAccess; a namespace that a class
 // stops selecting later keeps its Pipelines (the operator then makes no new volume and says so).
-func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1.Pipeline) error {
+// Its refusals name the class's field as n spells it.
+func (v *Validator) modelStorageClassAccess(ctx context.Context, p *pipelinev1.Pipeline, n fieldNames) error {
 	m := &p.Spec.ModelStorage
-	if v.Classes == nil || m.EffectiveType() != pipelinev1.StorageTypeModelStorageClass {
+	if v.Classes == nil || m.Type != pipelinev1.ModelStorageTypeModelStorageClass || m.ModelStorageClass == nil {
 		return nil
 	}
-	name := m.ModelStorageClassName
-	namePath := namesFor(ctx, p).path(field.NewPath("spec", "modelStorage", "modelStorageClassName"))
+	name := m.ModelStorageClass.Name
+	namePath := n.field(field.NewPath("spec", "modelStorage", "modelStorageClass", "name"))
 	class := &pipelinev1.ModelStorageClass{}
 	err := v.Classes.Get(ctx, client.ObjectKey{Name: name}, class)
 	switch {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
@@ -50,7 +51,8 @@ func labelNamespace(ctx context.Context, ns, key, value string) {
 // classStorage is the sample with storage from the ModelStorageClass name.
 func classStorage(ns, name string) *pipelinev1.Pipeline {
 	p := sample(ns)
-	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: name}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+		ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: name}}
 	return p
 }
 
@@ -71,8 +73,9 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 
 		got := &pipelinev1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
-		Expect(got.Spec.ModelStorage.ModelStorageClassName).To(Equal(class))
-		Expect(got.Spec.ModelStorage.Capacity.String()).To(Equal("1Gi"), "defaults as for nfs")
+		Expect(got.Spec.ModelStorage.ModelStorageClass).NotTo(BeNil())
+		Expect(got.Spec.ModelStorage.ModelStorageClass.Name).To(Equal(class))
+		Expect(got.Spec.ModelStorage.ModelStorageClass.Capacity.String()).To(Equal("1Gi"), "defaults as for NFS")
 
 		By("a class whose namespaceSelector is {} is published to every namespace")
 		everywhere := nfsClass(class+"-all", "")
@@ -88,7 +91,7 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 		err := as(tenant).Create(ctx, classStorage(ns, class))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(And(
-			ContainSubstring("spec.modelStorage.modelStorageClassName"),
+			ContainSubstring("spec.modelStorage.modelStorageClass.name"),
 			ContainSubstring("ModelStorageClass "+class+" is not published to namespace "+ns),
 			ContainSubstring("ask a cluster administrator to add namespace "+ns+" to the namespaceSelector of ModelStorageClass "+class)))
 
@@ -100,7 +103,7 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 		err := as(tenant).Create(ctx, classStorage(ns, class))
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(And(
-			ContainSubstring("spec.modelStorage.modelStorageClassName"),
+			ContainSubstring("spec.modelStorage.modelStorageClass.name"),
 			ContainSubstring("ModelStorageClass "+class+" does not exist"),
 			ContainSubstring("ask a cluster administrator to create it with a namespaceSelector that selects namespace "+ns)))
 	})
@@ -112,7 +115,7 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 
 		By("a class published elsewhere is refused on update")
 		createClass(ctx, nfsClass(class+"-elsewhere", "another-team"))
-		p.Spec.ModelStorage.ModelStorageClassName = class + "-elsewhere"
+		p.Spec.ModelStorage.ModelStorageClass.Name = class + "-elsewhere"
 		err := as(tenant).Update(ctx, p)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("is not published to namespace " + ns))
@@ -124,10 +127,28 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 		Expect(as(tenant).Update(ctx, p)).To(Succeed())
 	})
 
-	It("refuses an inline nfs source to the same tenant: only published classes are open", func(ctx SpecContext) {
+	It("refuses an inline NFS source to the same tenant: only published classes are open", func(ctx SpecContext) {
 		err := as(tenant).Create(ctx, sample(ns))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("may not create PersistentVolumes"))
+	})
+
+	It("names the fields of a v1beta1 request as v1beta1 does", func(ctx SpecContext) {
+		createClass(ctx, nfsClass(class, "another-team"))
+		p := sampleV1beta1(ns)
+		p.Spec.ModelStorage = pipelinev1beta1.ModelStorage{Type: pipelinev1beta1.StorageTypeModelStorageClass, ModelStorageClassName: class}
+		err := as(tenant).Create(ctx, p)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(
+			ContainSubstring("spec.modelStorage.modelStorageClassName"),
+			ContainSubstring("ModelStorageClass "+class+" is not published to namespace "+ns)))
+
+		p.Spec.ModelStorage.ModelStorageClassName = class + "-nowhere"
+		err = as(tenant).Create(ctx, p)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(
+			ContainSubstring("spec.modelStorage.modelStorageClassName"),
+			ContainSubstring("ModelStorageClass "+class+"-nowhere does not exist")))
 	})
 
 	It("checks the fields of modelStorage that go with the type", func(ctx SpecContext) {
@@ -136,13 +157,16 @@ var _ = Describe("Storage published by a ModelStorageClass", func() {
 			storage pipelinev1.ModelStorage
 			message string
 		}{
-			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass},
-				"modelStorage of type modelStorageClass needs modelStorageClassName"},
-			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: class,
-				CSIParameter: map[string]string{"server": "10.0.0.1", "share": "/other"}},
-				"modelStorage of type modelStorageClass takes its source from the ModelStorageClass: remove csiParameter"},
-			{pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast", ModelStorageClassName: class},
-				"modelStorageClassName is only read by modelStorage.type modelStorageClass"},
+			{pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass},
+				"modelStorage.modelStorageClass is set with modelStorage.type ModelStorageClass, and only then"},
+			{pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+				ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: class},
+				NFS:               &pipelinev1.NFSStorage{Server: "10.0.0.1", Path: "/other"}},
+				"modelStorage.nfs is set with modelStorage.type NFS, and only then"},
+			{pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+				StorageClass:      &pipelinev1.StorageClassStorage{Name: "fast"},
+				ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: class}},
+				"modelStorage.modelStorageClass is set with modelStorage.type ModelStorageClass, and only then"},
 		} {
 			p := sample(ns)
 			p.Spec.ModelStorage = tc.storage

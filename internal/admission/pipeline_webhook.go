@@ -1,16 +1,22 @@
-// Package v1beta1 holds the admission webhooks of the distri-infer.ndsl.cn/v1beta1 Pipeline:
-// a defaulting webhook that writes every default into the spec, and a validating webhook for
-// the checks the CRD schema and its CEL rules cannot express.
+// Package admission holds the admission webhooks of the distri-infer.ndsl.cn Pipeline: for v1,
+// a defaulting webhook that writes every default into the spec and a validating webhook for the
+// checks the CRD schema and its CEL rules cannot express; and the conversion webhook between v1
+// (the hub) and v1beta1. Both admission webhooks are registered for v1 with matchPolicy
+// Equivalent, so a v1beta1 request reaches them converted to v1; their refusals and warnings then
+// name the v1beta1 fields the requester wrote (v1beta1paths.go).
 package admission
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -34,16 +40,16 @@ func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) erro
 		Complete()
 }
 
-// +kubebuilder:webhook:path=/mutate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=true,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=mpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/mutate-distri-infer-ndsl-cn-v1-pipeline,mutating=true,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1,name=mpipeline.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
 
 // Defaulter writes the defaults of a Pipeline into its spec, so that the stored resource shows
-// what the operator does: step names, replicas and ports, the storage type, capacity, access
-// modes and mount path.
+// what the operator does: the steps' replicas and ports, the router's replicas, the failover
+// settings, and the storage's capacity, access modes and mount path (pipelinev1.Pipeline.Default).
 type Defaulter struct{}
 
-// Default implements admission.Defaulter. On an update, a port that was only the default
-// taken from args.listenPort follows a new args.listenPort, so that editing the argument alone
-// is enough.
+// Default implements admission.Defaulter. On an update, a port that was the value of the step's
+// environment variable pipelinev1.ListenPortEnv follows a new value of that variable, so that
+// editing the variable alone is enough, as editing v1beta1's args.listenPort was.
 func (*Defaulter) Default(ctx context.Context, p *pipelinev1.Pipeline) error {
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		old := &pipelinev1.Pipeline{}
@@ -56,27 +62,41 @@ func (*Defaulter) Default(ctx context.Context, p *pipelinev1.Pipeline) error {
 	return nil
 }
 
-// followListenPort clears the port of every step of p whose port, in old, was the value of
-// its args.listenPort, when only the argument changed: defaulting then takes the new one.
+// followListenPort gives every step of p whose port, in old, was the value of its env entry
+// pipelinev1.ListenPortEnv the new value of that entry as its port, when only the entry changed
+// and its new value is a port number.
 func followListenPort(old, p *pipelinev1.Pipeline) {
 	before := map[string]*pipelinev1.Step{}
 	for i := range old.Spec.Steps {
-		before[old.Spec.StepName(i)] = &old.Spec.Steps[i]
+		before[old.Spec.Steps[i].Name] = &old.Spec.Steps[i]
 	}
 	for i := range p.Spec.Steps {
-		s, was := &p.Spec.Steps[i], before[p.Spec.StepName(i)]
+		s, was := &p.Spec.Steps[i], before[p.Spec.Steps[i].Name]
 		if was == nil || was.Port == nil || s.Port == nil || *s.Port != *was.Port {
 			continue
 		}
-		oldArg, hadArg := was.Args[pipelinev1.ListenPortArg]
-		newArg, hasArg := s.Args[pipelinev1.ListenPortArg]
-		if hadArg && hasArg && oldArg != newArg && fmt.Sprint(*was.Port) == string(oldArg) {
-			s.Port = nil
+		oldValue, hadEnv := envValue(was.Env, pipelinev1.ListenPortEnv)
+		newValue, hasEnv := envValue(s.Env, pipelinev1.ListenPortEnv)
+		if !hadEnv || !hasEnv || oldValue == newValue || strconv.Itoa(int(*was.Port)) != oldValue {
+			continue
+		}
+		if port, err := strconv.ParseInt(newValue, 10, 32); err == nil && port >= 1 && port <= 65535 {
+			s.Port = ptr.To(int32(port))
 		}
 	}
 }
 
-// +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1beta1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1beta1,name=vpipeline-v1beta1.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
+// envValue is the value of the env entry called name, and whether there is one.
+func envValue(env []corev1.EnvVar, name string) (string, bool) {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// +kubebuilder:webhook:path=/validate-distri-infer-ndsl-cn-v1-pipeline,mutating=false,failurePolicy=fail,sideEffects=None,groups=distri-infer.ndsl.cn,resources=pipelines,verbs=create;update,versions=v1,name=vpipeline.distri-infer.ndsl.cn,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // Validator refuses Pipelines the operator could only half build, with a message that names
@@ -105,12 +125,25 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1.Pipel
 		// A Pipeline being deleted only loses its finalizer: never block that.
 		return nil, nil
 	}
-	if equality.Semantic.DeepEqual(old.Spec, p.Spec) {
-		// Labels, annotations, finalizers: a Pipeline stored before a check existed can still
-		// be paused, labelled or finalized.
+	if equality.Semantic.DeepEqual(checkedSpec(old), checkedSpec(p)) {
+		// Labels, annotations, finalizers, a pause or a failback request: a Pipeline stored
+		// before a check existed can still be paused, labelled or finalized, and the operator
+		// can still clear failbackNow.
 		return nil, nil
 	}
 	return v.validate(ctx, p, old)
+}
+
+// checkedSpec is the spec of p whose change an update is checked for: without spec.paused and
+// spec.failover.failbackNow, which ask the operator to stop or to fail back now (v1beta1 says
+// them with annotations).
+func checkedSpec(p *pipelinev1.Pipeline) pipelinev1.PipelineSpec {
+	spec := *p.Spec.DeepCopy()
+	spec.Paused = nil
+	if spec.Failover != nil {
+		spec.Failover.FailbackNow = nil
+	}
+	return spec
 }
 
 // ValidateDelete implements admission.Validator; deletion is always allowed.
@@ -119,24 +152,25 @@ func (*Validator) ValidateDelete(context.Context, *pipelinev1.Pipeline) (admissi
 }
 
 func (v *Validator) validate(ctx context.Context, p, old *pipelinev1.Pipeline) (admission.Warnings, error) {
+	names := namesFor(ctx, p)
 	errs := ValidatePipeline(p)
 	if old != nil {
-		errs = append(errs, ValidatePipelineUpdate(old, p)...)
+		errs = append(errs, validatePipelineUpdate(old, p, names)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, namesFor(ctx, p).errors(errs))
+		return nil, apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, names.errors(errs))
 	}
 	// Who may ask for the storage is checked when it is asked for: on create, and when it
 	// changes (a tenant may still edit the rest of a Pipeline an administrator made).
 	if old == nil || storageChanged(old, p) {
-		if err := v.storageAccess(ctx, p); err != nil {
+		if err := v.storageAccess(ctx, p, names); err != nil {
 			return nil, err
 		}
-		if err := v.modelStorageClassAccess(ctx, p); err != nil {
+		if err := v.modelStorageClassAccess(ctx, p, names); err != nil {
 			return nil, err
 		}
 	}
-	return append(warnings(p, old, v.nodeExists(ctx)), autoscalingRemovedWarnings(p, old)...), nil
+	return append(warnings(p, old, v.nodeExists(ctx), names), autoscalingRemovedWarnings(p, old)...), nil
 }
 
 // nodeExists looks a location up among the nodes' names and kubernetes.io/hostname labels, as

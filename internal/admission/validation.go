@@ -2,7 +2,6 @@ package admission
 
 import (
 	"fmt"
-	"maps"
 	"net"
 	"path"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,37 +23,37 @@ import (
 var injectedEnv = sets.New(pipelinev1.InjectedEnv...)
 
 // ValidatePipeline returns what the CRD schema cannot check: image references, node and
-// object names, storage parameters, quantities and the pod fields the apiserver would
-// otherwise refuse only when the operator writes the step's Deployment. It is pure: the
-// checks that need the cluster are warnings (see warnings).
+// object names, environment variable names, storage parameters, quantities and the pod fields
+// the apiserver would otherwise refuse only when the operator writes the step's Deployment. It
+// is pure, and names the v1 fields: the checks that need the cluster are warnings (see
+// warnings), and a request made in v1beta1 gets its fields renamed (fieldNames).
 func ValidatePipeline(p *pipelinev1.Pipeline) field.ErrorList {
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
-	stepsPath := specPath.Child("steps")
-	names := map[string]int{}
 	for i := range p.Spec.Steps {
-		s := &p.Spec.Steps[i]
-		sp := stepsPath.Index(i)
-		name := p.Spec.StepName(i)
-		if j, dup := names[name]; dup {
-			errs = append(errs, field.Duplicate(sp.Child("name"),
-				fmt.Sprintf("%s (also the name of steps[%d]; unnamed steps are called step-<position>)", name, j)))
-		}
-		names[name] = i
-		errs = append(errs, validateStep(s, sp)...)
+		errs = append(errs, validateStep(&p.Spec.Steps[i], specPath.Child("steps").Index(i))...)
 	}
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
-	if rt := p.Spec.Router; rt != nil {
-		rp := specPath.Child("router")
+	if rt := routerOf(p); rt != nil {
+		rp := specPath.Child("dataPath", "router")
 		errs = append(errs, validateNodeNames(rt.Location, rt.FallbackLocations, rp)...)
 		errs = append(errs, validateResources(rt.Resources, rp.Child("resources"))...)
 		for i, h := range rt.PropagateHeaders {
 			if err := router.CheckPropagatedHeader(string(h)); err != nil {
-				errs = append(errs, field.Invalid(specPath.Child("router", "propagateHeaders").Index(i), h, err.Error()))
+				errs = append(errs, field.Invalid(rp.Child("propagateHeaders").Index(i), h, err.Error()))
 			}
 		}
 	}
 	return errs
+}
+
+// routerOf is the router's settings of p, which the CRD admits only with dataPath.mode Router
+// (v1beta1's settings of a disabled router are kept in the conversion data, and not read).
+func routerOf(p *pipelinev1.Pipeline) *pipelinev1.Router {
+	if p.Spec.DataPath == nil {
+		return nil
+	}
+	return p.Spec.DataPath.Router
 }
 
 func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
@@ -171,9 +171,12 @@ var accessModes = []string{
 
 func validateStorage(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList {
 	errs := validateStorageSource(m, mp)
-	errs = append(errs, validateAccessModes(m.AccessModes, mp.Child("accessModes"))...)
-	if m.Capacity != nil && m.Capacity.Sign() <= 0 {
-		errs = append(errs, field.Invalid(mp.Child("capacity"), m.Capacity.String(), "must be greater than zero, e.g. 10Gi"))
+	if member := storageMember(m.Type); member != "" {
+		capacity, modes := storageSize(m)
+		errs = append(errs, validateAccessModes(modes, mp.Child(member, "accessModes"))...)
+		if capacity != nil && capacity.Sign() <= 0 {
+			errs = append(errs, field.Invalid(mp.Child(member, "capacity"), capacity.String(), "must be greater than zero, e.g. 10Gi"))
+		}
 	}
 	if mount := m.MountPath; mount != "" {
 		switch {
@@ -188,37 +191,71 @@ func validateStorage(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList
 	return errs
 }
 
+// storageMember is the member of the storage union that type t names, as the JSON spells it;
+// empty for a type v1 does not know.
+func storageMember(t pipelinev1.ModelStorageType) string {
+	switch t {
+	case pipelinev1.ModelStorageTypeNFS:
+		return "nfs"
+	case pipelinev1.ModelStorageTypeCSI:
+		return "csi"
+	case pipelinev1.ModelStorageTypeStorageClass:
+		return "storageClass"
+	case pipelinev1.ModelStorageTypeExistingClaim:
+		return "existingClaim"
+	case pipelinev1.ModelStorageTypeModelStorageClass:
+		return "modelStorageClass"
+	}
+	return ""
+}
+
+// storageSize is the capacity and the access modes that the member of m's type sets; none for
+// ExistingClaim, which has the size the claim has.
+func storageSize(m *pipelinev1.ModelStorage) (*resource.Quantity, []corev1.PersistentVolumeAccessMode) {
+	switch {
+	case m.Type == pipelinev1.ModelStorageTypeNFS && m.NFS != nil:
+		return m.NFS.Capacity, m.NFS.AccessModes
+	case m.Type == pipelinev1.ModelStorageTypeCSI && m.CSI != nil:
+		return m.CSI.Capacity, m.CSI.AccessModes
+	case m.Type == pipelinev1.ModelStorageTypeStorageClass && m.StorageClass != nil:
+		return m.StorageClass.Capacity, m.StorageClass.AccessModes
+	case m.Type == pipelinev1.ModelStorageTypeModelStorageClass && m.ModelStorageClass != nil:
+		return m.ModelStorageClass.Capacity, m.ModelStorageClass.AccessModes
+	}
+	return nil, nil
+}
+
 // validateStorageSource checks what says where the models are: the NFS export, the CSI driver,
-// the StorageClass, the claim or the ModelStorageClass.
+// the StorageClass, the claim or the ModelStorageClass. The CRD's rules see to it that the
+// member type names is the one set.
 func validateStorageSource(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	params := mp.Child("csiParameter")
-	switch m.EffectiveType() {
-	case pipelinev1.StorageTypeNFS:
-		if server, ok := m.CSIParameter["server"]; ok && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
-			errs = append(errs, field.Invalid(params.Key("server"), server, "must be an IP address or a DNS name of the NFS server"))
+	switch {
+	case m.Type == pipelinev1.ModelStorageTypeNFS && m.NFS != nil:
+		np := mp.Child("nfs")
+		if server := m.NFS.Server; server != "" && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
+			errs = append(errs, field.Invalid(np.Child("server"), server, "must be an IP address or a DNS name of the NFS server"))
 		}
-		if share, ok := m.CSIParameter["share"]; ok && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
-			errs = append(errs, field.Invalid(params.Key("share"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
+		if share := m.NFS.Path; share != "" && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
+			errs = append(errs, field.Invalid(np.Child("path"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
 		}
-	case pipelinev1.StorageTypeCSI:
-		if driver, ok := m.CSIParameter[pipelinev1.CSIDriverParameter]; ok {
-			if msgs := validation.IsDNS1123Subdomain(driver); len(msgs) > 0 || len(driver) > 63 {
-				errs = append(errs, field.Invalid(params.Key(pipelinev1.CSIDriverParameter), driver,
-					"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"))
-			}
+	case m.Type == pipelinev1.ModelStorageTypeCSI && m.CSI != nil:
+		if driver := m.CSI.Driver; len(validation.IsDNS1123Subdomain(driver)) > 0 || len(driver) > 63 {
+			errs = append(errs, field.Invalid(mp.Child("csi", "driver"), driver,
+				"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"))
 		}
-	case pipelinev1.StorageTypeStorageClass:
-		for _, msg := range validation.IsDNS1123Subdomain(m.StorageClassName) {
-			errs = append(errs, field.Invalid(mp.Child("storageClassName"), m.StorageClassName, "not a valid StorageClass name: "+msg))
+	case m.Type == pipelinev1.ModelStorageTypeStorageClass && m.StorageClass != nil:
+		for _, msg := range validation.IsDNS1123Subdomain(m.StorageClass.Name) {
+			errs = append(errs, field.Invalid(mp.Child("storageClass", "name"), m.StorageClass.Name, "not a valid StorageClass name: "+msg))
 		}
-	case pipelinev1.StorageTypeExistingClaim:
-		for _, msg := range validation.IsDNS1123Subdomain(m.ClaimName) {
-			errs = append(errs, field.Invalid(mp.Child("claimName"), m.ClaimName, "not a valid claim name: "+msg))
+	case m.Type == pipelinev1.ModelStorageTypeExistingClaim && m.ExistingClaim != nil:
+		for _, msg := range validation.IsDNS1123Subdomain(m.ExistingClaim.Name) {
+			errs = append(errs, field.Invalid(mp.Child("existingClaim", "name"), m.ExistingClaim.Name, "not a valid claim name: "+msg))
 		}
-	case pipelinev1.StorageTypeModelStorageClass:
-		for _, msg := range validation.IsDNS1123Subdomain(m.ModelStorageClassName) {
-			errs = append(errs, field.Invalid(mp.Child("modelStorageClassName"), m.ModelStorageClassName, "not a valid ModelStorageClass name: "+msg))
+	case m.Type == pipelinev1.ModelStorageTypeModelStorageClass && m.ModelStorageClass != nil:
+		for _, msg := range validation.IsDNS1123Subdomain(m.ModelStorageClass.Name) {
+			errs = append(errs, field.Invalid(mp.Child("modelStorageClass", "name"), m.ModelStorageClass.Name,
+				"not a valid ModelStorageClass name: "+msg))
 		}
 	}
 	return errs
@@ -239,47 +276,58 @@ func validateAccessModes(modes []corev1.PersistentVolumeAccessMode, ap *field.Pa
 	return errs
 }
 
-// storageClassMove says why the storage of type storageClass cannot change and how to move its
-// models; the CRD's CEL rule on modelStorage says the same.
-const storageClassMove = "modelStorage of type storageClass cannot change (only mountPath may): its claim holds the models " +
-	"and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, " +
-	"and point a Pipeline at it with modelStorage.type existingClaim and claimName"
+// storageClassMove says why storage of type StorageClass cannot change and how to move its
+// models, in the request's spelling n; the CRD's CEL rule on modelStorage says the same.
+func storageClassMove(n fieldNames) string {
+	return fmt.Sprintf("modelStorage of type %s cannot change (only mountPath may): its claim holds the models "+
+		"and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, "+
+		"and point a Pipeline at it with modelStorage.type %s and %s",
+		n.storageType(pipelinev1.ModelStorageTypeStorageClass), n.storageType(pipelinev1.ModelStorageTypeExistingClaim),
+		n.prose("spec.modelStorage.existingClaim.name"))
+}
 
 // ValidatePipelineUpdate returns what an update from old to p must not change: the storage of
-// type storageClass, whose claim the operator would replace by a new, empty one (its name
-// follows the type, storageClassName, capacity, accessModes and csiParameter).
+// type StorageClass, whose claim the operator would replace by a new, empty one (its name
+// follows the type and the whole storageClass member: name, capacity and access modes). Its
+// messages are in v1's words.
 func ValidatePipelineUpdate(old, p *pipelinev1.Pipeline) field.ErrorList {
+	return validatePipelineUpdate(old, p, fieldNames{})
+}
+
+// validatePipelineUpdate is ValidatePipelineUpdate with messages in the spelling n. The errors'
+// paths are v1's, as ValidatePipeline's.
+func validatePipelineUpdate(old, p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 	was, is := &old.Spec.ModelStorage, &p.Spec.ModelStorage
-	if was.EffectiveType() != pipelinev1.StorageTypeStorageClass {
+	if was.Type != pipelinev1.ModelStorageTypeStorageClass || was.StorageClass == nil {
 		return nil
 	}
 	mp := field.NewPath("spec", "modelStorage")
-	if is.EffectiveType() != pipelinev1.StorageTypeStorageClass {
-		return field.ErrorList{field.Forbidden(mp.Child("type"), fmt.Sprintf("was storageClass: %s", storageClassMove))}
+	if is.Type != pipelinev1.ModelStorageTypeStorageClass || is.StorageClass == nil {
+		return field.ErrorList{field.Forbidden(mp.Child("type"),
+			fmt.Sprintf("was %s: %s", n.storageType(pipelinev1.ModelStorageTypeStorageClass), storageClassMove(n)))}
 	}
 	var errs field.ErrorList
 	forbid := func(name string, changed bool, from, to any) {
 		if changed {
-			errs = append(errs, field.Forbidden(mp.Child(name), fmt.Sprintf("was %v, not %v: %s", from, to, storageClassMove)))
+			errs = append(errs, field.Forbidden(mp.Child("storageClass", name), fmt.Sprintf("was %v, not %v: %s", from, to, storageClassMove(n))))
 		}
 	}
-	forbid("storageClassName", was.StorageClassName != is.StorageClassName, was.StorageClassName, is.StorageClassName)
+	forbid("name", was.StorageClass.Name != is.StorageClass.Name, was.StorageClass.Name, is.StorageClass.Name)
 	wasSize, isSize := was.EffectiveCapacity(), is.EffectiveCapacity()
 	forbid("capacity", wasSize.String() != isSize.String(), wasSize.String(), isSize.String())
 	forbid("accessModes", !slices.Equal(was.EffectiveAccessModes(), is.EffectiveAccessModes()), was.EffectiveAccessModes(), is.EffectiveAccessModes())
-	forbid("csiParameter", !maps.Equal(was.CSIParameter, is.CSIParameter), was.CSIParameter, is.CSIParameter)
 	return errs
 }
 
 // warnings are admission warnings: things that are accepted but may not be what the user
-// wants. nodeExists reports whether a node is named, or labelled, by the given location; old is
-// nil on create.
-func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)) []string {
+// wants, with the fields they name spelled as n says. nodeExists reports whether a node is
+// named, or labelled, by the given location; old is nil on create.
+func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error), n fieldNames) []string {
 	var out []string
 	locations, reachable := sets.New[string](), sets.New[string]()
 	for i := range p.Spec.Steps {
 		s := &p.Spec.Steps[i]
-		name := p.Spec.StepName(i)
+		name := s.Name
 		if s.Location != "" {
 			if !locations.Has(s.Location) && nodeExists != nil {
 				if ok, err := nodeExists(s.Location); err == nil && !ok {
@@ -293,22 +341,21 @@ func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)
 		for _, e := range s.Env {
 			if injectedEnv.Has(e.Name) {
 				out = append(out, fmt.Sprintf("step %s: env %s replaces the value the operator sets", name, e.Name))
-			} else if _, ok := s.Args[e.Name]; ok {
-				out = append(out, fmt.Sprintf("step %s: env %s replaces args.%s", name, e.Name, e.Name))
 			}
 		}
 	}
 	out = append(out, routerWarnings(p, nodeExists)...)
 	m := &p.Spec.ModelStorage
-	if reachable.Len() > 1 && m.EffectiveType() != pipelinev1.StorageTypeExistingClaim {
+	if member := storageMember(m.Type); reachable.Len() > 1 && member != "" && m.Type != pipelinev1.ModelStorageTypeExistingClaim {
+		modes := n.prose("spec.modelStorage." + member + ".accessModes")
 		for _, am := range m.EffectiveAccessModes() {
 			switch {
 			case am != corev1.ReadWriteOnce && am != corev1.ReadWriteOncePod:
 			case reachable.Len() == locations.Len():
-				out = append(out, fmt.Sprintf("modelStorage.accessModes %s: steps on %d different nodes cannot all mount the volume", am, locations.Len()))
+				out = append(out, fmt.Sprintf("%s %s: steps on %d different nodes cannot all mount the volume", modes, am, locations.Len()))
 			default:
-				out = append(out, fmt.Sprintf("modelStorage.accessModes %s: steps may run on %d different nodes (their locations and fallbackLocations) "+
-					"and cannot all mount the volume: a step that fails over may not start", am, reachable.Len()))
+				out = append(out, fmt.Sprintf("%s %s: steps may run on %d different nodes (their locations and fallbackLocations) "+
+					"and cannot all mount the volume: a step that fails over may not start", modes, am, reachable.Len()))
 			}
 		}
 	}
@@ -319,25 +366,26 @@ func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)
 }
 
 // storageChangeWarning says what a change of the storage from was to is does: where the steps
-// move, and what becomes of the old storage. Storage of type storageClass never gets here: it
+// move, and what becomes of the old storage. Storage of type StorageClass never gets here: it
 // cannot change (see ValidatePipelineUpdate).
 func storageChangeWarning(was, is *pipelinev1.ModelStorage) string {
 	var w string
-	switch is.EffectiveType() {
-	case pipelinev1.StorageTypeExistingClaim:
-		w = fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", is.ClaimName)
-	case pipelinev1.StorageTypeStorageClass:
+	switch {
+	case is.Type == pipelinev1.ModelStorageTypeExistingClaim && is.ExistingClaim != nil:
+		w = fmt.Sprintf("modelStorage changed: every step moves to claim %s (the steps' pods restart)", is.ExistingClaim.Name)
+	case is.Type == pipelinev1.ModelStorageTypeStorageClass && is.StorageClass != nil:
 		w = fmt.Sprintf("modelStorage changed: the operator creates a claim of StorageClass %s, which starts empty, "+
-			"and moves every step onto it (the steps' pods restart)", is.StorageClassName)
+			"and moves every step onto it (the steps' pods restart)", is.StorageClass.Name)
 	default:
 		w = "modelStorage changed: the operator creates a new volume and claim and moves every step onto them (the steps' pods restart)"
 	}
-	switch was.EffectiveType() {
-	case pipelinev1.StorageTypeNFS, pipelinev1.StorageTypeCSI, pipelinev1.StorageTypeModelStorageClass:
+	switch {
+	case was.Type == pipelinev1.ModelStorageTypeNFS, was.Type == pipelinev1.ModelStorageTypeCSI,
+		was.Type == pipelinev1.ModelStorageTypeModelStorageClass:
 		w += "; then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"
-	case pipelinev1.StorageTypeExistingClaim:
-		if is.EffectiveType() != pipelinev1.StorageTypeExistingClaim || is.ClaimName != was.ClaimName {
-			w += fmt.Sprintf("; claim %s stays as it is", was.ClaimName)
+	case was.Type == pipelinev1.ModelStorageTypeExistingClaim && was.ExistingClaim != nil:
+		if is.ExistingClaim == nil || is.ExistingClaim.Name != was.ExistingClaim.Name {
+			w += fmt.Sprintf("; claim %s stays as it is", was.ExistingClaim.Name)
 		}
 	}
 	return w
@@ -345,8 +393,8 @@ func storageChangeWarning(was, is *pipelinev1.ModelStorage) string {
 
 // routerWarnings are the warnings about p's router: a location no node has.
 func routerWarnings(p *pipelinev1.Pipeline, nodeExists func(string) (bool, error)) []string {
-	r := p.Spec.Router
-	if r == nil || !r.Enabled || r.Location == "" || nodeExists == nil {
+	r := p.Spec.RouterSettings()
+	if r == nil || r.Location == "" || nodeExists == nil {
 		return nil
 	}
 	if ok, err := nodeExists(r.Location); err == nil && !ok {
@@ -372,15 +420,11 @@ func storageChanged(old, p *pipelinev1.Pipeline) bool {
 }
 
 // storageOf is what identifies the volume and claim: the storage spec with its defaults (so
-// that writing a default is not a change), without the mount path (which only moves the mount)
-// and, but for existingClaim, without claimName (which only existingClaim reads).
+// that writing a default is not a change), without the mount path (which only moves the mount).
 func storageOf(p *pipelinev1.Pipeline) pipelinev1.ModelStorage {
 	c := p.DeepCopy()
 	c.Default()
 	m := c.Spec.ModelStorage
 	m.MountPath = ""
-	if m.Type != pipelinev1.StorageTypeExistingClaim {
-		m.ClaimName = ""
-	}
 	return m
 }

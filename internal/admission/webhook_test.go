@@ -25,11 +25,31 @@ func newNamespace(ctx context.Context) string {
 	return ns.Name
 }
 
-// sample is the DESIGN.md Pipeline, as config/samples ships it.
+// sample is the sample Pipeline written in v1, as config/samples ships it.
 func sample(ns string) *pipelinev1.Pipeline {
-	p, err := samples.Pipeline(ns)
+	p, err := samples.PipelineV1(ns)
 	Expect(err).NotTo(HaveOccurred())
 	return p
+}
+
+// nfs is NFS storage of the export path on server.
+func nfs(server, path string) pipelinev1.ModelStorage {
+	return pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeNFS, NFS: &pipelinev1.NFSStorage{Server: server, Path: path}}
+}
+
+// existingClaim is storage of the user's claim name.
+func existingClaim(name string) pipelinev1.ModelStorage {
+	return pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim, ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: name}}
+}
+
+// storageClass is storage of a claim the StorageClass name provisions.
+func storageClass(name string) pipelinev1.ModelStorage {
+	return pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass, StorageClass: &pipelinev1.StorageClassStorage{Name: name}}
+}
+
+// routerOn sets dataPath.mode Router on p, with the router's settings r.
+func routerOn(p *pipelinev1.Pipeline, r *pipelinev1.Router) {
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: r}
 }
 
 // expectInvalid checks that err is the apiserver's Invalid refusal and names field and message.
@@ -53,7 +73,7 @@ var _ = Describe("Pipeline admission", func() {
 		warned.take()
 	})
 
-	It("accepts the DESIGN.md Pipeline verbatim and stores every default", func(ctx SpecContext) {
+	It("accepts the sample verbatim and stores every default", func(ctx SpecContext) {
 		for _, n := range []string{"xx-test-node236", "xx-test-node239"} {
 			nodeNamed(ctx, n)
 		}
@@ -67,15 +87,15 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(steps[0].Name).To(Equal("step-1"))
 		Expect(steps[1].Name).To(Equal("step-2"))
 		Expect(steps[0].Replicas).To(HaveValue(BeEquivalentTo(1)))
-		Expect(steps[0].Port).To(HaveValue(BeEquivalentTo(9080)), "port follows args.listenPort")
+		Expect(steps[1].Replicas).To(HaveValue(BeEquivalentTo(1)))
+		Expect(steps[0].Port).To(HaveValue(BeEquivalentTo(9080)))
 		Expect(steps[1].Port).To(HaveValue(BeEquivalentTo(80)))
-		Expect(steps[0].Args).To(HaveKeyWithValue("listenPort", pipelinev1.ArgValue("9080")), "args are kept")
 		m := got.Spec.ModelStorage
-		Expect(m.Type).To(Equal(pipelinev1.StorageTypeNFS))
-		Expect(m.Capacity).To(HaveValue(Equal(resource.MustParse("1Gi"))))
-		Expect(m.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
+		Expect(m.Type).To(Equal(pipelinev1.ModelStorageTypeNFS))
+		Expect(m.NFS).To(HaveValue(And(HaveField("Server", "192.168.20.235"), HaveField("Path", "/home/aiedge/csiTest"))))
+		Expect(m.NFS.Capacity).To(HaveValue(Equal(resource.MustParse("1Gi"))))
+		Expect(m.NFS.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
 		Expect(m.MountPath).To(Equal("/models"))
-		Expect(m.CSIParameter).To(Equal(map[string]string{"server": "192.168.20.235", "share": "/home/aiedge/csiTest"}))
 
 		By("an update that sends the Pipeline back unchanged is accepted and changes nothing")
 		again := got.DeepCopy()
@@ -83,26 +103,23 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(again.Generation).To(Equal(got.Generation))
 	})
 
-	It("keeps what the user set and names only the unnamed steps", func(ctx SpecContext) {
+	It("keeps what the user set", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[0].Name = "detect"
 		p.Spec.Steps[1].Replicas = ptr.To[int32](3)
 		p.Spec.Steps[1].Port = ptr.To[int32](8080)
-		p.Spec.ModelStorage.Type = pipelinev1.StorageTypeExistingClaim
-		p.Spec.ModelStorage.ClaimName = "models"
-		p.Spec.ModelStorage.CSIParameter = nil
+		p.Spec.ModelStorage = existingClaim("models")
 		p.Spec.ModelStorage.MountPath = "/data/models"
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 
 		got := &pipelinev1.Pipeline{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		Expect(got.Spec.Steps[0].Name).To(Equal("detect"))
-		Expect(got.Spec.Steps[1].Name).To(Equal("step-2"))
 		Expect(got.Spec.Steps[1].Replicas).To(HaveValue(BeEquivalentTo(3)))
 		Expect(got.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8080)))
 		Expect(got.Spec.ModelStorage.MountPath).To(Equal("/data/models"))
-		Expect(got.Spec.ModelStorage.Capacity).To(BeNil(), "an existing claim has the size it has")
-		Expect(got.Spec.ModelStorage.AccessModes).To(BeEmpty())
+		Expect(got.Spec.ModelStorage.ExistingClaim).To(Equal(&pipelinev1.ExistingClaimStorage{Name: "models"}),
+			"an existing claim has the size it has")
 	})
 
 	It("lets a step that had the default replicas become autoscaled, and stores the autoscaling defaults", func(ctx SpecContext) {
@@ -133,74 +150,76 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(k8sClient.Update(ctx, p)).To(MatchError(ContainSubstring("set replicas or autoscaling, not both")))
 	})
 
-	It("lets args.listenPort alone change the port it set", func(ctx SpecContext) {
+	It("lets the listenPort variable alone change the port that was its value", func(ctx SpecContext) {
 		p := sample(ns)
+		p.Spec.Steps[0].Env = []corev1.EnvVar{{Name: pipelinev1.ListenPortEnv, Value: "9080"}}
 		p.Spec.Steps[1].Port = ptr.To[int32](8080)
-		p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"listenPort": "8080"}
+		p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: pipelinev1.ListenPortEnv, Value: "8080"}}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.Steps[0].Args["listenPort"] = "9090"
-		p.Spec.Steps[1].Args["listenPort"] = "8081"
+		p.Spec.Steps[0].Env[0].Value = "9090"
+		p.Spec.Steps[1].Env[0].Value = "8081"
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		Expect(p.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9090)), "the defaulted port follows the argument")
-		Expect(p.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8081)), "a port equal to the argument follows it too")
+		Expect(p.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9090)), "the port follows the variable")
+		Expect(p.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8081)))
 
-		By("a port changed together with a different argument is still refused")
-		p.Spec.Steps[0].Args["listenPort"] = "9191"
+		By("a port changed together with the variable is the one written")
+		p.Spec.Steps[0].Env[0].Value = "9191"
 		p.Spec.Steps[0].Port = ptr.To[int32](7070)
-		err := k8sClient.Update(ctx, p)
-		Expect(err).To(MatchError(ContainSubstring("port and args.listenPort disagree")))
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(p.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(7070)))
+
+		By("a value that is no port leaves the port alone")
+		p.Spec.Steps[1].Env[0].Value = "http"
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		Expect(p.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(8081)))
 	})
 
 	It("warns that a new existing claim moves the steps", func(ctx SpecContext) {
 		p := sample(ns)
-		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "models-a"}
+		p.Spec.ModelStorage = existingClaim("models-a")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		warned.take()
-		p.Spec.ModelStorage.ClaimName = "models-b"
+		p.Spec.ModelStorage.ExistingClaim.Name = "models-b"
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Expect(warned.take()).To(ContainElement("modelStorage changed: every step moves to claim models-b (the steps' pods restart); claim models-a stays as it is"))
 	})
 
-	DescribeTable("refuses a change of storageClass storage, whose new claim would start empty, and says how to move",
+	DescribeTable("refuses a change of StorageClass storage, whose new claim would start empty, and says how to move",
 		func(ctx SpecContext, edit func(m *pipelinev1.ModelStorage)) {
 			p := sample(ns)
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast",
-				Capacity: ptr.To(resource.MustParse("5Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}
+			p.Spec.ModelStorage = storageClass("fast")
+			p.Spec.ModelStorage.StorageClass.Capacity = ptr.To(resource.MustParse("5Gi"))
+			p.Spec.ModelStorage.StorageClass.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
 			stored := p.DeepCopy()
 			edit(&p.Spec.ModelStorage)
 			err := k8sClient.Update(ctx, p)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring("spec.modelStorage"))
-			Expect(err.Error()).To(ContainSubstring("modelStorage of type storageClass cannot change"))
-			Expect(err.Error()).To(ContainSubstring("copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim"))
+			Expect(err.Error()).To(And(ContainSubstring("spec.modelStorage"),
+				ContainSubstring("modelStorage of type StorageClass cannot change its type or storageClass"),
+				ContainSubstring("copy the models into it, and point the Pipeline at it with modelStorage.type ExistingClaim and existingClaim.name")))
 
 			got := &pipelinev1.Pipeline{}
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 			Expect(got.Spec.ModelStorage).To(Equal(stored.Spec.ModelStorage), "the stored storage is unchanged")
 		},
-		Entry("a larger capacity", func(m *pipelinev1.ModelStorage) { m.Capacity = ptr.To(resource.MustParse("10Gi")) }),
-		Entry("another StorageClass", func(m *pipelinev1.ModelStorage) { m.StorageClassName = "slow" }),
+		Entry("a larger capacity", func(m *pipelinev1.ModelStorage) { m.StorageClass.Capacity = ptr.To(resource.MustParse("10Gi")) }),
+		Entry("another StorageClass", func(m *pipelinev1.ModelStorage) { m.StorageClass.Name = "slow" }),
 		Entry("other access modes", func(m *pipelinev1.ModelStorage) {
-			m.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
+			m.StorageClass.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
 		}),
-		Entry("the type changed to existingClaim", func(m *pipelinev1.ModelStorage) {
-			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "copied-models"}
-		}),
-		Entry("the type changed to nfs", func(m *pipelinev1.ModelStorage) {
-			*m = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
-				CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}}
-		}),
+		Entry("the type changed to ExistingClaim", func(m *pipelinev1.ModelStorage) { *m = existingClaim("copied-models") }),
+		Entry("the type changed to NFS", func(m *pipelinev1.ModelStorage) { *m = nfs("10.0.0.2", "/models") }),
 	)
 
-	It("lets storageClass storage move its mount path, and nfs storage change its export", func(ctx SpecContext) {
+	It("lets StorageClass storage move its mount path, and NFS storage change its export", func(ctx SpecContext) {
 		for _, n := range []string{"xx-test-node236", "xx-test-node239"} {
 			nodeNamed(ctx, n)
 		}
 		p := sample(ns)
 		p.Name = "by-class"
-		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast"}
+		p.Spec.ModelStorage = storageClass("fast")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		warned.take()
 		p.Spec.ModelStorage.MountPath = "/data/models"
@@ -210,47 +229,48 @@ var _ = Describe("Pipeline admission", func() {
 		q := sample(ns)
 		Expect(k8sClient.Create(ctx, q)).To(Succeed())
 		warned.take()
-		q.Spec.ModelStorage.CSIParameter["server"] = "10.0.0.3"
+		q.Spec.ModelStorage.NFS.Server = "10.0.0.3"
 		Expect(k8sClient.Update(ctx, q)).To(Succeed())
 		Expect(warned.take()).To(ConsistOf("modelStorage changed: the operator creates a new volume and claim and moves every step onto them " +
 			"(the steps' pods restart); then it deletes the old volume and claim, whose reclaim policy Retain leaves the models on the NFS or CSI storage"))
 	})
 
-	It("accepts a step named router while the router is disabled, and defaults the router's replicas", func(ctx SpecContext) {
+	It("accepts a step named router while the data path is Chain, and defaults the router's replicas", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[1].Name = "router"
+		p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 
-		By("the router can be added, disabled, next to that step")
-		p.Spec.Router = &pipelinev1.Router{Location: "xx-test-node236"}
-		Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		Expect(p.Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
-
-		By("enabling it is refused until the step is renamed")
-		p.Spec.Router.Enabled = true
+		By("switching to the router is refused until the step is renamed")
+		routerOn(p, &pipelinev1.Router{Location: "xx-test-node236"})
 		err := k8sClient.Update(ctx, p)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("a step named router would share the name"))
 		p.Spec.Steps[1].Name = "recognize"
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
-	})
+		Expect(p.Spec.DataPath.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
 
-	It("accepts a step-<n> name at its own position", func(ctx SpecContext) {
-		p := sample(ns)
-		p.Spec.Steps[1].Name = "step-2"
-		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		Expect(p.Spec.Steps[0].Name).To(Equal("step-1"))
+		By("mode Router without settings gets the router's replicas")
+		q := sample(ns)
+		q.Name = "routed"
+		routerOn(q, nil)
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		Expect(q.Spec.DataPath.Router).NotTo(BeNil())
+		Expect(q.Spec.DataPath.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
 	})
 
 	It("accepts every storage type", func(ctx SpecContext) {
+		byClass := storageClass("fast-rwx")
+		byClass.StorageClass.Capacity = ptr.To(resource.MustParse("20Gi"))
+		byClass.StorageClass.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		for i, m := range []pipelinev1.ModelStorage{
-			{Type: pipelinev1.StorageTypeNFS, CSIParameter: map[string]string{"server": "nfs.example.com", "share": "/exports/models"}},
-			{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"server": "10.0.0.2", "share": "/models"}},
-			{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//srv/models"}},
-			{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast-rwx", Capacity: ptr.To(resource.MustParse("20Gi")),
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
-			{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "team-models"},
+			nfs("nfs.example.com", "/exports/models"),
+			{Type: pipelinev1.ModelStorageTypeCSI, CSI: &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io",
+				VolumeAttributes: map[string]string{"server": "10.0.0.2", "share": "/models"}}},
+			{Type: pipelinev1.ModelStorageTypeCSI, CSI: &pipelinev1.CSIStorage{Driver: "smb.csi.k8s.io",
+				VolumeAttributes: map[string]string{"source": "//srv/models"}}},
+			byClass,
+			existingClaim("team-models"),
 		} {
 			p := sample(ns)
 			p.Name = fmt.Sprintf("storage-%d", i)
@@ -264,19 +284,19 @@ var _ = Describe("Pipeline admission", func() {
 		p.Name = "warned"
 		p.Spec.Steps[0].Location = "edge-node-not-yet-joined"
 		p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "MODEL_PATH", Value: "/elsewhere"}}
-		p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+		p.Spec.ModelStorage.NFS.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(warned.take()).To(ConsistOf(
 			ContainSubstring(`step step-1: no node "edge-node-not-yet-joined" exists yet`),
 			ContainSubstring("step step-2: env MODEL_PATH replaces the value the operator sets"),
-			ContainSubstring("modelStorage.accessModes ReadWriteOnce: steps on 2 different nodes cannot all mount the volume"),
+			ContainSubstring("modelStorage.nfs.accessModes ReadWriteOnce: steps on 2 different nodes cannot all mount the volume"),
 		))
 
 		By("a new node stops the location warning")
 		nodeNamed(ctx, "edge-node-not-yet-joined")
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 		p.Spec.Steps[1].Env = nil
-		p.Spec.ModelStorage.AccessModes = nil
+		p.Spec.ModelStorage.NFS.AccessModes = nil
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Expect(warned.take()).To(ConsistOf(ContainSubstring("modelStorage changed: the operator creates a new volume and claim")),
 			"dropping the access modes goes back to the default, which changes the volume")
@@ -308,25 +328,29 @@ var _ = Describe("Pipeline admission", func() {
 			expectInvalid(k8sClient.Create(ctx, p), field, message)
 		},
 		Entry("no steps", func(p *pipelinev1.Pipeline) { p.Spec.Steps = []pipelinev1.Step{} },
-			"spec.steps", "should have at least 1 items"),
+			"spec.steps", "Required value"),
 		Entry("a stopWhen that does not compile", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].StopWhen = "response.faces ==" },
 			"spec.steps[0].stopWhen", "not a valid CEL condition"),
 		Entry("a stopWhen that is not a bool", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "status + 1" },
 			"spec.steps[1].stopWhen", "must be a bool"),
-		Entry("a step named router with the router enabled", func(p *pipelinev1.Pipeline) {
+		Entry("a step named router with the router on", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Name = "router"
-			p.Spec.Router = &pipelinev1.Router{Enabled: true}
+			routerOn(p, nil)
 		}, "spec", "a step named router would share the name <pipeline>-router"),
+		Entry("router settings without the router", func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain, Router: &pipelinev1.Router{Replicas: ptr.To[int32](3)}}
+		}, "spec.dataPath", "dataPath.router configures the router, which runs only with dataPath.mode Router"),
 		Entry("a step timeout above an hour", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](3601) },
 			"spec.steps[0].timeoutSeconds", "should be less than or equal to 3600"),
 		Entry("more than 10 retries", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Retries = ptr.To[int32](11) },
 			"spec.steps[0].retries", "should be less than or equal to 10"),
-		Entry("no router replicas", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](0)}
-		}, "spec.router.replicas", "should be greater than or equal to 1"),
+		Entry("no router replicas", func(p *pipelinev1.Pipeline) { routerOn(p, &pipelinev1.Router{Replicas: ptr.To[int32](0)}) },
+			"spec.dataPath.router.replicas", "should be greater than or equal to 1"),
 		Entry("more than 32 steps", func(p *pipelinev1.Pipeline) {
 			for len(p.Spec.Steps) <= 32 {
-				p.Spec.Steps = append(p.Spec.Steps, *p.Spec.Steps[1].DeepCopy())
+				s := *p.Spec.Steps[1].DeepCopy()
+				s.Name = fmt.Sprintf("step-%d", len(p.Spec.Steps)+1)
+				p.Spec.Steps = append(p.Spec.Steps, s)
 			}
 		}, "spec.steps", "must have at most 32 items"),
 		Entry("an invalid Pipeline name", func(p *pipelinev1.Pipeline) { p.Name = "face.detection" },
@@ -338,7 +362,7 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("an image with a broken digest", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "nginx@sha256:abc" },
 			"spec.steps[0].image", "not a valid image reference"),
 		Entry("no image", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Image = "" },
-			"spec.steps[0].image", "should be at least 1 chars long"),
+			"spec.steps[0].image", "Required value"),
 		Entry("a location with an empty DNS label", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Location = "edge..node" },
 			"spec.steps[0].location", "not a valid node name"),
 		Entry("a location in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Location = "Edge_Node" },
@@ -346,42 +370,41 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("a fallback location with an empty DNS label", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge..node"}
 		}, "spec.steps[0].fallbackLocations[1]", "not a valid node name"),
+		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = "", []string{"edge-b"}
+		}, "spec.steps[0]", "fallbackLocations needs location"),
+		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].FallbackLocations = []string{p.Spec.Steps[0].Location}
+		}, "spec.steps[0]", "fallbackLocations must not repeat location"),
+		Entry("a fallback node twice", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].FallbackLocations = []string{"edge-b", "edge-b"} },
+			"spec.steps[0].fallbackLocations", "fallbackLocations must not name a node twice"),
 		Entry("a router location with an empty DNS label", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge..node"}
-		}, "spec.router.location", "not a valid node name"),
+			routerOn(p, &pipelinev1.Router{Location: "edge..node"})
+		}, "spec.dataPath.router.location", "not a valid node name"),
 		Entry("a router fallback location with an empty DNS label", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge..node"}}
-		}, "spec.router.fallbackLocations[0]", "not a valid node name"),
+			routerOn(p, &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"edge..node"}})
+		}, "spec.dataPath.router.fallbackLocations[0]", "not a valid node name"),
 		Entry("router fallbackLocations without location", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, FallbackLocations: []string{"edge-b"}}
-		}, "spec.router", "router.fallbackLocations needs router.location"),
+			routerOn(p, &pipelinev1.Router{FallbackLocations: []string{"edge-b"}})
+		}, "spec.dataPath.router", "router.fallbackLocations needs router.location"),
 		Entry("router fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-a"}}
-		}, "spec.router", "router.fallbackLocations must not repeat router.location"),
+			routerOn(p, &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"edge-a"}})
+		}, "spec.dataPath.router", "router.fallbackLocations must not repeat router.location"),
 		Entry("a router fallback node twice", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}}
-		}, "spec.router.fallbackLocations", "router.fallbackLocations must not name a node twice"),
+			routerOn(p, &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"edge-b", "edge-b"}})
+		}, "spec.dataPath.router.fallbackLocations", "router.fallbackLocations must not name a node twice"),
 		Entry("more than 8 router fallbacks", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "edge-a",
-				FallbackLocations: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}
-		}, "spec.router.fallbackLocations", "must have at most 8 items"),
+			routerOn(p, &pipelinev1.Router{Location: "edge-a", FallbackLocations: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}})
+		}, "spec.dataPath.router.fallbackLocations", "must have at most 8 items"),
+		Entry("a header the router sets itself", func(p *pipelinev1.Pipeline) {
+			routerOn(p, &pipelinev1.Router{PropagateHeaders: []pipelinev1.HeaderName{"X-Request-Id"}})
+		}, "spec.dataPath.router.propagateHeaders[0]", "set by the router itself"),
 		Entry("no model", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "" },
-			"spec.steps[0].model", "should be at least 1 chars long"),
+			"spec.steps[0].model", "Required value"),
 		Entry("a model outside the storage", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },
 			"spec.steps[0].model", "must not contain '.' or '..' path segments"),
-		Entry("an arg the operator sets", func(p *pipelinev1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"MODEL_PATH": "/x"}
-		},
-			"spec.steps[1].args", "args must not set MODEL_NAME, MODEL_PATH"),
-		Entry("an arg that is no environment variable name", func(p *pipelinev1.Pipeline) {
-			p.Spec.Steps[1].Args = map[string]pipelinev1.ArgValue{"batch size": "8"}
-		}, "spec.steps[1].args", "args keys must be printable ASCII characters without spaces or '='"),
-		Entry("a listenPort out of range", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Args["listenPort"] = "99999" },
-			"spec.steps[0].args", "args.listenPort must be a port number from 1 to 65535"),
 		Entry("a port out of range", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Port = ptr.To[int32](70000) },
 			"spec.steps[1].port", "should be less than or equal to 65535"),
-		Entry("port and listenPort that disagree", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Port = ptr.To[int32](8080) },
-			"spec.steps[0]", "port and args.listenPort disagree"),
 		Entry("zero replicas", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Replicas = ptr.To[int32](0) },
 			"spec.steps[0].replicas", "should be greater than or equal to 1"),
 		Entry("replicas and autoscaling", func(p *pipelinev1.Pipeline) {
@@ -393,17 +416,21 @@ var _ = Describe("Pipeline admission", func() {
 		}, "spec.steps[1].autoscaling", "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
 		Entry("autoscaling without maxReplicas", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{}
-		}, "spec.steps[1].autoscaling.maxReplicas", "should be greater than or equal to 1"),
-		Entry("two steps with one name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "detect" },
-			"spec.steps", "step names must be unique"),
-		Entry("a name taken from an unnamed step", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = "step-2" },
-			"spec.steps", "a step named step-<n> takes the name of the unnamed step at position n"),
+		}, "spec.steps[1].autoscaling.maxReplicas", "Required value"),
+		Entry("two steps with one name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = p.Spec.Steps[0].Name },
+			"spec.steps[1]", "Duplicate value"),
+		Entry("a step without a name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = "" },
+			"spec.steps[1].name", "Required value"),
 		Entry("a step name in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = "Detect" },
 			"spec.steps[0].name", "should match"),
 		Entry("a step name too long for its objects", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = strings.Repeat("a", 41) },
 			"spec.steps[0].name", "may not be more than 40"),
 		Entry("an env name with '='", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "A=B", Value: "1"}} },
 			"spec.steps[1].env[A=B].name", "environment variable names must be non-empty and contain no '='"),
+		Entry("an env entry with value and valueFrom", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "POD", Value: "x",
+				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.steps[1].env[POD]", "set value or valueFrom, not both"),
 		Entry("requests above limits", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Resources = &corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
@@ -419,52 +446,81 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("a toleration with an unknown operator", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: "Maybe"}}
 		}, "spec.steps[0].tolerations[0].operator", "Unsupported value"),
-		Entry("an unknown storage type", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Type = "s3" },
+		Entry("a storage type in v1beta1's spelling", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Type = "nfs" },
 			"spec.modelStorage.type", "Unsupported value"),
-		Entry("nfs without a server", func(p *pipelinev1.Pipeline) { delete(p.Spec.ModelStorage.CSIParameter, "server") },
-			"spec.modelStorage", "modelStorage of type nfs needs csiParameter.server and csiParameter.share"),
-		Entry("an nfs server that is no host", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "nfs server!" },
-			"spec.modelStorage.csiParameter[server]", "must be an IP address or a DNS name of the NFS server"),
-		Entry("a relative nfs share", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "home/models" },
-			"spec.modelStorage", "csiParameter.share must be an absolute path on the NFS server"),
-		Entry("an nfs share with '..'", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/home/../models" },
-			"spec.modelStorage.csiParameter[share]", "must be a clean absolute path (/models)"),
-		Entry("csi without volume attributes", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI, CSIParameter: map[string]string{"driver": "nfs.csi.k8s.io"}}
-		}, "spec.modelStorage", "modelStorage of type csi needs the driver's volume attributes"),
-		Entry("a csi driver that is no driver name", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage.Type = pipelinev1.StorageTypeCSI
-			p.Spec.ModelStorage.CSIParameter["driver"] = "NFS_Driver"
-		}, "spec.modelStorage.csiParameter[driver]", "must be a CSI driver name"),
-		Entry("storageClass without a class", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass}
-		}, "spec.modelStorage", "modelStorage of type storageClass needs storageClassName"),
-		Entry("a class name that is no object name", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "Fast_SSD"}
-		}, "spec.modelStorage.storageClassName", "not a valid StorageClass name"),
-		Entry("existingClaim without a claim", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim}
-		}, "spec.modelStorage", "modelStorage of type existingClaim needs claimName"),
-		Entry("a zero capacity", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("0")) },
-			"spec.modelStorage.capacity", "must be greater than zero"),
+		Entry("type NFS without its member", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS = nil },
+			"spec.modelStorage", "modelStorage.nfs is set with modelStorage.type NFS, and only then"),
+		Entry("a second member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage.CSI = &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": "a"}}
+		}, "spec.modelStorage", "modelStorage.csi is set with modelStorage.type CSI, and only then"),
+		Entry("NFS without a server", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Server = "" },
+			"spec.modelStorage.nfs.server", "Required value"),
+		Entry("an NFS server that is no host", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Server = "nfs server!" },
+			"spec.modelStorage.nfs.server", "must be an IP address or a DNS name of the NFS server"),
+		Entry("a relative NFS path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = "home/models" },
+			"spec.modelStorage.nfs.path", "nfs.path must be an absolute path on the NFS server"),
+		Entry("an NFS path with '..'", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = "/home/../models" },
+			"spec.modelStorage.nfs.path", "must be a clean absolute path (/models)"),
+		Entry("CSI without volume attributes", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI, CSI: &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io"}}
+		}, "spec.modelStorage.csi.volumeAttributes", "Required value"),
+		Entry("a CSI driver that is no driver name", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: "NFS_Driver", VolumeAttributes: map[string]string{"server": "a", "share": "/b"}}}
+		}, "spec.modelStorage.csi.driver", "csi.driver must be a CSI driver name"),
+		Entry("a CSI volume attribute too long", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": strings.Repeat("a", 4097)}}}
+		}, "spec.modelStorage.csi.volumeAttributes", "csi.volumeAttributes keys must be at most 253 characters and values at most 4096"),
+		Entry("type StorageClass without its member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass}
+		}, "spec.modelStorage", "modelStorage.storageClass is set with modelStorage.type StorageClass, and only then"),
+		Entry("a StorageClass member with type NFS", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage.StorageClass = &pipelinev1.StorageClassStorage{Name: "fast"}
+		}, "spec.modelStorage", "modelStorage.storageClass is set with modelStorage.type StorageClass, and only then"),
+		Entry("a StorageClass name that is no object name", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage = storageClass("Fast_SSD") },
+			"spec.modelStorage.storageClass.name", "not a valid StorageClass name"),
+		Entry("type ExistingClaim without its member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim}
+		}, "spec.modelStorage", "modelStorage.existingClaim is set with modelStorage.type ExistingClaim, and only then"),
+		Entry("a claim name that is no object name", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage = existingClaim("Team_Models") },
+			"spec.modelStorage.existingClaim.name", "not a valid claim name"),
+		Entry("type ModelStorageClass without its member", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass}
+		}, "spec.modelStorage", "modelStorage.modelStorageClass is set with modelStorage.type ModelStorageClass, and only then"),
+		Entry("a ModelStorageClass that does not exist", func(p *pipelinev1.Pipeline) {
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+				ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: "nowhere"}}
+		}, "spec.modelStorage.modelStorageClass.name", "ModelStorageClass nowhere does not exist"),
+		Entry("a zero capacity", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Capacity = ptr.To(resource.MustParse("0")) },
+			"spec.modelStorage.nfs.capacity", "must be greater than zero"),
 		Entry("an unknown access mode", func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
-		}, "spec.modelStorage.accessModes[0]", "Unsupported value"),
+			p.Spec.ModelStorage.NFS.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
+		}, "spec.modelStorage.nfs.accessModes[0]", "Unsupported value"),
 		Entry("a relative mount path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.MountPath = "models" },
 			"spec.modelStorage.mountPath", "should match '^/'"),
+		Entry("the root as mount path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
+			"spec.modelStorage.mountPath", "must not be the root directory"),
 		Entry("an unknown entry Service type", func(p *pipelinev1.Pipeline) {
 			p.Spec.Expose = &pipelinev1.Expose{ServiceType: "ExternalName"}
 		}, "spec.expose.serviceType", "Unsupported value"),
 		Entry("an Ingress host that is no DNS name", func(p *pipelinev1.Pipeline) {
 			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "Infer_Example"}}
-		}, "spec.expose.ingress.host", "ingress.host must be a DNS name"),
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name (a DNS-1123 subdomain"),
+		Entry("an Ingress host that is an address", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "10.1.2.3"}}
+		}, "spec.expose.ingress.host", "ingress.host must be a DNS name, not an IP address"),
 		Entry("an Ingress TLS secret without a host", func(p *pipelinev1.Pipeline) {
 			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{TLSSecretName: "infer-tls"}}
 		}, "spec.expose.ingress", "ingress.tlsSecretName needs ingress.host"),
 		Entry("a relative Ingress path", func(p *pipelinev1.Pipeline) {
 			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "infer"}}
 		}, "spec.expose.ingress.path", "ingress.path must start with '/'"),
-		Entry("the root as mount path", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.MountPath = "/" },
-			"spec.modelStorage.mountPath", "must not be the root directory"),
+		Entry("an Ingress path with '..'", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/a/../b"}}
+		}, "spec.expose.ingress.path", "ingress.path must not contain '//', '.' or '..' segments"),
+		Entry("an Ingress path with a '?'", func(p *pipelinev1.Pipeline) {
+			p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Path: "/infer?x=1"}}
+		}, "spec.expose.ingress.path", "ingress.path must not contain spaces, '?' or '#'"),
 	)
 })

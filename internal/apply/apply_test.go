@@ -138,7 +138,7 @@ func TestUpToDate(t *testing.T) {
 	}
 
 	// A spec that drops a field changes the hash even though the old object contains the new one.
-	p.Spec.Steps[0].Args = nil
+	p.Spec.Steps[0].Env = nil // the listenPort entry, v1beta1's arg
 	b, err := newAppliedObject(resources.StepDeployment(p, 0, "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestUpToDate(t *testing.T) {
 		t.Fatalf("different configurations share hash %s", a.hash)
 	}
 	if ok, _ := b.upToDate(d); ok {
-		t.Errorf("a removed arg went unnoticed")
+		t.Errorf("a removed env entry went unnoticed")
 	}
 }
 

@@ -59,13 +59,13 @@ var _ = Describe("The manager's cache", func() {
 		Expect(k8sClient.Create(ctx, foreignDeployment(ns, labels, payload[:200<<10]))).To(Succeed())
 		objects := foreign + owned
 
-		plain := CacheOptions()
+		plain := apply.CacheOptions()
 		for obj, by := range plain.ByObject {
 			plain.ByObject[obj] = cache.ByObject{Label: by.Label}
 		}
 		plain.DefaultTransform = nil
 		baseline, _ := heapOfCache(ctx, plain, ns, objects)
-		hardened, c := heapOfCache(ctx, CacheOptions(), ns, objects)
+		hardened, c := heapOfCache(ctx, apply.CacheOptions(), ns, objects)
 		GinkgoWriter.Printf("heap of %d labelled ConfigMaps of %d KiB: %d KiB without the transforms, %d KiB with them\n",
 			objects, size>>10, baseline>>10, hardened>>10)
 		Expect(baseline).To(BeNumerically(">", int64(objects*size)),

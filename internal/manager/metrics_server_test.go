@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
@@ -129,7 +130,7 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 			Scheme:  testScheme,
 			Metrics: MetricsServerOptions(addr, true, certDir, webhookCert, nil),
-			Cache:   CacheOptions(),
+			Cache:   apply.CacheOptions(),
 		})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = metrics.New(ctrlmetrics.Registry, mgr.GetCache())
@@ -239,7 +240,7 @@ var _ = Describe("The secure metrics endpoint without a mounted certificate", Or
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:  testScheme,
 			Metrics: MetricsServerOptions(addr, true, GinkgoT().TempDir(), certs.GetCertificate, nil),
-			Cache:   CacheOptions(),
+			Cache:   apply.CacheOptions(),
 		})
 		Expect(err).NotTo(HaveOccurred())
 		mgrCtx, cancel := context.WithCancel(ctx)

@@ -28,13 +28,15 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/storageversion"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
-	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // Options are what the manager's command line decides.
@@ -59,7 +61,7 @@ type Options struct {
 	// LeaderElectionNamespace is the namespace of the Lease; empty is the manager's own.
 	LeaderElectionNamespace string
 	// Lease are the timings of leader election.
-	Lease LeaseTimings
+	Lease leaderelection.Timings
 	// MaxConcurrentReconciles is how many Pipelines are reconciled in parallel.
 	MaxConcurrentReconciles int
 	// Webhooks configure the admission webhook server.
@@ -123,10 +125,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Metrics:                o.metricsServer(certs.selfSigned, tlsOpts),
 		WebhookServer:          o.Webhooks.server(tlsOpts, certs),
 		HealthProbeBindAddress: o.ProbeAddr,
-		Cache:                  CacheOptions(),
+		Cache:                  apply.CacheOptions(),
 	}
 	if o.LeaderElect {
-		EnableLeaderElection(&mgrOpts, LeaderElectionID, o.LeaderElectionNamespace, o.Lease)
+		leaderelection.Enable(&mgrOpts, leaderelection.ID, o.LeaderElectionNamespace, o.Lease)
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {

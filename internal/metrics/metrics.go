@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -30,8 +30,8 @@ const (
 	MetricStepFailovers     = "pipeline_operator_step_failovers_total"
 )
 
-// phaseUnknown labels Pipelines the operator has not reported on yet.
-const phaseUnknown = "unknown"
+// phaseUnknown labels Pipelines the operator has not reported on yet (no status.phase).
+const phaseUnknown = "Unknown"
 
 // Metrics are the operator's own Prometheus metrics. The gauges are read from the Pipelines'
 // status at scrape time, so they cost nothing between scrapes; the rollout histogram and the
@@ -97,7 +97,7 @@ func (m *Metrics) InitFailovers(p *pipelinev1.Pipeline) {
 			m.stepFailovers.WithLabelValues(p.Namespace, p.Name, resources.StepName(p, i)).Add(0)
 		}
 	}
-	if resources.RouterEnabled(p) && len(p.Spec.Router.FallbackLocations) > 0 {
+	if rt := p.Spec.RouterSettings(); rt != nil && len(rt.FallbackLocations) > 0 {
 		m.stepFailovers.WithLabelValues(p.Namespace, p.Name, resources.RouterMetricName).Add(0)
 	}
 }
@@ -141,9 +141,9 @@ func newStatusCollector(pipelines client.Reader) *statusCollector {
 	return &statusCollector{
 		pipelines: pipelines,
 		count: prometheus.NewDesc(MetricPipelines,
-			"Pipelines by phase (unknown: not reported on yet).", []string{"phase"}, nil),
+			"Pipelines by phase: Creating, Running, Failed, Deleting, or Unknown (not reported on yet).", []string{"phase"}, nil),
 		phase: prometheus.NewDesc(MetricPipelinePhase,
-			"1 for the current phase of each Pipeline.", []string{"namespace", "pipeline", "phase"}, nil),
+			"1 for the current phase of each Pipeline (Unknown: not reported on yet).", []string{"namespace", "pipeline", "phase"}, nil),
 		replicas: prometheus.NewDesc(MetricStepReplicas,
 			"Pods each step should have.", []string{"namespace", "pipeline", "step"}, nil),
 		readyReplica: prometheus.NewDesc(MetricStepReadyReplicas,
@@ -161,11 +161,13 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	items, err := hub.List(ctx, c.pipelines)
-	if err != nil {
+	list := &pipelinev1.PipelineList{}
+	// The Pipelines are only read: the cache's own objects need no copy.
+	if err := c.pipelines.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.count, err)
 		return
 	}
+	items := list.Items
 	counts := map[string]int{phaseUnknown: 0}
 	for _, ph := range []pipelinev1.PipelinePhase{pipelinev1.PipelinePhaseCreating, pipelinev1.PipelinePhaseRunning,
 		pipelinev1.PipelinePhaseFailed, pipelinev1.PipelinePhaseDeleting} {
@@ -179,9 +181,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counts[phase]++
 		ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, 1, p.Namespace, p.Name, phase)
-		for _, s := range p.Status.DetailPhase.StepsPhase {
-			ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(s.Replicas), p.Namespace, p.Name, s.Name)
-			ch <- prometheus.MustNewConstMetric(c.readyReplica, prometheus.GaugeValue, float64(s.ReadyReplicas), p.Namespace, p.Name, s.Name)
+		for _, s := range p.Status.Steps {
+			ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(ptr.Deref(s.Replicas, 0)), p.Namespace, p.Name, s.Name)
+			ch <- prometheus.MustNewConstMetric(c.readyReplica, prometheus.GaugeValue, float64(ptr.Deref(s.ReadyReplicas, 0)), p.Namespace, p.Name, s.Name)
 		}
 	}
 	for phase, n := range counts {

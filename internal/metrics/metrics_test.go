@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
@@ -29,32 +28,24 @@ func TestStatusGauges(t *testing.T) {
 	running.Status = status.Compute(running, convergedWorld())
 	fresh := testenv.Sample(t, "edge")
 	fresh.Name = "fresh"
-	var stored []client.Object // as the apiserver stores them
-	for _, p := range []*pipelinev1.Pipeline{running, fresh} {
-		h, err := hub.ToHub(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored = append(stored, h)
-	}
-	reader := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(stored...).Build()
+	reader := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(running, fresh).Build()
 
 	reg := prometheus.NewPedanticRegistry()
 	if _, err := New(reg, reader); err != nil {
 		t.Fatal(err)
 	}
 	want := `
-# HELP pipeline_operator_pipelines Pipelines by phase (unknown: not reported on yet).
+# HELP pipeline_operator_pipelines Pipelines by phase: Creating, Running, Failed, Deleting, or Unknown (not reported on yet).
 # TYPE pipeline_operator_pipelines gauge
-pipeline_operator_pipelines{phase="creating"} 0
-pipeline_operator_pipelines{phase="deleting"} 0
-pipeline_operator_pipelines{phase="failed"} 0
-pipeline_operator_pipelines{phase="running"} 1
-pipeline_operator_pipelines{phase="unknown"} 1
-# HELP pipeline_operator_pipeline_phase 1 for the current phase of each Pipeline.
+pipeline_operator_pipelines{phase="Creating"} 0
+pipeline_operator_pipelines{phase="Deleting"} 0
+pipeline_operator_pipelines{phase="Failed"} 0
+pipeline_operator_pipelines{phase="Running"} 1
+pipeline_operator_pipelines{phase="Unknown"} 1
+# HELP pipeline_operator_pipeline_phase 1 for the current phase of each Pipeline (Unknown: not reported on yet).
 # TYPE pipeline_operator_pipeline_phase gauge
-pipeline_operator_pipeline_phase{namespace="edge",phase="unknown",pipeline="fresh"} 1
-pipeline_operator_pipeline_phase{namespace="vision",phase="running",pipeline="facedetection-pipeline"} 1
+pipeline_operator_pipeline_phase{namespace="edge",phase="Unknown",pipeline="fresh"} 1
+pipeline_operator_pipeline_phase{namespace="vision",phase="Running",pipeline="facedetection-pipeline"} 1
 # HELP pipeline_operator_step_ready_replicas Pods of each step that are ready.
 # TYPE pipeline_operator_step_ready_replicas gauge
 pipeline_operator_step_ready_replicas{namespace="vision",pipeline="facedetection-pipeline",step="step-1"} 1
@@ -127,6 +118,38 @@ pipeline_operator_rollout_duration_seconds_count{trigger="create"} 1
 	var nilMetrics *Metrics
 	nilMetrics.ObserveError(errors.New("ignored"))
 	nilMetrics.ObserveStatus(p, creating, running, start)
+}
+
+// The failover counter of each step and router with fallbackLocations exists, at 0, from the
+// first pass; the router's only with dataPath.mode Router.
+func TestInitFailovers(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.RoutedSample(t)
+	p.Spec.DataPath.Router.FallbackLocations = []string{"edge-b"}
+	p.Spec.Steps[1].FallbackLocations = []string{"edge-c"}
+	chained := p.DeepCopy()
+	chained.Name = "chained"
+	chained.Spec.DataPath.Mode = pipelinev1.DataPathModeChain
+	m.InitFailovers(p)
+	m.InitFailovers(chained)
+	want := `
+# HELP pipeline_operator_step_failovers_total Moves of a step off its node (not ready for spec.failover.afterSeconds, or gone) to another of its nodes; step router counts the router's. 0 from the first pass over a step or router with fallbackLocations.
+# TYPE pipeline_operator_step_failovers_total counter
+pipeline_operator_step_failovers_total{namespace="vision",pipeline="chained",step="step-2"} 0
+pipeline_operator_step_failovers_total{namespace="vision",pipeline="facedetection-pipeline",step="router"} 0
+pipeline_operator_step_failovers_total{namespace="vision",pipeline="facedetection-pipeline",step="step-2"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricStepFailovers); err != nil {
+		t.Error(err)
+	}
+	m.ForgetPipeline(client.ObjectKeyFromObject(p))
+	if got := testutil.CollectAndCount(m.stepFailovers); got != 1 {
+		t.Errorf("%d failover series after the Pipeline went, want the other Pipeline's 1", got)
+	}
 }
 
 // TestAlertsAndDashboardUseExportedMetrics keeps config/prometheus and config/grafana in step

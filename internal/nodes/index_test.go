@@ -3,20 +3,14 @@ package nodes
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 )
 
 func namedNode(name string, labels map[string]string) *corev1.Node {
@@ -25,21 +19,6 @@ func namedNode(name string, labels map[string]string) *corev1.Node {
 
 func hostnamed(name, hostname string) *corev1.Node {
 	return namedNode(name, map[string]string{corev1.LabelHostname: hostname})
-}
-
-// pipeline is a Pipeline in ns with one step per location list (its location first, then its
-// fallbackLocations) and, when router is not nil, the router.
-func pipeline(ns, name string, router *pipelinev1beta1.Router, steps ...[]string) *pipelinev1beta1.Pipeline {
-	p := &pipelinev1beta1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	for _, l := range steps {
-		s := pipelinev1beta1.Step{Image: "nginx:latest", Model: "m"}
-		if len(l) > 0 {
-			s.Location, s.FallbackLocations = l[0], l[1:]
-		}
-		p.Spec.Steps = append(p.Spec.Steps, s)
-	}
-	p.Spec.Router = router
-	return p
 }
 
 func TestNodeHostname(t *testing.T) {
@@ -77,78 +56,23 @@ func TestHostname(t *testing.T) {
 	}
 }
 
-func TestPipelineNodes(t *testing.T) {
-	enabled := func(location string) *pipelinev1beta1.Router {
-		return &pipelinev1beta1.Router{Enabled: true, Location: location}
-	}
-	tests := []struct {
-		name string
-		p    *pipelinev1beta1.Pipeline
-		want []string
-	}{
-		{"no location", pipeline("ns", "p", nil, nil, nil), nil},
-		{"each step's location", pipeline("ns", "p", nil, []string{"a"}, nil, []string{"b"}), []string{"a", "b"}},
-		{"locations and fallbackLocations, each once", pipeline("ns", "p", nil, []string{"a", "b", "c"}, []string{"b", "a"}),
-			[]string{"a", "b", "c"}},
-		{"fallbackLocations without location count for nothing, as Step.Locations says", pipeline("ns", "p", nil,
-			[]string{"", "b"}), nil},
-		{"the router's location when it is enabled", pipeline("ns", "p", enabled("r"), []string{"a"}), []string{"a", "r"}},
-		{"the router's location once", pipeline("ns", "p", enabled("a"), []string{"a"}), []string{"a"}},
-		{"an enabled router without location", pipeline("ns", "p", enabled(""), []string{"a"}), []string{"a"}},
-		{"not the location of a disabled router", pipeline("ns", "p", &pipelinev1beta1.Router{Location: "r"}, []string{"a"}),
-			[]string{"a"}},
-		{"the router's location and fallbackLocations, each once", pipeline("ns", "p",
-			&pipelinev1beta1.Router{Enabled: true, Location: "r", FallbackLocations: []string{"a", "s"}}, []string{"a"}),
-			[]string{"a", "r", "s"}},
-		{"not the fallbackLocations of a disabled router", pipeline("ns", "p",
-			&pipelinev1beta1.Router{Location: "r", FallbackLocations: []string{"s"}}, []string{"a"}), []string{"a"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := PipelineNodes(tt.p); !slices.Equal(got, tt.want) {
-				t.Errorf("PipelineNodes = %q, want %q", got, tt.want)
-			}
-		})
-	}
-	if got := PipelineNodes(&corev1.Node{}); got != nil {
-		t.Errorf("PipelineNodes(node) = %q, want none", got)
-	}
-}
-
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := pipelinev1beta1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := pipelinev1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 
-// readers are the same objects behind a client with the indexes and one without (which the
-// Resolve and PipelinesOn read as before the indexes).
+// readers are the same objects behind a client with the index and one without (which
+// Resolve reads as before the index).
 func readers(t *testing.T, objs ...client.Object) map[string]client.Reader {
 	t.Helper()
 	s := testScheme(t)
-	// Pipelines are read as the apiserver stores them.
-	for i, o := range objs {
-		if p, ok := o.(*pipelinev1beta1.Pipeline); ok {
-			h, err := hub.ToHub(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs[i] = h
-		}
-	}
 	return map[string]client.Reader{
 		"indexed": fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-			WithIndex(&corev1.Node{}, IndexHostname, NodeHostname).
-			WithIndex(hub.Object(), IndexPipelineNodes, StoredPipelineNodes).Build(),
+			WithIndex(&corev1.Node{}, IndexHostname, NodeHostname).Build(),
 		"without the indexes": fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build(),
 	}
 }
@@ -215,69 +139,16 @@ func TestAmbiguousMessage(t *testing.T) {
 	}
 }
 
-func TestPipelinesOn(t *testing.T) {
-	objs := []client.Object{
-		pipeline("a", "on-location", nil, []string{"n1"}),
-		pipeline("b", "on-fallback", nil, []string{"n2", "n1"}),
-		pipeline("a", "router-on", &pipelinev1beta1.Router{Enabled: true, Location: "n1"}, []string{"n2"}),
-		pipeline("a", "router-disabled", &pipelinev1beta1.Router{Location: "n1"}, []string{"n2"}),
-		pipeline("a", "on-hostname", nil, []string{"host-3"}),
-		pipeline("b", "on-name", nil, nil, []string{"n3"}),
-		pipeline("b", "on-both", nil, []string{"n3", "host-3"}),
-		pipeline("a", "elsewhere", nil, []string{"n9"}),
-	}
-	keys := func(names ...string) []string { return names }
-	tests := []struct {
-		node *corev1.Node
-		want []string
-	}{
-		{hostnamed("n1", "n1"), keys("a/on-location", "b/on-fallback", "a/router-on")},
-		{namedNode("n1", nil), keys("a/on-location", "b/on-fallback", "a/router-on")},
-		{hostnamed("n3", "host-3"), keys("a/on-hostname", "b/on-name", "b/on-both")},
-		{hostnamed("n8", "n8"), nil},
-	}
-	for name, r := range readers(t, objs...) {
-		t.Run(name, func(t *testing.T) {
-			for _, tt := range tests {
-				got, err := PipelinesOn(context.Background(), r, tt.node)
-				if err != nil {
-					t.Fatalf("PipelinesOn(%s): %v", tt.node.Name, err)
-				}
-				if g := sortedKeys(got); !slices.Equal(g, sorted(tt.want)) {
-					t.Errorf("PipelinesOn(%s %v) = %q, want %q", tt.node.Name, tt.node.Labels, g, sorted(tt.want))
-				}
-			}
-		})
-	}
-}
-
 func TestIndexMissing(t *testing.T) {
 	r := readers(t)["without the indexes"]
 	err := r.List(context.Background(), &corev1.NodeList{}, client.MatchingFields{IndexHostname: "n1"})
-	if !indexMissing(err) {
-		t.Errorf("indexMissing(%v) = false for a reader without the index", err)
+	if !IndexMissing(err) {
+		t.Errorf("IndexMissing(%v) = false for a reader without the index", err)
 	}
-	if indexMissing(nil) {
-		t.Error("indexMissing(nil) = true")
+	if IndexMissing(nil) {
+		t.Error("IndexMissing(nil) = true")
 	}
-	if indexMissing(context.Canceled) {
-		t.Error("indexMissing(context.Canceled) = true: other errors must not be hidden")
+	if IndexMissing(context.Canceled) {
+		t.Error("IndexMissing(context.Canceled) = true: other errors must not be hidden")
 	}
-}
-
-func sortedKeys(keys []types.NamespacedName) []string {
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, k.String())
-	}
-	return sorted(out)
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.SortFunc(s, strings.Compare)
-	if s == nil {
-		s = []string{}
-	}
-	return s
 }

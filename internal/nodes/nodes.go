@@ -47,7 +47,7 @@ func (r Resolution) AmbiguousMessage() string {
 // Resolve finds the node location names: the node of that name; else, as locations named
 // nodes by their kubernetes.io/hostname label before, the one node that carries the label
 // location. Several nodes with the label and none with the name is ambiguous. r reads Nodes
-// by name, and by label through IndexHostname (a reader without it, see indexMissing, is asked
+// by name, and by label through IndexHostname (a reader without it, see IndexMissing, is asked
 // with a label selector instead, with the same result).
 func Resolve(ctx context.Context, r client.Reader, location string) (Resolution, error) {
 	res := Resolution{Location: location, Name: location}
@@ -89,7 +89,7 @@ func Exists(ctx context.Context, r client.Reader, location string) (bool, error)
 func withHostname(ctx context.Context, r client.Reader, hostname string) ([]corev1.Node, error) {
 	list := &corev1.NodeList{}
 	err := r.List(ctx, list, client.MatchingFields{IndexHostname: hostname})
-	if indexMissing(err) {
+	if IndexMissing(err) {
 		err = r.List(ctx, list, client.MatchingLabels{corev1.LabelHostname: hostname})
 	}
 	if err != nil {

@@ -187,8 +187,8 @@ func TestDesiredStorage(t *testing.T) {
 		check   func(t *testing.T, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim)
 	}{{
 		name: "nfs",
-		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
-			CSIParameter: map[string]string{"server": "192.168.20.235", "share": "/home/aiedge/csiTest"}},
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeNFS,
+			NFS: &pipelinev1.NFSStorage{Server: "192.168.20.235", Path: "/home/aiedge/csiTest"}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			want := &corev1.NFSVolumeSource{Server: "192.168.20.235", Path: "/home/aiedge/csiTest", ReadOnly: true}
 			if diff := cmp.Diff(want, pv.Spec.NFS); diff != "" {
@@ -196,9 +196,9 @@ func TestDesiredStorage(t *testing.T) {
 			}
 		},
 	}, {
-		name: "csi with the default driver",
-		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
-			CSIParameter: map[string]string{"server": "nfs.local", "share": "/models"}},
+		name: "csi with nfs.csi.k8s.io, v1beta1's default driver",
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+			CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver, VolumeAttributes: map[string]string{"server": "nfs.local", "share": "/models"}}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != "nfs.csi.k8s.io" || pv.Spec.CSI.VolumeHandle != pv.Name {
 				t.Fatalf("csi source %+v", pv.Spec.CSI)
@@ -209,8 +209,8 @@ func TestDesiredStorage(t *testing.T) {
 		},
 	}, {
 		name: "csi with its own driver",
-		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
-			CSIParameter: map[string]string{"driver": "smb.csi.k8s.io", "source": "//smb/models"}},
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+			CSI: &pipelinev1.CSIStorage{Driver: "smb.csi.k8s.io", VolumeAttributes: map[string]string{"source": "//smb/models"}}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
 			if pv.Spec.CSI.Driver != "smb.csi.k8s.io" {
 				t.Errorf("driver %q", pv.Spec.CSI.Driver)
@@ -221,8 +221,8 @@ func TestDesiredStorage(t *testing.T) {
 		},
 	}, {
 		name: "storageClass with capacity and access modes",
-		storage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast",
-			Capacity: ptr.To(resource.MustParse("20Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
+		storage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass, StorageClass: &pipelinev1.StorageClassStorage{Name: "fast",
+			Capacity: ptr.To(resource.MustParse("20Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}},
 		check: func(t *testing.T, _ *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 			if ptr.Deref(pvc.Spec.StorageClassName, "") != "fast" || pvc.Spec.VolumeName != "" {
 				t.Errorf("class %v volume %q", pvc.Spec.StorageClassName, pvc.Spec.VolumeName)
@@ -286,10 +286,15 @@ func TestPodsMountNoServiceAccountToken(t *testing.T) {
 
 func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 	const kept = "default-facedetection-pipeline-1a2b3c4d"
-	for _, typ := range []pipelinev1.StorageType{pipelinev1.StorageTypeNFS, pipelinev1.StorageTypeCSI} {
+	for _, typ := range []pipelinev1.ModelStorageType{pipelinev1.ModelStorageTypeNFS, pipelinev1.ModelStorageTypeCSI} {
 		t.Run(string(typ), func(t *testing.T) {
 			p := testenv.Sample(t, "default")
-			p.Spec.ModelStorage.Type = typ
+			if typ == pipelinev1.ModelStorageTypeCSI {
+				// The sample's export, as csi storage with v1beta1's default driver.
+				nfs := p.Spec.ModelStorage.NFS
+				p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: typ, CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver,
+					VolumeAttributes: map[string]string{"server": nfs.Server, "share": nfs.Path}}}
+			}
 			for _, tt := range []struct{ given, want string }{{"", PVName(p)}, {kept, kept}} {
 				pv := testenv.Typed[corev1.PersistentVolume](t, PV(p, tt.given, InlineVolumeSource(p)))
 				pvc := testenv.Typed[corev1.PersistentVolumeClaim](t, PVC(p, tt.given))
@@ -319,7 +324,7 @@ func TestWithTheRouterNoStepForwards(t *testing.T) {
 			t.Errorf("step %d: %s=%q (present %v), want present and empty", i+1, pipelinev1.EnvNextStepURL, next, ok)
 		}
 	}
-	p.Spec.Router.Enabled = false
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}
 	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
 	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; next != StepURL(p, 1) {
 		t.Errorf("without the router step 1 forwards to %q, want %q", next, StepURL(p, 1))

@@ -10,7 +10,7 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
-// The defaults live next to the API types (api/v1beta1/defaults.go), shared with the defaulting
+// The defaults live next to the API types (api/v1/defaults.go), shared with the defaulting
 // webhook; these helpers read a Pipeline the way the operator acts on it, whether or not the
 // webhook wrote the defaults into its spec.
 
@@ -20,29 +20,31 @@ const (
 	defaultIngressPathType = networkingv1.PathTypePrefix
 )
 
-// StorageType is the storage type of p, nfs when the spec leaves it out.
-func StorageType(p *pipelinev1.Pipeline) pipelinev1.StorageType {
-	return p.Spec.ModelStorage.EffectiveType()
+// StorageType is the storage type of p: modelStorage.type.
+func StorageType(p *pipelinev1.Pipeline) pipelinev1.ModelStorageType {
+	return p.Spec.ModelStorage.Type
 }
 
-// OwnsStorage is true when the operator creates the claim (and for nfs/csi the volume).
+// OwnsStorage is true when the operator creates the claim (and for NFS, CSI and
+// ModelStorageClass storage the volume).
 func OwnsStorage(p *pipelinev1.Pipeline) bool {
-	return StorageType(p) != pipelinev1.StorageTypeExistingClaim
+	return StorageType(p) != pipelinev1.ModelStorageTypeExistingClaim
 }
 
 // OwnsVolume is true when the operator creates the PersistentVolume.
 func OwnsVolume(p *pipelinev1.Pipeline) bool {
 	t := StorageType(p)
-	return t == pipelinev1.StorageTypeNFS || t == pipelinev1.StorageTypeCSI || t == pipelinev1.StorageTypeModelStorageClass
+	return t == pipelinev1.ModelStorageTypeNFS || t == pipelinev1.ModelStorageTypeCSI || t == pipelinev1.ModelStorageTypeModelStorageClass
 }
 
-// ModelStorageClassName is the name of the ModelStorageClass the storage of p is made from; empty
-// unless the type is modelStorageClass.
+// ModelStorageClassName is the name of the ModelStorageClass the storage of p is made from
+// (modelStorage.modelStorageClass.name); empty unless the type is ModelStorageClass.
 func ModelStorageClassName(p *pipelinev1.Pipeline) string {
-	if StorageType(p) != pipelinev1.StorageTypeModelStorageClass {
+	m := p.Spec.ModelStorage
+	if StorageType(p) != pipelinev1.ModelStorageTypeModelStorageClass || m.ModelStorageClass == nil {
 		return ""
 	}
-	return p.Spec.ModelStorage.ModelStorageClassName
+	return m.ModelStorageClass.Name
 }
 
 func capacity(p *pipelinev1.Pipeline) resource.Quantity {
@@ -62,7 +64,7 @@ func modelPath(p *pipelinev1.Pipeline, i int) string {
 	return path.Join(mountPath(p), p.Spec.Steps[i].Model)
 }
 
-// StepPort is the port step i listens on: port, else args.listenPort, else 80.
+// StepPort is the port step i listens on: port, else 80.
 func StepPort(p *pipelinev1.Pipeline, i int) int32 {
 	return p.Spec.Steps[i].EffectivePort()
 }
@@ -74,7 +76,7 @@ func StepReplicas(p *pipelinev1.Pipeline, i int) int32 {
 
 // stepServiceType is the type of step i's Service: spec.expose.serviceType for the entry
 // step, ClusterIP for every other step and whenever expose leaves it out.
-// With the router enabled the router is the entry, and every step's Service is ClusterIP.
+// With dataPath.mode Router the router is the entry, and every step's Service is ClusterIP.
 func stepServiceType(p *pipelinev1.Pipeline, i int) corev1.ServiceType {
 	if i == 0 && !RouterEnabled(p) {
 		return EntryServiceType(p)
@@ -112,9 +114,4 @@ func ingressPathType(p *pipelinev1.Pipeline) networkingv1.PathType {
 		return networkingv1.PathType(ing.PathType)
 	}
 	return defaultIngressPathType
-}
-
-// Paused reports whether p asks the operator to leave its children alone.
-func Paused(p *pipelinev1.Pipeline) bool {
-	return p.Annotations[pipelinev1.PausedAnnotation] == "true"
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Ingress is the Ingress of spec.expose.ingress: one rule (for host, or any host) that
-// routes path to the entry's Service (the router's when it is enabled, else the first step's),
+// routes path to the entry's Service (the router's with dataPath.mode Router, else the first step's),
 // with TLS for host when tlsSecretName is set. It must only be called when the spec asks for an
 // Ingress.
 func Ingress(p *pipelinev1.Pipeline) *networkingv1ac.IngressApplyConfiguration {

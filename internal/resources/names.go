@@ -59,9 +59,10 @@ func fullHash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// StepName is the step's name, step-<1-based index> when the spec gives none.
+// StepName is the name of step i: v1 names every step (v1beta1's unnamed step is
+// step-<1-based index>).
 func StepName(p *pipelinev1.Pipeline, i int) string {
-	return p.Spec.StepName(i)
+	return p.Spec.Steps[i].Name
 }
 
 // StepLabel names step i in messages: step <1-based index> (<name>).
@@ -88,13 +89,13 @@ func storageKey(p *pipelinev1.Pipeline) string {
 }
 
 // storageIdentity is what identifies the storage of p: its namespace and name, then the storage
-// spec with its defaults (type, class, capacity, access modes, every csiParameter entry in the
-// order of the keys).
+// spec with its defaults, as v1beta1 said it (see storageV1beta1): type, class, capacity, access
+// modes, every csiParameter entry in the order of the keys.
 func storageIdentity(p *pipelinev1.Pipeline) []string {
-	s := p.Spec.ModelStorage
-	size := capacity(p)
-	parts := []string{p.Namespace, p.Name, string(StorageType(p)), s.StorageClassName, size.String()}
-	for _, m := range accessModes(p) {
+	s := storageV1beta1(p)
+	size, modes := s.effectiveCapacity(), s.effectiveAccessModes()
+	parts := []string{p.Namespace, p.Name, s.effectiveType(), s.StorageClassName, size.String()}
+	for _, m := range modes {
 		parts = append(parts, string(m))
 	}
 	keys := make([]string, 0, len(s.CSIParameter))
@@ -105,10 +106,10 @@ func storageIdentity(p *pipelinev1.Pipeline) []string {
 	for _, k := range keys {
 		parts = append(parts, k+"="+s.CSIParameter[k])
 	}
-	// Only storage of type modelStorageClass has a class (and no csiParameter): the identity of
-	// the other types stays what it was before the type existed.
-	if class := ModelStorageClassName(p); class != "" {
-		parts = append(parts, "modelStorageClass="+class)
+	// Only storage of type modelStorageClass names a class (and has no csiParameter): the
+	// identity of the other types stays what it was before the type existed.
+	if s.effectiveType() == v1beta1ModelStorageClass && s.ModelStorageClassName != "" {
+		parts = append(parts, "modelStorageClass="+s.ModelStorageClassName)
 	}
 	return parts
 }
@@ -135,10 +136,14 @@ func LegacyPVName(p *pipelinev1.Pipeline) string {
 	return childName(p.Namespace, p.Name, storageKey(p))
 }
 
-// ClaimName is the claim every step mounts: the user's for existingClaim, else the operator's.
+// ClaimName is the claim every step mounts: the user's for ExistingClaim storage
+// (modelStorage.existingClaim.name), else the operator's.
 func ClaimName(p *pipelinev1.Pipeline) string {
-	if StorageType(p) == pipelinev1.StorageTypeExistingClaim {
-		return p.Spec.ModelStorage.ClaimName
+	if StorageType(p) == pipelinev1.ModelStorageTypeExistingClaim {
+		if c := p.Spec.ModelStorage.ExistingClaim; c != nil {
+			return c.Name
+		}
+		return ""
 	}
 	return childName(p.Name, "models", storageKey(p))
 }

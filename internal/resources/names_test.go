@@ -75,12 +75,12 @@ func TestStorageNames(t *testing.T) {
 		t.Errorf("claim name %q does not say what it is", ClaimName(p))
 	}
 	before := PVName(p)
-	p.Spec.ModelStorage.CSIParameter["share"] = "/elsewhere"
+	p.Spec.ModelStorage.NFS.Path = "/elsewhere"
 	if PVName(p) == before {
 		t.Errorf("a different export kept the PV name %q", before)
 	}
-	p.Spec.ModelStorage.Type = pipelinev1.StorageTypeExistingClaim
-	p.Spec.ModelStorage.ClaimName = "my-models"
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim,
+		ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: "my-models"}}
 	if ClaimName(p) != "my-models" {
 		t.Errorf("existingClaim mounts %q, want my-models", ClaimName(p))
 	}
@@ -110,7 +110,18 @@ func TestPVName(t *testing.T) {
 		return p
 	}
 	share := func(s string) func(*pipelinev1.Pipeline) {
-		return func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = s }
+		return func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = s }
+	}
+	// attributes makes the storage csi, with the sample's server and the volume attributes kv.
+	attributes := func(kv ...string) func(*pipelinev1.Pipeline) {
+		return func(p *pipelinev1.Pipeline) {
+			attrs := map[string]string{"server": p.Spec.ModelStorage.NFS.Server}
+			for i := 0; i+1 < len(kv); i += 2 {
+				attrs[kv[i]] = kv[i+1]
+			}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver, VolumeAttributes: attrs}}
+		}
 	}
 	tests := []struct {
 		name string
@@ -131,11 +142,9 @@ func TestPVName(t *testing.T) {
 		{name: "two storage specs of one Pipeline", a: pipeline("default", "p"), b: pipeline("default", "p", share("/elsewhere"))},
 		{
 			// The earlier hash separated the parts with a NUL character, which a value may hold.
-			name: "a csiParameter value that spells the next entry",
-			a: pipeline("default", "p", share("/m"), func(p *pipelinev1.Pipeline) {
-				p.Spec.ModelStorage.CSIParameter["tail"] = "x"
-			}),
-			b:           pipeline("default", "p", share("/m\x00tail=x")),
+			name:        "a volume attribute value that spells the next entry",
+			a:           pipeline("default", "p", attributes("share", "/m", "tail", "x")),
+			b:           pipeline("default", "p", attributes("share", "/m\x00tail=x")),
 			oldCollided: true,
 		},
 		{name: "longest namespace and name", a: pipeline(strings.Repeat("s", 63), strings.Repeat("n", 63)),

@@ -23,7 +23,7 @@ func TestPinningAffinity(t *testing.T) {
 	tests := []struct {
 		name     string
 		location string
-		// routerLocation is spec.router.location; the router is enabled.
+		// routerLocation is dataPath.router.location; dataPath.mode is Router.
 		routerLocation string
 		node           string
 		nodeSelector   map[string]string
@@ -53,7 +53,7 @@ func TestPinningAffinity(t *testing.T) {
 			}
 
 			p = testenv.RoutedSample(t)
-			p.Spec.Router.Location = tt.location
+			p.Spec.DataPath.Router.Location = tt.location
 			pod = testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, "{}", tt.node)).Spec.Template.Spec
 			if diff := cmp.Diff(tt.want, pod.Affinity); diff != "" {
 				t.Errorf("router affinity (-want +got):\n%s", diff)

@@ -76,12 +76,21 @@ const routerMemoryLimitTenths = 9
 const AnnotationRouterConfigHash = "distri-infer.ndsl.cn/router-config-hash"
 
 // RouterMetricName is the step label of the router's series of the failover counter: no step
-// may be named router while the router is enabled.
+// may be named router with dataPath.mode Router.
 const RouterMetricName = componentRouter
 
-// RouterEnabled reports whether p asks for the router.
+// RouterEnabled reports whether p asks for the router: dataPath.mode Router.
 func RouterEnabled(p *pipelinev1.Pipeline) bool {
 	return p.Spec.RouterEnabled()
+}
+
+// routerSettings are the router's settings, dataPath.router: empty (the defaults apply) when the
+// spec gives none or runs no router.
+func routerSettings(p *pipelinev1.Pipeline) *pipelinev1.Router {
+	if rt := p.Spec.RouterSettings(); rt != nil {
+		return rt
+	}
+	return &pipelinev1.Router{}
 }
 
 // IsRouterObject reports whether obj is one of the router's objects (and not, say, the
@@ -103,7 +112,7 @@ func routerLabels(p *pipelinev1.Pipeline) map[string]string {
 }
 
 // RouterSelector selects the router's pods. Steps select theirs by step name, and no step may
-// be named router while the router is enabled.
+// be named router with dataPath.mode Router.
 func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 	return map[string]string{
 		LabelPipeline:  p.Name,
@@ -119,16 +128,15 @@ func RouterConfig(p *pipelinev1.Pipeline) router.Config {
 		Pipeline: p.Namespace + "/" + p.Name,
 		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
 	}
-	if rt := p.Spec.Router; rt != nil {
-		if rt.MaxBodyBytes != nil {
-			cfg.MaxBodyBytes = *rt.MaxBodyBytes
-		}
-		if rt.RequestTimeoutSeconds != nil {
-			cfg.RequestTimeoutSeconds = float64(*rt.RequestTimeoutSeconds)
-		}
-		for _, h := range rt.PropagateHeaders {
-			cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
-		}
+	rt := routerSettings(p)
+	if rt.MaxBodyBytes != nil {
+		cfg.MaxBodyBytes = *rt.MaxBodyBytes
+	}
+	if rt.RequestTimeoutSeconds != nil {
+		cfg.RequestTimeoutSeconds = float64(*rt.RequestTimeoutSeconds)
+	}
+	for _, h := range rt.PropagateHeaders {
+		cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
 	}
 	for i, s := range p.Spec.Steps {
 		step := router.Step{
@@ -167,12 +175,12 @@ func RouterConfigMap(p *pipelinev1.Pipeline, config string) *corev1ac.ConfigMapA
 
 // RouterDeployment is the router's Deployment: image runs cmd/router with config (the
 // content of the ConfigMap, whose hash is on the pod template), pinned to the node named node:
-// the node placement chose among spec.router.location and fallbackLocations (see
+// the node placement chose among dataPath.router.location and fallbackLocations (see
 // nodes.Decide), resolved to its name; empty is the name location when the router has one.
 // The router image runs as a non-root user and writes no file, so its pods meet the restricted
 // Pod Security level in every namespace.
 func RouterDeployment(p *pipelinev1.Pipeline, image, config, node string) *appsv1ac.DeploymentApplyConfiguration {
-	rt := p.Spec.Router
+	rt := routerSettings(p)
 	labels := routerLabels(p)
 	probe := func(path string, delay int32) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().
@@ -291,7 +299,7 @@ func RouterPDB(p *pipelinev1.Pipeline) *policyv1ac.PodDisruptionBudgetApplyConfi
 // more than one pod, not pinned to one node by location (its pods could then not move, and a
 // drain of that node would wait for ever).
 func RouterWantsDisruptionBudget(p *pipelinev1.Pipeline) bool {
-	rt := p.Spec.Router
+	rt := routerSettings(p)
 	return RouterEnabled(p) && rt.EffectiveReplicas() > 1 && rt.Location == ""
 }
 

@@ -36,8 +36,8 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "detect", "recognize"
 				p.Spec.Steps[1].Port = ptr.To[int32](8000)
 				p.Spec.Steps[1].Retries = ptr.To[int32](0)
-				p.Spec.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
-				p.Spec.Router.PropagateHeaders = []pipelinev1.HeaderName{"X-User", "x-tenant"}
+				p.Spec.DataPath.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
+				p.Spec.DataPath.Router.PropagateHeaders = []pipelinev1.HeaderName{"X-User", "x-tenant"}
 			},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
 				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
@@ -48,7 +48,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 		"a step that must not get a request twice, and a request deadline": {
 			mutate: func(p *pipelinev1.Pipeline) {
 				p.Spec.Steps[1].Idempotent = ptr.To(false)
-				p.Spec.Router.RequestTimeoutSeconds = ptr.To[int32](30)
+				p.Spec.DataPath.Router.RequestTimeoutSeconds = ptr.To[int32](30)
 			},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", RequestTimeoutSeconds: 30, Steps: []router.Step{
 				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
@@ -102,8 +102,8 @@ func TestDesiredRouterConfigMap(t *testing.T) {
 
 func TestDesiredRouterDeployment(t *testing.T) {
 	p := testenv.RoutedSample(t)
-	p.Spec.Router.Replicas = ptr.To[int32](2)
-	p.Spec.Router.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	p.Spec.DataPath.Router.Replicas = ptr.To[int32](2)
+	p.Spec.DataPath.Router.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
 	data, err := RouterConfigJSON(p)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 
 	t.Run("without a location the scheduler chooses, spreading the two replicas of the default over nodes", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Router.Location = ""
+		p.Spec.DataPath.Router.Location = ""
 		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 		pod := d.Spec.Template.Spec
 		if pod.NodeSelector != nil || pod.Affinity != nil {
@@ -217,7 +217,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 
 	t.Run("without a memory limit the Go runtime gets no limit", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Router.Resources = nil
+		p.Spec.DataPath.Router.Resources = nil
 		d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, ""))
 		if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 0 {
 			t.Errorf("env %v", env)
@@ -269,7 +269,9 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
 			p.Spec.Expose = tc.expose
-			p.Spec.Router.Enabled = !tc.routerOff
+			if tc.routerOff {
+				p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}
+			}
 			entry := testenv.Typed[corev1.Service](t, StepService(p, 0))
 			if tc.routerOff {
 				if entry.Spec.Type != tc.wantType {
@@ -336,7 +338,7 @@ func TestRouterDrainTimeout(t *testing.T) {
 		{"a request deadline above the cap", 86400, 10 * time.Minute},
 	} {
 		p := testenv.RoutedSample(t)
-		p.Spec.Router.RequestTimeoutSeconds = ptr.To(tc.timeout)
+		p.Spec.DataPath.Router.RequestTimeoutSeconds = ptr.To(tc.timeout)
 		if got := RouterDrainTimeout(p); got != tc.want {
 			t.Errorf("%s: drain %s, want %s", tc.name, got, tc.want)
 		}
@@ -348,15 +350,15 @@ func TestRouterDisruptionBudget(t *testing.T) {
 	if RouterWantsDisruptionBudget(p) {
 		t.Error("a router pinned to a node wants a disruption budget: a drain of that node would wait for ever")
 	}
-	p.Spec.Router.Location = ""
+	p.Spec.DataPath.Router.Location = ""
 	if !RouterWantsDisruptionBudget(p) {
 		t.Error("a router of two unpinned pods (the default) wants no disruption budget")
 	}
-	p.Spec.Router.Replicas = ptr.To[int32](1)
+	p.Spec.DataPath.Router.Replicas = ptr.To[int32](1)
 	if RouterWantsDisruptionBudget(p) {
 		t.Error("a router of one pod wants a disruption budget: it would forbid every eviction")
 	}
-	p.Spec.Router.Replicas = nil
+	p.Spec.DataPath.Router.Replicas = nil
 	pdb := testenv.Typed[policyv1.PodDisruptionBudget](t, RouterPDB(p))
 	if pdb.Name != "facedetection-pipeline-router" || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 ||
 		!cmp.Equal(pdb.Spec.Selector.MatchLabels, RouterSelector(p)) || pdb.Spec.UnhealthyPodEvictionPolicy == nil ||
@@ -369,7 +371,7 @@ func TestRouterDisruptionBudget(t *testing.T) {
 // location's after a failover, by node name; the rest of the Deployment does not change with it.
 func TestRouterDeploymentPinning(t *testing.T) {
 	base := testenv.RoutedSample(t)
-	base.Spec.Router.FallbackLocations = []string{"edge-b", "edge-c"}
+	base.Spec.DataPath.Router.FallbackLocations = []string{"edge-b", "edge-c"}
 	data, err := RouterConfigJSON(base)
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +391,7 @@ func TestRouterDeploymentPinning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base.DeepCopy()
-			p.Spec.Router.Location = tc.location
+			p.Spec.DataPath.Router.Location = tc.location
 			d := testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, data, tc.node))
 			pod := d.Spec.Template.Spec
 			if got := PinnedNode(&pod); got != tc.want {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,19 +40,18 @@ func nextStepURL(p *pipelinev1.Pipeline, i int) string {
 	return StepURL(p, i+1)
 }
 
-// stepEnv is the environment of step i: its args (sorted by name), the variables the
-// operator injects, then the step's own env entries.
+// stepEnv is the environment of step i: the env entries that were v1beta1 args
+// (Pipeline.LeadingEnv), in their order, then the variables the operator injects, then the step's
+// other env entries, in their order. A Pipeline made in v1beta1 keeps the order v1beta1 gave its
+// step's container (args sorted by name, the injected variables, env), and with it its pods.
 func stepEnv(p *pipelinev1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
 	s := p.Spec.Steps[i]
-	keys := make([]string, 0, len(s.Args))
-	for k := range s.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	env := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(keys)+6+len(s.Env))
-	for _, k := range keys {
-		env = append(env, corev1ac.EnvVar().WithName(k).WithValue(string(s.Args[k])))
+	leading := p.LeadingEnv(i)
+	env := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(pipelinev1.InjectedEnv)+len(s.Env))
+	for _, e := range s.Env {
+		if slices.Contains(leading, e.Name) {
+			env = append(env, leadingEnvVar(e))
+		}
 	}
 	env = append(env,
 		corev1ac.EnvVar().WithName(pipelinev1.EnvModelName).WithValue(s.Model),
@@ -63,9 +62,20 @@ func stepEnv(p *pipelinev1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration
 		corev1ac.EnvVar().WithName(pipelinev1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
 	)
 	for _, e := range s.Env {
-		env = append(env, Convert[corev1ac.EnvVarApplyConfiguration](e))
+		if !slices.Contains(leading, e.Name) {
+			env = append(env, Convert[corev1ac.EnvVarApplyConfiguration](e))
+		}
 	}
 	return env
+}
+
+// leadingEnvVar is env entry e of LeadingEnv. One with a value is written as v1beta1 wrote its
+// arg, with the value even when it is empty.
+func leadingEnvVar(e corev1.EnvVar) *corev1ac.EnvVarApplyConfiguration {
+	if e.ValueFrom != nil {
+		return Convert[corev1ac.EnvVarApplyConfiguration](e)
+	}
+	return corev1ac.EnvVar().WithName(e.Name).WithValue(e.Value)
 }
 
 // StepDeployment is the Deployment of step i: its pods are pinned to the node named node (the

@@ -12,7 +12,7 @@ import (
 )
 
 // VolumeSource is where the model PersistentVolume of a Pipeline finds its data, resolved
-// either from the spec (nfs and csi storage: InlineVolumeSource) or from the ModelStorageClass
+// either from the spec (NFS and CSI storage: InlineVolumeSource) or from the ModelStorageClass
 // the spec names (ClassVolumeSource). Exactly one of NFS and CSI is set.
 type VolumeSource struct {
 	// NFS is an NFS export.
@@ -23,21 +23,19 @@ type VolumeSource struct {
 	MountOptions []string
 }
 
-// InlineVolumeSource is the source that the csiParameter of nfs or csi storage describes,
-// read-only: for csi, csiParameter.driver (default nfs.csi.k8s.io) and the other entries as
-// volume attributes; for nfs, csiParameter.server and csiParameter.share.
+// InlineVolumeSource is the source that NFS or CSI storage describes, read-only: for CSI,
+// modelStorage.csi's driver and volumeAttributes; for NFS, modelStorage.nfs's server and path.
 func InlineVolumeSource(p *pipelinev1.Pipeline) VolumeSource {
-	params := p.Spec.ModelStorage.CSIParameter
-	if StorageType(p) == pipelinev1.StorageTypeCSI {
-		driver := params[pipelinev1.CSIDriverParameter]
-		if driver == "" {
-			driver = pipelinev1.DefaultCSIDriver
-		}
-		attrs := maps.Clone(params)
-		delete(attrs, pipelinev1.CSIDriverParameter)
-		return VolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, ReadOnly: true, VolumeAttributes: attrs}}
+	m := p.Spec.ModelStorage
+	if StorageType(p) == pipelinev1.ModelStorageTypeCSI && m.CSI != nil {
+		return VolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: m.CSI.Driver, ReadOnly: true,
+			VolumeAttributes: maps.Clone(m.CSI.VolumeAttributes)}}
 	}
-	return VolumeSource{NFS: &corev1.NFSVolumeSource{Server: params["server"], Path: params["share"], ReadOnly: true}}
+	var server, path string
+	if m.NFS != nil {
+		server, path = m.NFS.Server, m.NFS.Path
+	}
+	return VolumeSource{NFS: &corev1.NFSVolumeSource{Server: server, Path: path, ReadOnly: true}}
 }
 
 // ClassVolumeSource is the source a ModelStorageClass publishes: its NFS export or CSI volume,
@@ -55,7 +53,7 @@ func ClassVolumeSource(c *pipelinev1.ModelStorageClass) VolumeSource {
 	return src
 }
 
-// PV is the model PersistentVolume of p (nfs, csi and modelStorageClass storage) with the
+// PV is the model PersistentVolume of p (NFS, CSI and ModelStorageClass storage) with the
 // source src, named name, pre-bound to the claim of PVC so that no other claim can take it. name
 // is PVName(p) (empty is that too), or the name of the volume an earlier version made for the
 // claim, which keeps it.
@@ -108,14 +106,15 @@ func VolumeMadeFor(p *pipelinev1.Pipeline, pvc *corev1.PersistentVolumeClaim, pv
 }
 
 // PVC is the claim every step of p mounts: bound to the volume named volume (as PV; empty is
-// PVName(p)) for nfs and csi storage, provisioned by storageClassName for storageClass storage.
+// PVName(p)) for NFS, CSI and ModelStorageClass storage, provisioned by the StorageClass
+// modelStorage.storageClass.name for StorageClass storage.
 func PVC(p *pipelinev1.Pipeline, volume string) *corev1ac.PersistentVolumeClaimApplyConfiguration {
 	spec := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(accessModes(p)...).
 		WithResources(corev1ac.VolumeResourceRequirements().
 			WithRequests(corev1.ResourceList{corev1.ResourceStorage: capacity(p)}))
-	if StorageType(p) == pipelinev1.StorageTypeStorageClass {
-		spec.WithStorageClassName(p.Spec.ModelStorage.StorageClassName)
+	if StorageType(p) == pipelinev1.ModelStorageTypeStorageClass {
+		spec.WithStorageClassName(storageClassName(p))
 	} else {
 		spec.WithStorageClassName("").WithVolumeName(cmp.Or(volume, PVName(p)))
 	}
@@ -123,4 +122,12 @@ func PVC(p *pipelinev1.Pipeline, volume string) *corev1ac.PersistentVolumeClaimA
 		WithLabels(storageLabels(p)).
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(spec)
+}
+
+// storageClassName is the StorageClass that provisions the claim of StorageClass storage.
+func storageClassName(p *pipelinev1.Pipeline) string {
+	if c := p.Spec.ModelStorage.StorageClass; c != nil {
+		return c.Name
+	}
+	return ""
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
-// classPipeline is the sample Pipeline with storage of type modelStorageClass naming class.
+// classPipeline is the sample Pipeline with storage of type ModelStorageClass naming class.
 func classPipeline(t *testing.T, class string) *pipelinev1.Pipeline {
 	t.Helper()
 	p := testenv.Sample(t, "team-a")
-	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass,
-		ModelStorageClassName: class, Capacity: ptr.To(resource.MustParse("5Gi")),
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany, corev1.ReadWriteMany}}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+		ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: class, Capacity: ptr.To(resource.MustParse("5Gi")),
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany, corev1.ReadWriteMany}}}
 	return p
 }
 

@@ -15,6 +15,19 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
+// counts is the status of an autoscaler with these bounds and counts: every number is written,
+// 0 included.
+func counts(minReplicas, maxReplicas, current, desired int32) *pipelinev1.StepAutoscalingStatus {
+	return &pipelinev1.StepAutoscalingStatus{MinReplicas: ptr.To(minReplicas), MaxReplicas: ptr.To(maxReplicas),
+		CurrentReplicas: ptr.To(current), DesiredReplicas: ptr.To(desired)}
+}
+
+// withScaling is as with the autoscaler's ScalingActive condition and message.
+func withScaling(as *pipelinev1.StepAutoscalingStatus, active bool, message string) *pipelinev1.StepAutoscalingStatus {
+	as.ScalingActive, as.Message = ptr.To(active), message
+	return as
+}
+
 func TestScalingStatus(t *testing.T) {
 	scaled := func(replicas int32) *appsv1.Deployment {
 		return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)}}
@@ -35,34 +48,32 @@ func TestScalingStatus(t *testing.T) {
 	}, {
 		name:    "nothing exists yet: minReplicas",
 		scaling: &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6}, replicas: 2,
-		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6},
+		want: counts(2, 6, 0, 0),
 	}, {
 		name:    "autoscaler has not reported: the Deployment's count",
 		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), hpa: hpa(0, 0), replicas: 3,
-		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6},
+		want: counts(1, 6, 0, 0),
 	}, {
 		name:    "the autoscaler's desired count",
 		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(3), replicas: 5,
 		hpa: hpa(3, 5, autoscalingv2.HorizontalPodAutoscalerCondition{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionTrue,
 			Reason: "ValidMetricFound", Message: "the HPA was able to successfully calculate a replica count"}),
-		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 3, DesiredReplicas: 5,
-			ScalingActive: ptr.To(true)},
+		want: withScaling(counts(1, 6, 3, 5), true, ""),
 	}, {
 		name:    "no metrics: reported, with the autoscaler's reason",
 		scaling: &pipelinev1.StepAutoscaling{MaxReplicas: 6}, d: scaled(2), replicas: 2,
 		hpa: hpa(2, 0, autoscalingv2.HorizontalPodAutoscalerCondition{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
 			Reason: "FailedGetResourceMetric", Message: "no metrics returned from resource metrics API"}),
-		want: &pipelinev1.StepAutoscalingStatus{MinReplicas: 1, MaxReplicas: 6, CurrentReplicas: 2, ScalingActive: ptr.To(false),
-			Message: "FailedGetResourceMetric: no metrics returned from resource metrics API"},
+		want: withScaling(counts(1, 6, 2, 0), false, "FailedGetResourceMetric: no metrics returned from resource metrics API"),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testenv.Sample(t, "vision")
 			p.Spec.Steps[1].Autoscaling = tt.scaling
-			st := pipelinev1.StepStatus{Replicas: resources.StepReplicas(p, 1)}
+			st := pipelinev1.StepStatus{Replicas: ptr.To(resources.StepReplicas(p, 1))}
 			scalingStatus(p, 1, &st, tt.d, tt.hpa)
-			if st.Replicas != tt.replicas {
-				t.Errorf("replicas = %d, want %d", st.Replicas, tt.replicas)
+			if st.Replicas == nil || *st.Replicas != tt.replicas {
+				t.Errorf("replicas = %v, want %d", ptr.Deref(st.Replicas, -1), tt.replicas)
 			}
 			if diff := cmp.Diff(tt.want, st.Autoscaling); diff != "" {
 				t.Errorf("autoscaling (-want +got):\n%s", diff)
@@ -83,9 +94,9 @@ func TestScalingInactiveDoesNotFailThePipeline(t *testing.T) {
 			Status: corev1.ConditionFalse, Reason: "FailedGetResourceMetric", Message: "unable to get metrics for resource cpu"}}}}
 	st := Compute(p, obs)
 	if st.Phase != pipelinev1.PipelinePhaseRunning {
-		t.Errorf("phase %s, want running", st.Phase)
+		t.Errorf("phase %s, want Running", st.Phase)
 	}
-	as := st.DetailPhase.StepsPhase[1].Autoscaling
+	as := st.Steps[1].Autoscaling
 	if as == nil || ptr.Deref(as.ScalingActive, true) || as.Message == "" {
 		t.Errorf("autoscaling status %+v, want scalingActive false with the reason", as)
 	}
@@ -100,15 +111,15 @@ func TestAutoscaledStepAvailableDuringScaleUp(t *testing.T) {
 		name       string
 		autoscaled bool
 		d          *appsv1.Deployment
-		want       pipelinev1.DeploymentPhase
+		want       pipelinev1.DeploymentState
 	}{
-		{name: "scaling up from 2 to 5, 2 available", autoscaled: true, d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentPhaseAvailable},
-		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentPhaseProgressing},
-		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1.DeploymentPhaseProgressing},
-		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1.DeploymentPhaseProgressing},
-		{name: "new, below minReplicas until the autoscaler raises it", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1.DeploymentPhaseProgressing},
-		{name: "scaled to zero by hand", autoscaled: true, d: deployment(0, 0, 0, 0), want: pipelinev1.DeploymentPhaseProgressing},
-		{name: "at minReplicas", autoscaled: true, d: deployment(2, 2, 2, 2), want: pipelinev1.DeploymentPhaseAvailable},
+		{name: "scaling up from 2 to 5, 2 available", autoscaled: true, d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentStateAvailable},
+		{name: "the same without autoscaling is progressing", d: deployment(5, 5, 2, 5), want: pipelinev1.DeploymentStateProgressing},
+		{name: "fewer than minReplicas available", autoscaled: true, d: deployment(5, 5, 1, 5), want: pipelinev1.DeploymentStateProgressing},
+		{name: "a template rollout with old pods left", autoscaled: true, d: deployment(5, 3, 4, 6), want: pipelinev1.DeploymentStateProgressing},
+		{name: "new, below minReplicas until the autoscaler raises it", autoscaled: true, d: deployment(1, 1, 1, 1), want: pipelinev1.DeploymentStateProgressing},
+		{name: "scaled to zero by hand", autoscaled: true, d: deployment(0, 0, 0, 0), want: pipelinev1.DeploymentStateProgressing},
+		{name: "at minReplicas", autoscaled: true, d: deployment(2, 2, 2, 2), want: pipelinev1.DeploymentStateAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,9 +128,9 @@ func TestAutoscaledStepAvailableDuringScaleUp(t *testing.T) {
 				p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 8}
 			}
 			before := *tt.d.Spec.Replicas
-			got, detail := stepDeploymentPhase(p, 1, tt.d)
+			got, detail := stepDeploymentState(p, 1, tt.d)
 			if got != tt.want {
-				t.Errorf("phase %s (%s), want %s", got, detail, tt.want)
+				t.Errorf("state %s (%s), want %s", got, detail, tt.want)
 			}
 			if *tt.d.Spec.Replicas != before {
 				t.Errorf("the observed Deployment's replicas changed to %d", *tt.d.Spec.Replicas)

@@ -19,7 +19,7 @@ import (
 func setEntry(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *Observed) {
 	var svc *corev1.Service
 	switch {
-	case resources.RouterEnabled(p):
+	case p.Spec.RouterEnabled():
 		svc = obs.RouterService
 	case len(obs.Services) > 0:
 		svc = obs.Services[0]
@@ -29,17 +29,17 @@ func setEntry(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *Observ
 		st.NodePort = svc.Spec.Ports[0].NodePort
 	}
 	if resources.IngressSpec(p) != nil {
-		st.DetailPhase.IngressPhase = ingressPhase(obs.Ingress)
+		st.IngressState = ingressState(obs.Ingress)
 	}
 	st.URL = entryURL(p, svc, obs.Ingress)
 }
 
-// ingressPhase is Ready once an ingress controller published an address for the Ingress.
-func ingressPhase(ing *networkingv1.Ingress) pipelinev1.IngressPhase {
+// ingressState is Ready once an ingress controller published an address for the Ingress.
+func ingressState(ing *networkingv1.Ingress) pipelinev1.IngressState {
 	if ing != nil && ingressAddress(ing) != "" {
-		return pipelinev1.IngressPhaseReady
+		return pipelinev1.IngressStateReady
 	}
-	return pipelinev1.IngressPhasePending
+	return pipelinev1.IngressStatePending
 }
 
 // entryURL is where the entry step is reached from outside the cluster, empty until known:

@@ -7,9 +7,9 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
-// PausedStatus is the status of a paused Pipeline: the status of the last pass before the pause,
-// with Reconciled False for reason Paused. The phase, the other conditions and
-// observedGeneration stay as they were: nothing was observed or applied.
+// PausedStatus is the status of a paused Pipeline (see Pipeline.IsPaused): the status of the last
+// pass before the pause, with Reconciled False for reason Paused. The phase, the other
+// conditions and observedGeneration stay as they were: nothing was observed or applied.
 func PausedStatus(p *pipelinev1.Pipeline) pipelinev1.PipelineStatus {
 	st := *p.Status.DeepCopy()
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -17,8 +17,7 @@ func PausedStatus(p *pipelinev1.Pipeline) pipelinev1.PipelineStatus {
 		Status:             metav1.ConditionFalse,
 		Reason:             pipelinev1.ReasonPaused,
 		ObservedGeneration: p.Generation,
-		Message: "Paused by the annotation " + pipelinev1.PausedAnnotation +
-			"=true: children are neither repaired nor updated until it is removed",
+		Message:            "Paused by spec.paused: children are neither repaired nor updated until it is no longer true",
 	})
 	return st
 }

@@ -37,21 +37,21 @@ type Placement struct {
 func setPlacementStatus(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, placements []Placement, router Placement) {
 	var m moves
 	for i, pl := range placements {
-		if i >= len(st.DetailPhase.StepsPhase) || pl.Decision.Node == "" {
+		if i >= len(st.Steps) || pl.Decision.Node == "" {
 			continue
 		}
-		step := &st.DetailPhase.StepsPhase[i]
+		step := &st.Steps[i]
 		step.Node = pl.Decision.Node
 		step.NodeReady = ptr.To(pl.Health.Schedulable())
-		if step.DeploymentPhase != pipelinev1.DeploymentPhaseAvailable {
+		if step.DeploymentState != pipelinev1.DeploymentStateAvailable {
 			m.add(resources.StepLabel(p, i), p.Spec.Steps[i].Location, pl)
 		}
 	}
-	if d := &st.DetailPhase; router.Decision.Node != "" && d.RouterPhase != "" {
-		d.RouterNode = router.Decision.Node
-		d.RouterNodeReady = ptr.To(router.Health.Schedulable())
-		if d.RouterPhase != pipelinev1.DeploymentPhaseAvailable {
-			m.add("the router", p.Spec.Router.Location, router)
+	if router.Decision.Node != "" && st.RouterState != "" {
+		st.RouterNode = router.Decision.Node
+		st.RouterNodeReady = ptr.To(router.Health.Schedulable())
+		if st.RouterState != pipelinev1.DeploymentStateAvailable {
+			m.add("the router", routerLocation(p), router)
 		}
 	}
 	if m.reason == "" {
@@ -63,6 +63,14 @@ func setPlacementStatus(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, p
 			c.Reason, c.Message = m.reason, problem.JoinMessages(append(m.messages, c.Message))
 		}
 	}
+}
+
+// routerLocation is dataPath.router.location of p; empty without one.
+func routerLocation(p *pipelinev1.Pipeline) string {
+	if r := p.Spec.RouterSettings(); r != nil {
+		return r.Location
+	}
+	return ""
 }
 
 // moves are the steps, and the router, that move between nodes and are not available yet: the

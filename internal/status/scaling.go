@@ -23,16 +23,17 @@ func scalingStatus(p *pipelinev1.Pipeline, i int, st *pipelinev1.StepStatus, d *
 	if a == nil {
 		return
 	}
-	as := &pipelinev1.StepAutoscalingStatus{MinReplicas: a.EffectiveMinReplicas(), MaxReplicas: a.MaxReplicas}
+	as := &pipelinev1.StepAutoscalingStatus{MinReplicas: ptr.To(a.EffectiveMinReplicas()), MaxReplicas: ptr.To(a.MaxReplicas),
+		CurrentReplicas: ptr.To[int32](0), DesiredReplicas: ptr.To[int32](0)}
 	if d != nil && d.Spec.Replicas != nil {
-		st.Replicas = *d.Spec.Replicas
+		st.Replicas = ptr.To(*d.Spec.Replicas)
 	} else {
-		st.Replicas = as.MinReplicas
+		st.Replicas = ptr.To(a.EffectiveMinReplicas())
 	}
 	if hpa != nil {
-		as.CurrentReplicas, as.DesiredReplicas = hpa.Status.CurrentReplicas, hpa.Status.DesiredReplicas
-		if as.DesiredReplicas > 0 {
-			st.Replicas = as.DesiredReplicas
+		as.CurrentReplicas, as.DesiredReplicas = ptr.To(hpa.Status.CurrentReplicas), ptr.To(hpa.Status.DesiredReplicas)
+		if hpa.Status.DesiredReplicas > 0 {
+			st.Replicas = ptr.To(hpa.Status.DesiredReplicas)
 		}
 		for _, c := range hpa.Status.Conditions {
 			if c.Type != autoscalingv2.ScalingActive {
@@ -47,13 +48,14 @@ func scalingStatus(p *pipelinev1.Pipeline, i int, st *pipelinev1.StepStatus, d *
 	st.Autoscaling = as
 }
 
-// stepDeploymentPhase classifies the Deployment of step i. An autoscaled step is available
-// once minReplicas of its pods (at least one) run the current template: a scale-up by the autoscaler is not a rollout, and must not turn the Pipeline back
-// to creating (nor hold an upgrade of the operator) while the new pods start.
-func stepDeploymentPhase(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1.DeploymentPhase, string) {
+// stepDeploymentState classifies the Deployment of step i. An autoscaled step is available
+// once minReplicas of its pods (at least one) run the current template: a scale-up by the
+// autoscaler is not a rollout, and must not turn the Pipeline back to Creating (nor hold an
+// upgrade of the operator) while the new pods start.
+func stepDeploymentState(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment) (pipelinev1.DeploymentState, string) {
 	a := resources.Autoscaling(p, i)
 	if a == nil || d.Spec.Replicas == nil {
-		return deploymentPhase(d)
+		return deploymentState(d)
 	}
 	// At least one pod: a step scaled to zero by hand (the autoscaler then stands still) serves
 	// nothing. A Deployment that has fewer than minReplicas because the autoscaler has not
@@ -61,5 +63,5 @@ func stepDeploymentPhase(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment) (p
 	floor := max(1, a.EffectiveMinReplicas())
 	scaled := *d
 	scaled.Spec.Replicas = &floor
-	return deploymentPhase(&scaled)
+	return deploymentState(&scaled)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -15,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
@@ -25,9 +25,9 @@ import (
 type Observed struct {
 	// PV is the model PersistentVolume; nil when missing or when the storage type has none.
 	PV *corev1.PersistentVolume
-	// PVName is the name of the model PersistentVolume the pass wants (nfs and csi storage):
-	// resources.PVName, or the name of the volume an earlier version made for the current claim;
-	// empty is resources.PVName.
+	// PVName is the name of the model PersistentVolume the pass wants (NFS, CSI and
+	// ModelStorageClass storage): resources.PVName, or the name of the volume an earlier version
+	// made for the current claim; empty is resources.PVName.
 	PVName string
 	// PVC is the claim the steps mount; nil when missing.
 	PVC *corev1.PersistentVolumeClaim
@@ -38,7 +38,8 @@ type Observed struct {
 	Autoscalers []*autoscalingv2.HorizontalPodAutoscaler
 	// Ingress is the Ingress of spec.expose.ingress; nil when missing or not asked for.
 	Ingress *networkingv1.Ingress
-	// RouterDeployment and routerService are the router's; nil when missing or not enabled.
+	// RouterDeployment and RouterService are the router's; nil when missing or when
+	// dataPath.mode is not Router.
 	RouterDeployment *appsv1.Deployment
 	RouterService    *corev1.Service
 	// Placements are indexed like spec.steps: the node each step is pinned to.
@@ -83,41 +84,40 @@ func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
 
 	// Storage.
 	if resources.OwnsVolume(p) {
-		st.PVName = cmp.Or(obs.PVName, resources.PVName(p))
+		st.Storage.VolumeName = cmp.Or(obs.PVName, resources.PVName(p))
 		if obs.PV == nil {
-			waiting = append(waiting, fmt.Sprintf("PersistentVolume %s does not exist yet", st.PVName))
+			waiting = append(waiting, fmt.Sprintf("PersistentVolume %s does not exist yet", st.Storage.VolumeName))
 		} else {
-			st.DetailPhase.PVPhase = obs.PV.Status.Phase
+			st.Storage.VolumeState = obs.PV.Status.Phase
 			if obs.PV.Status.Phase == corev1.VolumeFailed {
 				problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStorageFailed,
 					Message: fmt.Sprintf("PersistentVolume %s failed: %s", obs.PV.Name, cmp.Or(obs.PV.Status.Message, "no message"))})
 			}
 		}
 	}
-	st.PVCName = resources.ClaimName(p)
+	st.Storage.ClaimName = resources.ClaimName(p)
 	switch {
 	case obs.PVC == nil:
-		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.PVCName))
+		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s does not exist yet", st.Storage.ClaimName))
 	case obs.PVC.Status.Phase == corev1.ClaimLost:
-		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+		st.Storage.ClaimState = obs.PVC.Status.Phase
 		problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStorageFailed,
 			Message: fmt.Sprintf("PersistentVolumeClaim %s lost its volume %s", obs.PVC.Name, obs.PVC.Spec.VolumeName)})
 	case obs.PVC.Status.Phase != corev1.ClaimBound:
-		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+		st.Storage.ClaimState = obs.PVC.Status.Phase
 		waiting = append(waiting, fmt.Sprintf("PersistentVolumeClaim %s is %s", obs.PVC.Name, cmp.Or(string(obs.PVC.Status.Phase), "not bound")))
 	default:
-		st.DetailPhase.PVCPhase = obs.PVC.Status.Phase
+		st.Storage.ClaimState = obs.PVC.Status.Phase
 	}
 	storageReady := obs.PVC != nil && obs.PVC.Status.Phase == corev1.ClaimBound && (obs.PV != nil || !resources.OwnsVolume(p))
 
 	// Steps.
 	available := 0
-	models := make([]string, 0, len(p.Spec.Steps))
 	for i := range p.Spec.Steps {
-		models = append(models, p.Spec.Steps[i].Model)
+		st.Models = append(st.Models, p.Spec.Steps[i].Model)
 		s := computeStepState(p, i, obs.Deployments[i], obs.Services[i])
 		scalingStatus(p, i, &s.status, obs.Deployments[i], obs.autoscaler(i))
-		st.DetailPhase.StepsPhase = append(st.DetailPhase.StepsPhase, s.status)
+		st.Steps = append(st.Steps, s.status)
 		switch {
 		case s.failure != "":
 			problems = append(problems, problem.Problem{Reason: pipelinev1.ReasonStepFailed, Message: s.failure})
@@ -127,10 +127,9 @@ func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
 			available++
 		}
 	}
-	st.ReadySteps = fmt.Sprintf("%d/%d", available, len(p.Spec.Steps))
+	st.ReadySteps, st.TotalSteps = ptr.To(int32(available)), ptr.To(int32(len(p.Spec.Steps)))
 	routerReady := addRouterState(&st, p, obs, &problems, &waiting)
 	setEntry(&st, p, obs)
-	st.Models = strings.Join(models, ",")
 	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady
 
 	setAvailable(&st, p.Generation, allAvailable, storageReady, waiting)
@@ -179,6 +178,11 @@ func observedGeneration(p *pipelinev1.Pipeline, err error) int64 {
 	return p.Status.ObservedGeneration
 }
 
+// readySteps says how many steps of st are available, as "<ready>/<total>".
+func readySteps(st *pipelinev1.PipelineStatus) string {
+	return fmt.Sprintf("%d/%d", ptr.Deref(st.ReadySteps, 0), ptr.Deref(st.TotalSteps, 0))
+}
+
 func setAvailable(st *pipelinev1.PipelineStatus, gen int64, available, storageReady bool, waiting []string) {
 	c := metav1.Condition{Type: pipelinev1.ConditionAvailable, ObservedGeneration: gen}
 	switch {
@@ -187,10 +191,10 @@ func setAvailable(st *pipelinev1.PipelineStatus, gen int64, available, storageRe
 	case !storageReady:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonStorageNotBound, problem.JoinMessages(waiting)
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonStepsUnavailable, st.ReadySteps+" steps available; "+problem.JoinMessages(waiting)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, pipelinev1.ReasonStepsUnavailable, readySteps(st)+" steps available; "+problem.JoinMessages(waiting)
 	}
 	if !available && len(waiting) == 0 {
-		c.Message = st.ReadySteps + " steps available"
+		c.Message = readySteps(st) + " steps available"
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }

@@ -28,7 +28,7 @@ func TestComputeStatusEntry(t *testing.T) {
 		ingress      *networkingv1.Ingress
 		url          string
 		nodePort     int32
-		ingressPhase pipelinev1.IngressPhase
+		ingressState pipelinev1.IngressState
 	}{{
 		name: "not exposed",
 	}, {
@@ -66,31 +66,31 @@ func TestComputeStatusEntry(t *testing.T) {
 	}, {
 		name:         "ingress not created",
 		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}},
-		ingressPhase: pipelinev1.IngressPhasePending,
+		ingressState: pipelinev1.IngressStatePending,
 	}, {
 		name:         "ingress host before the controller publishes an address",
 		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com", Path: "/detect"}},
 		ingress:      ingress(),
 		url:          "http://infer.example.com/detect",
-		ingressPhase: pipelinev1.IngressPhasePending,
+		ingressState: pipelinev1.IngressStatePending,
 	}, {
 		name: "ingress host with TLS",
 		expose: &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com",
 			TLSSecretName: "infer-tls"}},
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{IP: "198.51.100.4"}),
 		url:          "https://infer.example.com/",
-		ingressPhase: pipelinev1.IngressPhaseReady,
+		ingressState: pipelinev1.IngressStateReady,
 	}, {
 		name:         "ingress without host and without address",
 		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}},
 		ingress:      ingress(),
-		ingressPhase: pipelinev1.IngressPhasePending,
+		ingressState: pipelinev1.IngressStatePending,
 	}, {
 		name:         "ingress without host: its load balancer address",
 		expose:       &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}},
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{Hostname: "ingress.example.net"}),
 		url:          "http://ingress.example.net/",
-		ingressPhase: pipelinev1.IngressPhaseReady,
+		ingressState: pipelinev1.IngressStateReady,
 	}, {
 		name: "ingress wins over a load balancer Service",
 		expose: &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeLoadBalancer,
@@ -99,7 +99,7 @@ func TestComputeStatusEntry(t *testing.T) {
 		ingress:      ingress(networkingv1.IngressLoadBalancerIngress{IP: "198.51.100.4"}),
 		url:          "http://198.51.100.4/v1",
 		nodePort:     31234,
-		ingressPhase: pipelinev1.IngressPhaseReady,
+		ingressState: pipelinev1.IngressStateReady,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,11 +117,11 @@ func TestComputeStatusEntry(t *testing.T) {
 			if st.NodePort != tt.nodePort {
 				t.Errorf("nodePort %d, want %d", st.NodePort, tt.nodePort)
 			}
-			if st.DetailPhase.IngressPhase != tt.ingressPhase {
-				t.Errorf("ingressPhase %q, want %q", st.DetailPhase.IngressPhase, tt.ingressPhase)
+			if st.IngressState != tt.ingressState {
+				t.Errorf("ingressState %q, want %q", st.IngressState, tt.ingressState)
 			}
 			if st.Phase != pipelinev1.PipelinePhaseRunning {
-				t.Errorf("phase %q: external addresses must not hold back running", st.Phase)
+				t.Errorf("phase %q: external addresses must not hold back Running", st.Phase)
 			}
 		})
 	}

@@ -33,20 +33,20 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		router      *appsv1.Deployment
 		service     *corev1.Service
 		phase       pipelinev1.PipelinePhase
-		routerPhase pipelinev1.DeploymentPhase
+		routerState pipelinev1.DeploymentState
 		condition   string // the condition whose message names the router
 		reason      string
 	}{
 		{name: "available", router: statustest.AvailableDeployment(1), service: statustest.ReadyService(),
-			phase: pipelinev1.PipelinePhaseRunning, routerPhase: pipelinev1.DeploymentPhaseAvailable,
+			phase: pipelinev1.PipelinePhaseRunning, routerState: pipelinev1.DeploymentStateAvailable,
 			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonAllStepsAvailable},
-		{name: "missing", phase: pipelinev1.PipelinePhaseCreating, routerPhase: pipelinev1.DeploymentPhasePending,
+		{name: "missing", phase: pipelinev1.PipelinePhaseCreating, routerState: pipelinev1.DeploymentStatePending,
 			condition: pipelinev1.ConditionProgressing, reason: pipelinev1.ReasonRollingOut},
 		{name: "rolling out", router: rolling, service: statustest.ReadyService(),
-			phase: pipelinev1.PipelinePhaseCreating, routerPhase: pipelinev1.DeploymentPhaseProgressing,
+			phase: pipelinev1.PipelinePhaseCreating, routerState: pipelinev1.DeploymentStateProgressing,
 			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonStepsUnavailable},
 		{name: "failed", router: failed, service: statustest.ReadyService(),
-			phase: pipelinev1.PipelinePhaseFailed, routerPhase: pipelinev1.DeploymentPhaseFailed,
+			phase: pipelinev1.PipelinePhaseFailed, routerState: pipelinev1.DeploymentStateFailed,
 			condition: pipelinev1.ConditionDegraded, reason: pipelinev1.ReasonRouterFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,11 +54,11 @@ func TestComputeStatusWithRouter(t *testing.T) {
 			obs := convergedWorld()
 			obs.RouterDeployment, obs.RouterService = tc.router, tc.service
 			st := Compute(p, obs)
-			if st.Phase != tc.phase || st.DetailPhase.RouterPhase != tc.routerPhase {
-				t.Errorf("phase %s, routerPhase %s; want %s, %s", st.Phase, st.DetailPhase.RouterPhase, tc.phase, tc.routerPhase)
+			if st.Phase != tc.phase || st.RouterState != tc.routerState {
+				t.Errorf("phase %s, routerState %s; want %s, %s", st.Phase, st.RouterState, tc.phase, tc.routerState)
 			}
-			if st.ReadySteps != "2/2" {
-				t.Errorf("readySteps %s: the router is not a step", st.ReadySteps)
+			if ptr.Deref(st.ReadySteps, -1) != 2 || ptr.Deref(st.TotalSteps, -1) != 2 {
+				t.Errorf("readySteps %v, totalSteps %v: the router is not a step", st.ReadySteps, st.TotalSteps)
 			}
 			c := meta.FindStatusCondition(st.Conditions, tc.condition)
 			if c == nil || c.Reason != tc.reason {
@@ -70,12 +70,12 @@ func TestComputeStatusWithRouter(t *testing.T) {
 		})
 	}
 
-	t.Run("without the router the entry is the first step and routerPhase is empty", func(t *testing.T) {
+	t.Run("in Chain mode the entry is the first step and routerState is empty", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Router.Enabled = false
+		p.Spec.DataPath.Mode = pipelinev1.DataPathModeChain
 		st := Compute(p, convergedWorld())
-		if st.DetailPhase.RouterPhase != "" || st.Phase != pipelinev1.PipelinePhaseRunning {
-			t.Errorf("routerPhase %q, phase %s", st.DetailPhase.RouterPhase, st.Phase)
+		if st.RouterState != "" || st.Phase != pipelinev1.PipelinePhaseRunning {
+			t.Errorf("routerState %q, phase %s", st.RouterState, st.Phase)
 		}
 	})
 
@@ -142,12 +142,12 @@ func TestComputeRouterPlacement(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
-			p.Spec.Router.FallbackLocations = []string{"edge-b"}
+			p.Spec.DataPath.Router.FallbackLocations = []string{"edge-b"}
 			obs := convergedWorld()
 			obs.RouterDeployment, obs.RouterService, obs.RouterPlacement = tc.router, statustest.ReadyService(), tc.placement
 			st := Compute(p, obs)
-			if d := st.DetailPhase; d.RouterNode != tc.node || !reflect.DeepEqual(d.RouterNodeReady, tc.nodeReady) {
-				t.Errorf("routerNode %q, routerNodeReady %v; want %q, %v", d.RouterNode, d.RouterNodeReady, tc.node, tc.nodeReady)
+			if st.RouterNode != tc.node || !reflect.DeepEqual(st.RouterNodeReady, tc.nodeReady) {
+				t.Errorf("routerNode %q, routerNodeReady %v; want %q, %v", st.RouterNode, st.RouterNodeReady, tc.node, tc.nodeReady)
 			}
 			c := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionProgressing)
 			switch {
@@ -161,13 +161,13 @@ func TestComputeRouterPlacement(t *testing.T) {
 		})
 	}
 
-	t.Run("a disabled router reports no node", func(t *testing.T) {
+	t.Run("in Chain mode no router node is reported", func(t *testing.T) {
 		p := testenv.RoutedSample(t)
-		p.Spec.Router.Enabled = false
+		p.Spec.DataPath.Mode = pipelinev1.DataPathModeChain
 		obs := convergedWorld()
 		obs.RouterPlacement = Placement{Decision: nodes.Decision{Node: "xx-test-node236"}, Health: ready}
-		if d := Compute(p, obs).DetailPhase; d.RouterNode != "" || d.RouterNodeReady != nil {
-			t.Errorf("routerNode %q, routerNodeReady %v; want none", d.RouterNode, d.RouterNodeReady)
+		if st := Compute(p, obs); st.RouterNode != "" || st.RouterNodeReady != nil {
+			t.Errorf("routerNode %q, routerNodeReady %v; want none", st.RouterNode, st.RouterNodeReady)
 		}
 	})
 }

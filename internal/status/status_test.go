@@ -2,10 +2,13 @@ package status
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,7 +38,7 @@ func TestComputeStatus(t *testing.T) {
 		world       func(o *Observed)
 		deleting    bool
 		phase       pipelinev1.PipelinePhase
-		ready       string
+		ready       int32 // readySteps; totalSteps is always 2
 		available   metav1.ConditionStatus
 		degraded    string // reason when Degraded is True, "" when False
 		progressing metav1.ConditionStatus
@@ -44,29 +47,29 @@ func TestComputeStatus(t *testing.T) {
 		name: "everything missing", world: func(o *Observed) {
 			*o = Observed{Deployments: make([]*appsv1.Deployment, 2), Services: make([]*corev1.Service, 2)}
 		},
-		phase: pipelinev1.PipelinePhaseCreating, ready: "0/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 0, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "PersistentVolume",
 	}, {
 		name: "converged", world: func(*Observed) {},
-		phase: pipelinev1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseRunning, ready: 2, available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 	}, {
 		name: "claim pending", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimPending },
-		phase: pipelinev1.PipelinePhaseCreating, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 2, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "is Pending",
 	}, {
 		name: "step rolling out", world: func(o *Observed) { o.Deployments[1].Status.UpdatedReplicas = 0 },
-		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "step 2 (step-2): Deployment d is rolling out: 0 of 1 pods updated",
 	}, {
 		name: "rollout not yet observed", world: func(o *Observed) { o.Deployments[0].Generation = 3 },
-		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "has a rollout that has not started yet",
 	}, {
 		name: "old pods still terminating", world: func(o *Observed) { o.Deployments[0].Status.Replicas = 2 },
-		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 	}, {
 		name: "service without cluster IP", world: func(o *Observed) { o.Services[0].Spec.ClusterIP = "" },
-		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		message: "has no cluster IP",
 	}, {
 		name: "progress deadline exceeded",
@@ -75,7 +78,7 @@ func TestComputeStatus(t *testing.T) {
 			o.Deployments[1].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing,
 				Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "d-1" has timed out progressing.`}}
 		},
-		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonStepFailed, message: "step 2 (step-2): Deployment d exceeded its progress deadline",
 	}, {
 		name: "replica failure",
@@ -83,15 +86,15 @@ func TestComputeStatus(t *testing.T) {
 			o.Deployments[0].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure,
 				Status: corev1.ConditionTrue, Message: "exceeded quota"}}
 		},
-		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonStepFailed, message: "cannot create pods: exceeded quota",
 	}, {
 		name: "volume failed", world: func(o *Observed) { o.PV.Status.Phase = corev1.VolumeFailed; o.PV.Status.Message = "recycler failed" },
-		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 2, available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonStorageFailed, message: "recycler failed",
 	}, {
 		name: "claim lost", world: func(o *Observed) { o.PVC.Status.Phase = corev1.ClaimLost },
-		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 2, available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonStorageFailed, message: "lost its volume",
 	}, {
 		name: "missing node",
@@ -99,14 +102,14 @@ func TestComputeStatus(t *testing.T) {
 			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotFound, Message: "step 2 (step-2): node xx does not exist"}}
 			o.Deployments[1].Status.AvailableReplicas = 0
 		},
-		phase: pipelinev1.PipelinePhaseFailed, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonNodeNotFound, message: "node xx does not exist",
 	}, {
 		name: "cordoned node: degraded, still running",
 		world: func(o *Observed) {
 			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
 		},
-		phase: pipelinev1.PipelinePhaseRunning, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseRunning, ready: 2, available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonNodeNotReady, message: "is ready but cordoned",
 	}, {
 		name: "cordoned node while rolling out: the rollout goes on",
@@ -114,7 +117,7 @@ func TestComputeStatus(t *testing.T) {
 			o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node xx is ready but cordoned", Notice: true}}
 			o.Deployments[0].Status.UpdatedReplicas = 0
 		},
-		phase: pipelinev1.PipelinePhaseCreating, ready: "1/2", available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
+		phase: pipelinev1.PipelinePhaseCreating, ready: 1, available: metav1.ConditionFalse, progressing: metav1.ConditionTrue,
 		degraded: pipelinev1.ReasonNodeNotReady, message: "is ready but cordoned",
 	}, {
 		name: "not ready node and a cordoned one: failed",
@@ -124,11 +127,11 @@ func TestComputeStatus(t *testing.T) {
 				{Reason: pipelinev1.ReasonNodeNotReady, Message: "step 2 (step-2): node yy is not ready"},
 			}
 		},
-		phase: pipelinev1.PipelinePhaseFailed, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseFailed, ready: 2, available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 		degraded: pipelinev1.ReasonNodeNotReady, message: "node yy is not ready",
 	}, {
 		name: "deleting", world: func(*Observed) {}, deleting: true,
-		phase: pipelinev1.PipelinePhaseDeleting, ready: "2/2", available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
+		phase: pipelinev1.PipelinePhaseDeleting, ready: 2, available: metav1.ConditionTrue, progressing: metav1.ConditionFalse,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,14 +147,14 @@ func TestComputeStatus(t *testing.T) {
 			if st.Phase != tt.phase {
 				t.Errorf("phase %q, want %q", st.Phase, tt.phase)
 			}
-			if st.ReadySteps != tt.ready {
-				t.Errorf("readySteps %q, want %q", st.ReadySteps, tt.ready)
+			if !reflect.DeepEqual(st.ReadySteps, ptr.To(tt.ready)) || !reflect.DeepEqual(st.TotalSteps, ptr.To[int32](2)) {
+				t.Errorf("readySteps %v, totalSteps %v; want %d, 2", ptr.Deref(st.ReadySteps, -1), ptr.Deref(st.TotalSteps, -1), tt.ready)
 			}
 			if st.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration %d", st.ObservedGeneration)
 			}
-			if len(st.DetailPhase.StepsPhase) != 2 {
-				t.Fatalf("stepsPhase %+v", st.DetailPhase.StepsPhase)
+			if len(st.Steps) != 2 {
+				t.Fatalf("steps %+v", st.Steps)
 			}
 			avail := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionAvailable)
 			prog := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionProgressing)
@@ -183,7 +186,9 @@ func TestComputeStatus(t *testing.T) {
 	}
 }
 
-func TestComputeStatusStepsPhase(t *testing.T) {
+// The state of every step, with its replica counts written even when 0, the storage and the
+// models.
+func TestComputeStatusSteps(t *testing.T) {
 	p := testenv.Sample(t, "edge")
 	o := convergedWorld()
 	o.Deployments[1] = nil
@@ -191,24 +196,40 @@ func TestComputeStatusStepsPhase(t *testing.T) {
 	st := Compute(p, o)
 	want := []pipelinev1.StepStatus{{
 		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc:9080",
-		Replicas: 1, ReadyReplicas: 1, DeploymentPhase: pipelinev1.DeploymentPhaseAvailable, ServicePhase: pipelinev1.ServicePhaseReady,
+		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](1),
+		DeploymentState: pipelinev1.DeploymentStateAvailable, ServiceState: pipelinev1.ServiceStateReady,
 	}, {
 		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc:80",
-		Replicas: 1, DeploymentPhase: pipelinev1.DeploymentPhasePending, ServicePhase: pipelinev1.ServicePhasePending,
+		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](0),
+		DeploymentState: pipelinev1.DeploymentStatePending, ServiceState: pipelinev1.ServiceStatePending,
 	}}
-	for i := range want {
-		if st.DetailPhase.StepsPhase[i] != want[i] {
-			t.Errorf("step %d: %+v, want %+v", i+1, st.DetailPhase.StepsPhase[i], want[i])
-		}
+	if diff := gocmp.Diff(want, st.Steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
 	}
-	if st.DetailPhase.PVPhase != corev1.VolumeBound || st.DetailPhase.PVCPhase != corev1.ClaimBound {
-		t.Errorf("storage phases %q %q", st.DetailPhase.PVPhase, st.DetailPhase.PVCPhase)
+	wantStorage := pipelinev1.StorageStatus{VolumeName: resources.PVName(p), VolumeState: corev1.VolumeBound,
+		ClaimName: resources.ClaimName(p), ClaimState: corev1.ClaimBound}
+	if st.Storage != wantStorage {
+		t.Errorf("storage %+v, want %+v", st.Storage, wantStorage)
 	}
-	if st.Models != "facedetection-1,facedetection-2" {
+	if !slices.Equal(st.Models, []string{"facedetection-1", "facedetection-2"}) {
 		t.Errorf("models %q", st.Models)
 	}
-	if st.PVName != resources.PVName(p) || st.PVCName != resources.ClaimName(p) {
-		t.Errorf("storage names %q %q", st.PVName, st.PVCName)
+	if !reflect.DeepEqual(st.ReadySteps, ptr.To[int32](1)) || !reflect.DeepEqual(st.TotalSteps, ptr.To[int32](2)) {
+		t.Errorf("readySteps %v, totalSteps %v; want 1, 2", ptr.Deref(st.ReadySteps, -1), ptr.Deref(st.TotalSteps, -1))
+	}
+}
+
+// A Pipeline without steps (the apiserver refuses one, an old object may hold one) lists no
+// models and counts 0 of 0 steps.
+func TestComputeStatusWithoutSteps(t *testing.T) {
+	p := testenv.Sample(t, "edge")
+	p.Spec.Steps = nil
+	st := Compute(p, &Observed{PV: statustest.BoundPV(), PVC: statustest.BoundPVC()})
+	if st.Models != nil || len(st.Steps) != 0 {
+		t.Errorf("models %q, steps %+v; want none", st.Models, st.Steps)
+	}
+	if !reflect.DeepEqual(st.ReadySteps, ptr.To[int32](0)) || !reflect.DeepEqual(st.TotalSteps, ptr.To[int32](0)) {
+		t.Errorf("readySteps %v, totalSteps %v; want 0, 0", st.ReadySteps, st.TotalSteps)
 	}
 }
 
@@ -220,8 +241,8 @@ func TestComputeStatusNamesTheVolumeThePassWants(t *testing.T) {
 	} {
 		o := convergedWorld()
 		o.PVName = tt.observed
-		if got := Compute(p, o).PVName; got != tt.want {
-			t.Errorf("observed volume name %q: status.pvName %q, want %q", tt.observed, got, tt.want)
+		if got := Compute(p, o).Storage.VolumeName; got != tt.want {
+			t.Errorf("observed volume name %q: status.storage.volumeName %q, want %q", tt.observed, got, tt.want)
 		}
 	}
 }
@@ -261,7 +282,8 @@ func TestComputeStatusKeepsTransitionTimesAndGenerationOnError(t *testing.T) {
 func TestComputeStatusWithStorageHeld(t *testing.T) {
 	p := testenv.Sample(t, "team-a")
 	p.Generation, p.Status.ObservedGeneration = 3, 2
-	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: "shared"}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+		ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: "shared"}}
 	o := convergedWorld()
 	o.StorageHeld = true
 	o.Problems = []problem.Problem{{Reason: pipelinev1.ReasonModelStorageClassNotPermitted,
@@ -279,7 +301,7 @@ func TestComputeStatusWithStorageHeld(t *testing.T) {
 		rec.Reason != pipelinev1.ReasonModelStorageClassNotPermitted {
 		t.Errorf("Reconciled %+v, want False for the held storage: the children do not match the spec", rec)
 	}
-	if st.PVName != resources.PVName(p) {
-		t.Errorf("pvName %q, want %q", st.PVName, resources.PVName(p))
+	if st.Storage.VolumeName != resources.PVName(p) {
+		t.Errorf("storage.volumeName %q, want %q", st.Storage.VolumeName, resources.PVName(p))
 	}
 }

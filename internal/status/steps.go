@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
@@ -24,52 +25,53 @@ func computeStepState(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *
 		Name:            resources.StepName(p, i),
 		DeploymentName:  resources.StepObjectName(p, i),
 		URL:             resources.StepURL(p, i),
-		Replicas:        resources.StepReplicas(p, i),
-		DeploymentPhase: pipelinev1.DeploymentPhasePending,
-		ServicePhase:    pipelinev1.ServicePhasePending,
+		Replicas:        ptr.To(resources.StepReplicas(p, i)),
+		ReadyReplicas:   ptr.To[int32](0),
+		DeploymentState: pipelinev1.DeploymentStatePending,
+		ServiceState:    pipelinev1.ServiceStatePending,
 	}}
 	if svc != nil && svc.Spec.ClusterIP != "" {
-		s.status.ServicePhase = pipelinev1.ServicePhaseReady
+		s.status.ServiceState = pipelinev1.ServiceStateReady
 	}
 	if d != nil {
-		s.status.ReadyReplicas = d.Status.ReadyReplicas
+		s.status.ReadyReplicas = ptr.To(d.Status.ReadyReplicas)
 	}
-	s.classify(resources.StepLabel(p, i), s.status.DeploymentName, d, s.status.ServicePhase == pipelinev1.ServicePhaseReady,
-		func(d *appsv1.Deployment) (pipelinev1.DeploymentPhase, string) {
-			return stepDeploymentPhase(p, i, d)
+	s.classify(resources.StepLabel(p, i), s.status.DeploymentName, d, s.status.ServiceState == pipelinev1.ServiceStateReady,
+		func(d *appsv1.Deployment) (pipelinev1.DeploymentState, string) {
+			return stepDeploymentState(p, i, d)
 		})
 	return s
 }
 
-// classify sets the deployment phase of s, and its failure or what it waits for, from d, the
+// classify sets the deployment state of s, and its failure or what it waits for, from d, the
 // Deployment (nil when the one named name is missing), and whether the Service named name has a
-// cluster IP; phase classifies d. label begins the messages.
+// cluster IP; state classifies d. label begins the messages.
 func (s *stepState) classify(label, name string, d *appsv1.Deployment, serviceReady bool,
-	phase func(*appsv1.Deployment) (pipelinev1.DeploymentPhase, string)) {
+	state func(*appsv1.Deployment) (pipelinev1.DeploymentState, string)) {
 	if d == nil {
 		s.waiting = fmt.Sprintf("%s: Deployment %s does not exist yet", label, name)
 		return
 	}
-	p, detail := phase(d)
-	s.status.DeploymentPhase = p
+	ds, detail := state(d)
+	s.status.DeploymentState = ds
 	switch {
-	case p == pipelinev1.DeploymentPhaseFailed:
+	case ds == pipelinev1.DeploymentStateFailed:
 		s.failure = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
-	case p != pipelinev1.DeploymentPhaseAvailable:
+	case ds != pipelinev1.DeploymentStateAvailable:
 		s.waiting = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
 	case !serviceReady:
 		s.waiting = fmt.Sprintf("%s: Service %s has no cluster IP yet", label, name)
 	}
 }
 
-// deploymentPhase classifies a Deployment and says why, for messages.
-func deploymentPhase(d *appsv1.Deployment) (pipelinev1.DeploymentPhase, string) {
+// deploymentState classifies a Deployment and says why, for messages.
+func deploymentState(d *appsv1.Deployment) (pipelinev1.DeploymentState, string) {
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
-			return pipelinev1.DeploymentPhaseFailed, "exceeded its progress deadline: " + c.Message
+			return pipelinev1.DeploymentStateFailed, "exceeded its progress deadline: " + c.Message
 		}
 		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return pipelinev1.DeploymentPhaseFailed, "cannot create pods: " + c.Message
+			return pipelinev1.DeploymentStateFailed, "cannot create pods: " + c.Message
 		}
 	}
 	want := int32(1)
@@ -79,25 +81,26 @@ func deploymentPhase(d *appsv1.Deployment) (pipelinev1.DeploymentPhase, string) 
 	st := d.Status
 	switch {
 	case st.ObservedGeneration < d.Generation:
-		return pipelinev1.DeploymentPhaseProgressing, "has a rollout that has not started yet"
+		return pipelinev1.DeploymentStateProgressing, "has a rollout that has not started yet"
 	case st.UpdatedReplicas < want:
-		return pipelinev1.DeploymentPhaseProgressing, fmt.Sprintf("is rolling out: %d of %d pods updated", st.UpdatedReplicas, want)
+		return pipelinev1.DeploymentStateProgressing, fmt.Sprintf("is rolling out: %d of %d pods updated", st.UpdatedReplicas, want)
 	case st.Replicas > st.UpdatedReplicas:
-		return pipelinev1.DeploymentPhaseProgressing, fmt.Sprintf("is rolling out: %d old pods pending termination", st.Replicas-st.UpdatedReplicas)
+		return pipelinev1.DeploymentStateProgressing, fmt.Sprintf("is rolling out: %d old pods pending termination", st.Replicas-st.UpdatedReplicas)
 	case st.AvailableReplicas < want:
-		return pipelinev1.DeploymentPhaseProgressing, fmt.Sprintf("has %d of %d pods available", st.AvailableReplicas, want)
+		return pipelinev1.DeploymentStateProgressing, fmt.Sprintf("has %d of %d pods available", st.AvailableReplicas, want)
 	}
-	return pipelinev1.DeploymentPhaseAvailable, "is available"
+	return pipelinev1.DeploymentStateAvailable, "is available"
 }
 
-// addRouterState records the state of the router, when enabled, in st and reports whether it is
-// available (true without a router); its failure goes to problems, what it waits for to waiting.
+// addRouterState records the state of the router, when dataPath.mode is Router, in st and reports
+// whether it is available (true without a router); its failure goes to problems, what it waits
+// for to waiting.
 func addRouterState(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *Observed, problems *[]problem.Problem, waiting *[]string) bool {
-	if !resources.RouterEnabled(p) {
+	if !p.Spec.RouterEnabled() {
 		return true
 	}
 	rs := computeRouterState(p, obs.RouterDeployment, obs.RouterService)
-	st.DetailPhase.RouterPhase = rs.status.DeploymentPhase
+	st.RouterState = rs.status.DeploymentState
 	switch {
 	case rs.failure != "":
 		*problems = append(*problems, problem.Problem{Reason: pipelinev1.ReasonRouterFailed, Message: rs.failure})
@@ -112,7 +115,7 @@ func addRouterState(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *
 // computeRouterState derives the state of the router from its Deployment and Service, the way
 // computeStepState does for a step.
 func computeRouterState(p *pipelinev1.Pipeline, d *appsv1.Deployment, svc *corev1.Service) stepState {
-	s := stepState{status: pipelinev1.StepStatus{DeploymentPhase: pipelinev1.DeploymentPhasePending}}
-	s.classify("router", resources.RouterObjectName(p), d, svc != nil && svc.Spec.ClusterIP != "", deploymentPhase)
+	s := stepState{status: pipelinev1.StepStatus{DeploymentState: pipelinev1.DeploymentStatePending}}
+	s.classify("router", resources.RouterObjectName(p), d, svc != nil && svc.Spec.ClusterIP != "", deploymentState)
 	return s
 }

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
 // CRD is the CustomResourceDefinition of Pipelines.
@@ -104,13 +104,13 @@ func (m *Migration) rewrite(ctx context.Context) (int, error) {
 	opts := []client.ListOption{client.Limit(100)}
 	for {
 		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(hub.Kind.GroupVersion().WithKind("PipelineList"))
+		list.SetGroupVersionKind(pipelinev1.GroupVersion.WithKind("PipelineList"))
 		if err := m.Client.List(ctx, list, opts...); err != nil {
 			return n, fmt.Errorf("list Pipelines: %w", err)
 		}
 		for i := range list.Items {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(hub.Kind)
+			u.SetGroupVersionKind(pipelinev1.GroupVersion.WithKind("Pipeline"))
 			u.SetNamespace(list.Items[i].Namespace)
 			u.SetName(list.Items[i].Name)
 			err := m.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte("{}")))

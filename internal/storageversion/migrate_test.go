@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -84,7 +84,7 @@ func TestIntegrationMigration(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		for i := range 3 {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(hub.Kind)
+			u.SetGroupVersionKind(pipelinev1.GroupVersion.WithKind("Pipeline"))
 			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("pipeline-%d", i)}, u)).To(Succeed())
 			server, _, _ := unstructured.NestedString(u.Object, "spec", "modelStorage", "nfs", "server")
 			g.Expect(server).To(Equal("192.168.20.235"), "pipeline-%d is stored as v1", i)

@@ -47,7 +47,7 @@ func Typed[T any](t Fataler, ac any) *T {
 // first step given a timeout, retries and a stopWhen.
 func RoutedSample(t Fataler) *pipelinev1.Pipeline {
 	p := Sample(t, "vision")
-	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: "xx-test-node236"}
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{Location: "xx-test-node236"}}
 	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
 	p.Spec.Steps[0].Retries = ptr.To[int32](2)
 	p.Spec.Steps[0].StopWhen = "response.faces == 0"

@@ -23,7 +23,7 @@ var _ = Describe("the generated clientset", func() {
 		ns := newNamespace(ctx)
 		pipelines := clientset.DistriInferV1beta1().Pipelines(ns)
 
-		sample, err := samples.Pipeline(ns)
+		sample, err := samples.PipelineV1beta1(ns)
 		Expect(err).NotTo(HaveOccurred())
 		created, err := pipelines.Create(ctx, sample, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -80,7 +80,7 @@ var _ = Describe("the generated clientset", func() {
 
 	It("refuses what the CRD refuses", func(ctx context.Context) {
 		ns := newNamespace(ctx)
-		sample, err := samples.Pipeline(ns)
+		sample, err := samples.PipelineV1beta1(ns)
 		Expect(err).NotTo(HaveOccurred())
 		sample.Spec.Steps = nil
 		_, err = clientset.DistriInferV1beta1().Pipelines(ns).Create(ctx, sample, metav1.CreateOptions{})
@@ -143,7 +143,7 @@ var _ = Describe("the generated informers and listers", func() {
 		Expect(synced.AsError()).To(Succeed())
 		Expect(synced.Synced).To(HaveLen(1), "the factory starts the one informer asked for")
 
-		sample, err := samples.Pipeline(ns)
+		sample, err := samples.PipelineV1beta1(ns)
 		Expect(err).NotTo(HaveOccurred())
 		_, err = lister.Pipelines(ns).Get(sample.Name)
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "lister before create: %v", err)

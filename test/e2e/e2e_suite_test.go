@@ -41,11 +41,12 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
-	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // The ServiceAccount `make deploy` creates for the manager.
@@ -170,7 +171,7 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   manager.CacheOptions(),
+		Cache:   apply.CacheOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
 		}),

@@ -96,7 +96,8 @@ var _ = Describe("A step whose node dies", Ordered, func() {
 		Eventually(runningPodNodes(ctx, p, 2), 3*time.Minute).Should(ContainElement(fallback))
 		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		elsewhere := time.Since(down)
-		st := get(ctx, p).Status.DetailPhase.StepsPhase[1]
+		st := get(ctx, p).Status.Steps[1]
+		Expect(st.Name).To(Equal(p.Spec.Steps[1].Name))
 		Expect(st.Node).To(Equal(fallback))
 		Expect(st.NodeReady).To(HaveValue(BeTrue()))
 		Eventually(eventReasons(ctx, p)).Should(ContainElement(pipelinev1.EventFailedOver))
@@ -107,7 +108,7 @@ var _ = Describe("A step whose node dies", Ordered, func() {
 		Eventually(nodeReady(ctx, location), 2*time.Minute).Should(Equal(corev1.ConditionTrue))
 		Eventually(runningPodNodes(ctx, p, 2), 3*time.Minute).Should(ContainElement(location))
 		Eventually(phaseOf(ctx, p), 2*time.Minute).Should(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(get(ctx, p).Status.DetailPhase.StepsPhase[1].Node).To(Equal(location))
+		Expect(get(ctx, p).Status.Steps[1].Node).To(Equal(location))
 		back := time.Since(up)
 		// Condition times are whole seconds: the node's Ready time may read up to 1 s early.
 		Expect(back).To(BeNumerically(">=", 9*time.Second),

@@ -9,6 +9,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	gomegatypes "github.com/onsi/gomega/types"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -35,8 +37,9 @@ func newNamespace(ctx context.Context) string {
 	return ns.Name
 }
 
-// createSample applies the sample Pipeline of the product design, verbatim, in ns.
-func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+// createSample creates the sample Pipeline of the product design in ns, as the apiserver stores
+// it (samples.Pipeline: the seed converted to v1), edited by edit.
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	p, err := samples.Pipeline(ns)
 	Expect(err).NotTo(HaveOccurred())
@@ -47,18 +50,41 @@ func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.
 	return p
 }
 
-func get(ctx context.Context, p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
+// createSampleV1beta1 applies the sample Pipeline of the product design verbatim, as the
+// v1beta1 resource its users hold (samples.PipelineV1beta1), in ns, edited by edit, and returns
+// it as it reads in v1.
+func createSampleV1beta1(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1.Pipeline {
+	GinkgoHelper()
+	p, err := samples.PipelineV1beta1(ns)
+	Expect(err).NotTo(HaveOccurred())
+	for _, e := range edit {
+		e(p)
+	}
+	Expect(admin.Create(ctx, p)).To(Succeed())
+	return get(ctx, &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
+}
+
+// get reads p from the apiserver, in v1.
+func get(ctx context.Context, p *pipelinev1.Pipeline) *pipelinev1.Pipeline {
+	GinkgoHelper()
+	out := &pipelinev1.Pipeline{}
+	Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
+	return out
+}
+
+// getV1beta1 reads p from the apiserver in v1beta1, converted by the operator's webhook.
+func getV1beta1(ctx context.Context, p *pipelinev1.Pipeline) *pipelinev1beta1.Pipeline {
 	GinkgoHelper()
 	out := &pipelinev1beta1.Pipeline{}
 	Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
 	return out
 }
 
-func phaseOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func() pipelinev1beta1.PipelinePhase {
-	return func() pipelinev1beta1.PipelinePhase { return get(ctx, p).Status.Phase }
+func phaseOf(ctx context.Context, p *pipelinev1.Pipeline) func() pipelinev1.PipelinePhase {
+	return func() pipelinev1.PipelinePhase { return get(ctx, p).Status.Phase }
 }
 
-func stepPods(ctx context.Context, p *pipelinev1beta1.Pipeline, step int) []corev1.Pod {
+func stepPods(ctx context.Context, p *pipelinev1.Pipeline, step int) []corev1.Pod {
 	GinkgoHelper()
 	pods := &corev1.PodList{}
 	Expect(admin.List(ctx, pods, client.InNamespace(p.Namespace),
@@ -66,29 +92,62 @@ func stepPods(ctx context.Context, p *pipelinev1beta1.Pipeline, step int) []core
 	return pods.Items
 }
 
-func deploymentName(p *pipelinev1beta1.Pipeline, step int) string {
-	return get(context.Background(), p).Status.DetailPhase.StepsPhase[step-1].DeploymentName
+// v1Webhook matches a webhook of a deployed configuration, as pointWebhooksAt left it: named
+// name, calling path, for Pipelines of v1 with matchPolicy Equivalent (so that a v1beta1 request
+// reaches it converted to v1).
+func v1Webhook(name, path string) gomegatypes.GomegaMatcher {
+	return And(
+		HaveField("Name", name),
+		HaveField("ClientConfig.URL", HaveValue(HaveSuffix(path))),
+		HaveField("MatchPolicy", HaveValue(Equal(admissionregistrationv1.Equivalent))),
+		HaveField("Rules", ConsistOf(And(
+			HaveField("Rule.APIGroups", ConsistOf(pipelinev1.GroupVersion.Group)),
+			HaveField("Rule.APIVersions", ConsistOf(pipelinev1.GroupVersion.Version)),
+			HaveField("Rule.Resources", ConsistOf("pipelines"))))),
+	)
+}
+
+// deploymentName is the name of the Deployment of step (1-based), from p's status.
+func deploymentName(p *pipelinev1.Pipeline, step int) string {
+	GinkgoHelper()
+	steps := get(context.Background(), p).Status.Steps
+	Expect(len(steps)).To(BeNumerically(">=", step), "status.steps lists step %d", step)
+	return steps[step-1].DeploymentName
 }
 
 var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 	var ctx context.Context
 	BeforeEach(func() { ctx = context.Background() })
 
-	It("runs the design's Pipeline with each step on its node, wired to the next", func() {
+	It("runs the design's Pipeline, applied verbatim as v1beta1, with each step on its node, wired to the next", func() {
 		ns := newNamespace(ctx)
-		p := createSample(ctx, ns)
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		p := createSampleV1beta1(ctx, ns)
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		kubectlWaitReady(p)
 		Expect(kstatusOf(ctx, p)()).To(Equal(kstatus.CurrentStatus))
 
 		By("the Pipeline applied as v1beta1 reads as v1, and kubectl shows v1 with the same columns")
-		v1 := &pipelinev1.Pipeline{}
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), v1)).To(Succeed())
+		v1 := get(ctx, p)
+		Expect(v1.Spec.ModelStorage.Type).To(Equal(pipelinev1.ModelStorageTypeNFS))
 		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(And(
 			HaveField("Server", "192.168.20.235"), HaveField("Path", "/home/aiedge/csiTest"))))
-		Expect(v1.Spec.Steps[0]).To(And(HaveField("Name", "step-1"), HaveField("Location", "xx-test-node236")))
-		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(v1.Status.ReadySteps).To(HaveValue(BeEquivalentTo(2)))
+		Expect(v1.Spec.Steps[0]).To(And(HaveField("Name", "step-1"), HaveField("Location", "xx-test-node236"),
+			HaveField("Port", HaveValue(BeEquivalentTo(9080)))))
+		Expect(v1.Spec.Steps[1]).To(And(HaveField("Name", "step-2"), HaveField("Location", "xx-test-node239")))
+		st := v1.Status
+		Expect(st.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
+		Expect(st.ReadySteps).To(HaveValue(BeEquivalentTo(2)))
+		Expect(st.TotalSteps).To(HaveValue(BeEquivalentTo(2)))
+		Expect(st.Models).To(Equal([]string{"facedetection-1", "facedetection-2"}))
+		Expect(st.Storage.VolumeState).To(Equal(corev1.VolumeBound))
+		Expect(st.Storage.ClaimState).To(Equal(corev1.ClaimBound))
+		Expect(st.Steps).To(HaveLen(2))
+		for i, s := range st.Steps {
+			Expect(s).To(And(HaveField("Name", v1.Spec.Steps[i].Name),
+				HaveField("DeploymentState", pipelinev1.DeploymentStateAvailable),
+				HaveField("ServiceState", pipelinev1.ServiceStateReady),
+				HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(1)))), "status.steps[%d]", i)
+		}
 		Expect(kubectl("api-resources", "--api-group="+pipelinev1.GroupVersion.Group, "--no-headers")).
 			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
 				"kubectl prefers v1")
@@ -96,10 +155,17 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
 		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s`))
 
-		st := get(ctx, p).Status
-		Expect(st.ReadySteps).To(Equal("2/2"))
-		Expect(st.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
-		Expect(st.DetailPhase.PVCPhase).To(Equal(corev1.ClaimBound))
+		By("and it still reads as the v1beta1 it was applied as, with the status in v1beta1's form")
+		seed, err := samples.PipelineV1beta1(ns)
+		Expect(err).NotTo(HaveOccurred())
+		beta := getV1beta1(ctx, p)
+		Expect(beta.Spec.Steps[0].Args).To(Equal(seed.Spec.Steps[0].Args))
+		Expect(beta.Spec.ModelStorage.Type).To(Equal(seed.Spec.ModelStorage.Type))
+		Expect(beta.Spec.ModelStorage.CSIParameter).To(Equal(seed.Spec.ModelStorage.CSIParameter))
+		Expect(beta.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(beta.Status.ReadySteps).To(Equal("2/2"))
+		Expect(beta.Status.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
+		Expect(beta.Status.DetailPhase.PVCPhase).To(Equal(corev1.ClaimBound))
 
 		for i, node := range []string{"xx-test-node236", "xx-test-node239"} {
 			pods := stepPods(ctx, p, i+1)
@@ -113,7 +179,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: deploymentName(p, 1)}, d)).To(Succeed())
 		var next string
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == pipelinev1beta1.EnvNextStepURL {
+			if e.Name == pipelinev1.EnvNextStepURL {
 				next = e.Value
 			}
 		}
@@ -143,11 +209,12 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 
 	It("names the step and the missing node when a location has no node", func() {
 		ns := newNamespace(ctx)
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = "no-such-node" })
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseFailed))
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Location = "no-such-node" })
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
 		Eventually(kstatusOf(ctx, p)).Should(Equal(kstatus.FailedStatus))
-		deg := meta.FindStatusCondition(get(ctx, p).Status.Conditions, pipelinev1beta1.ConditionDegraded)
-		Expect(deg.Reason).To(Equal(pipelinev1beta1.ReasonNodeNotFound))
+		deg := meta.FindStatusCondition(get(ctx, p).Status.Conditions, pipelinev1.ConditionDegraded)
+		Expect(deg).NotTo(BeNil())
+		Expect(deg.Reason).To(Equal(pipelinev1.ReasonNodeNotFound))
 		Expect(deg.Message).To(ContainSubstring("step 2 (step-2): node no-such-node does not exist"))
 		Eventually(func() []string {
 			list := &eventsv1.EventList{}
@@ -164,14 +231,28 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 			HaveEach(HaveField("Spec.NodeName", BeEmpty())), "no node can take the step's pod")
 	})
 
-	It("admits Pipelines through the webhooks make deploy registers: defaults stored, bad ones refused", func() {
+	It("admits Pipelines through the webhooks make deploy registers, in v1 and in v1beta1: defaults stored, bad ones refused", func() {
+		By("make deploy registers the webhooks of v1; matchPolicy Equivalent sends them v1beta1 requests too, converted")
+		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: mutatingWebhookConfiguration}, mutating)).To(Succeed())
+		Expect(mutating.Webhooks).To(ContainElement(v1Webhook("mpipeline.distri-infer.ndsl.cn", "/mutate-distri-infer-ndsl-cn-v1-pipeline")))
+		validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: validatingWebhookConfiguration}, validating)).To(Succeed())
+		Expect(validating.Webhooks).To(ContainElement(v1Webhook("vpipeline.distri-infer.ndsl.cn", "/validate-distri-infer-ndsl-cn-v1-pipeline")))
+
+		By("a v1 Pipeline is stored with the defaults the mutating webhook writes")
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns)
 		stored := get(ctx, p)
-		Expect(stored.Spec.Steps[1].Name).To(Equal("step-2"))
+		for i, s := range stored.Spec.Steps {
+			Expect(s.Replicas).To(HaveValue(BeEquivalentTo(1)), "step %d: replicas, which only the mutating webhook defaults", i+1)
+		}
 		Expect(stored.Spec.Steps[0].Port).To(HaveValue(BeEquivalentTo(9080)))
-		Expect(stored.Spec.ModelStorage.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
+		Expect(stored.Spec.Steps[1].Port).To(HaveValue(BeEquivalentTo(80)))
+		Expect(stored.Spec.ModelStorage.NFS).To(HaveValue(HaveField("AccessModes", Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))))
+		Expect(stored.Spec.ModelStorage.MountPath).To(Equal("/models"))
 
+		By("a bad Pipeline is refused in v1, and the same Pipeline in v1beta1, naming the same field")
 		bad, err := samples.Pipeline(ns)
 		Expect(err).NotTo(HaveOccurred())
 		bad.Name = "bad-image"
@@ -180,16 +261,24 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.steps[0].image"))
 		Expect(err.Error()).To(ContainSubstring("not a valid image reference"))
+		badV1beta1, err := samples.PipelineV1beta1(ns)
+		Expect(err).NotTo(HaveOccurred())
+		badV1beta1.Name = "bad-image"
+		badV1beta1.Spec.Steps[0].Image = "nginx:latest "
+		err = admin.Create(ctx, badV1beta1)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.steps[0].image"))
+		Expect(err.Error()).To(ContainSubstring("not a valid image reference"))
 	})
 
 	It("rolls out a new image, passing through creating back to running", func() {
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns)
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		old := stepPods(ctx, p, 1)[0].Name
 
 		// The watch sees every phase the Pipeline passes through.
-		w, err := admin.Watch(ctx, &pipelinev1beta1.PipelineList{}, client.InNamespace(ns))
+		w, err := admin.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace(ns))
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
 
@@ -200,12 +289,12 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		}).Should(Succeed())
 
 		// The phases of the new generation, in order, without repeats.
-		var seen []pipelinev1beta1.PipelinePhase
-		Eventually(func() []pipelinev1beta1.PipelinePhase {
+		var seen []pipelinev1.PipelinePhase
+		Eventually(func() []pipelinev1.PipelinePhase {
 			for {
 				select {
 				case ev := <-w.ResultChan():
-					pl, ok := ev.Object.(*pipelinev1beta1.Pipeline)
+					pl, ok := ev.Object.(*pipelinev1.Pipeline)
 					if ok && pl.Status.ObservedGeneration > p.Generation {
 						if n := len(seen); n == 0 || seen[n-1] != pl.Status.Phase {
 							seen = append(seen, pl.Status.Phase)
@@ -215,7 +304,7 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 					return seen
 				}
 			}
-		}).Should(Equal([]pipelinev1beta1.PipelinePhase{pipelinev1beta1.PipelinePhaseCreating, pipelinev1beta1.PipelinePhaseRunning}))
+		}).Should(Equal([]pipelinev1.PipelinePhase{pipelinev1.PipelinePhaseCreating, pipelinev1.PipelinePhaseRunning}))
 		pods := stepPods(ctx, p, 1)
 		Expect(pods).To(HaveLen(1))
 		Expect(pods[0].Name).NotTo(Equal(old))
@@ -231,8 +320,8 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		Expect(admin.Create(ctx, bystanderSvc)).To(Succeed())
 
 		p := createSample(ctx, ns)
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		pv := get(ctx, p).Status.PVName
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
+		pv := get(ctx, p).Status.Storage.VolumeName
 		Expect(pv).NotTo(BeEmpty())
 
 		Expect(admin.Delete(ctx, p)).To(Succeed())
@@ -285,16 +374,18 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 var _ = Describe("The pipeline router on a local control plane", func() {
 	It("runs the router of a Pipeline on its node, in front of the steps", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		p := createSample(ctx, ns, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Enabled: true, Location: "xx-test-node239"}
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{Location: "xx-test-node239"}}
 			p.Spec.Steps[0].StopWhen = "status == 200 && response.faces == 0"
 		})
-		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		st := get(ctx, p).Status
-		Expect(st.DetailPhase.RouterPhase).To(Equal(pipelinev1beta1.DeploymentPhaseAvailable))
-		Expect(st.ReadySteps).To(Equal("2/2"))
+		Expect(st.RouterState).To(Equal(pipelinev1.DeploymentStateAvailable))
+		Expect(st.RouterNode).To(Equal("xx-test-node239"))
+		Expect(st.ReadySteps).To(HaveValue(BeEquivalentTo(2)))
+		Expect(st.Steps).To(HaveLen(2))
 
-		By("scheduling the router's pod on the node of router.location, from the manager's image")
+		By("scheduling the router's pods on the node of dataPath.router.location, from the manager's image")
 		pods := &corev1.PodList{}
 		Expect(admin.List(ctx, pods, client.InNamespace(ns),
 			client.MatchingLabels{resources.LabelPipeline: p.Name, "app.kubernetes.io/component": "router"})).To(Succeed())
@@ -312,8 +403,8 @@ var _ = Describe("The pipeline router on a local control plane", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Steps).To(HaveLen(2))
 		for i, s := range cfg.Steps {
-			Expect(s.Name).To(Equal(st.DetailPhase.StepsPhase[i].Name))
-			Expect(s.URL).To(Equal(st.DetailPhase.StepsPhase[i].URL + "/"))
+			Expect(s.Name).To(Equal(st.Steps[i].Name))
+			Expect(s.URL).To(Equal(st.Steps[i].URL + "/"))
 		}
 		Expect(cfg.Steps[0].StopWhen).To(Equal("status == 200 && response.faces == 0"))
 	})

@@ -53,7 +53,7 @@ var _ = Describe("The router of a Pipeline", Ordered, func() {
 		ctx := context.Background()
 		ns := newNamespace(ctx)
 		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.Router = &pipelinev1.Router{Enabled: true}
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
 		})
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 

@@ -87,8 +87,8 @@ func startControlPlane(r *run, ns string) *controlPlane {
 	}
 	r.Cleanup(func() { _ = cp.env.Stop() })
 	// The managers under test run with --conversion-crd= (they serve no webhook): this process
-	// serves the conversion of the Pipelines written as v1beta1 and stored as v1, across
-	// restarts of the apiserver.
+	// serves the conversion, across restarts of the apiserver, to whoever reads a Pipeline as
+	// v1beta1. The cases write and read v1, the version the apiserver stores.
 	if err := testenv.ServeConversion(r.Context(), cp.env); err != nil {
 		r.Fatalf("serve the conversion webhook: %v", err)
 	}

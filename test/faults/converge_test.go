@@ -16,6 +16,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -114,13 +115,13 @@ func (w *snapshot) lost(ns string, want []string) int {
 		}
 		wanted := []string{}
 		for i := range steps {
-			wanted = append(wanted, "Deployment "+p.Name+"-"+p.Spec.StepName(i), "Service "+p.Name+"-"+p.Spec.StepName(i))
+			wanted = append(wanted, "Deployment "+stepObjectName(p, i), "Service "+stepObjectName(p, i))
 		}
-		if p.Status.PVCName != "" {
-			wanted = append(wanted, "PersistentVolumeClaim "+p.Status.PVCName)
+		if claim := p.Status.Storage.ClaimName; claim != "" {
+			wanted = append(wanted, "PersistentVolumeClaim "+claim)
 		}
-		if p.Status.PVName != "" {
-			wanted = append(wanted, "PersistentVolume "+p.Status.PVName)
+		if volume := p.Status.Storage.VolumeName; volume != "" {
+			wanted = append(wanted, "PersistentVolume "+volume)
 		}
 		for _, k := range wanted {
 			if !has[k] {
@@ -145,8 +146,9 @@ func pipelineProblems(p *pipelinev1.Pipeline) []string {
 	if st.ObservedGeneration != p.Generation {
 		add("observedGeneration %d of generation %d", st.ObservedGeneration, p.Generation)
 	}
-	if st.Phase != pipelinev1.PipelinePhaseRunning || st.ReadySteps != fmt.Sprintf("%d/%d", steps, steps) {
-		add("phase %q, ready steps %q", st.Phase, st.ReadySteps)
+	if ready, total := ptr.Deref(st.ReadySteps, -1), ptr.Deref(st.TotalSteps, -1); st.Phase != pipelinev1.PipelinePhaseRunning ||
+		ready != steps || total != steps {
+		add("phase %q, %d of %d steps ready", st.Phase, ready, total)
 	}
 	for _, t := range []string{pipelinev1.ConditionAvailable, pipelinev1.ConditionReconciled} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation {
@@ -216,7 +218,7 @@ func childProblems(p *pipelinev1.Pipeline, have children) []string {
 	add := func(format string, args ...any) { out = append(out, p.Name+": "+fmt.Sprintf(format, args...)) }
 	stepNames := make([]string, steps)
 	for i := range stepNames {
-		stepNames[i] = p.Name + "-" + p.Spec.StepName(i)
+		stepNames[i] = stepObjectName(p, i)
 	}
 	workloads, configMaps, autoscalers := slices.Clone(stepNames), []string(nil), []string(nil)
 	switch variant(p) {
@@ -229,7 +231,7 @@ func childProblems(p *pipelinev1.Pipeline, have children) []string {
 	sort.Strings(workloads)
 	for kind, want := range map[string][]string{
 		"Deployment": workloads, "Service": workloads, "ConfigMap": configMaps, "HorizontalPodAutoscaler": autoscalers,
-		"PersistentVolumeClaim": {p.Status.PVCName}, "PersistentVolume": {p.Status.PVName},
+		"PersistentVolumeClaim": {p.Status.Storage.ClaimName}, "PersistentVolume": {p.Status.Storage.VolumeName},
 	} {
 		var got []string
 		for _, obj := range have[kind] {

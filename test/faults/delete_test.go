@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -142,7 +141,7 @@ func (f *finalizerRace) wrap(rt http.RoundTripper) http.RoundTripper {
 				f.fired.Add(1)
 				sent := make(chan struct{})
 				go func() {
-					p := &pipelinev1beta1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
+					p := &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
 					close(sent)
 					_ = f.c.Delete(context.Background(), p)
 				}()
@@ -189,7 +188,7 @@ func raceFinalizers(r *run, c client.Client, ns string, race *finalizerRace) {
 }
 
 // createThenDelete creates p, waits delay, reads the stage it has reached and deletes it.
-func createThenDelete(ctx context.Context, c client.Client, p *pipelinev1beta1.Pipeline, delay time.Duration) (string, error) {
+func createThenDelete(ctx context.Context, c client.Client, p *pipelinev1.Pipeline, delay time.Duration) (string, error) {
 	if err := c.Create(ctx, p); err != nil {
 		return "", fmt.Errorf("create Pipeline %s: %w", p.Name, err)
 	}
@@ -205,13 +204,13 @@ func createThenDelete(ctx context.Context, c client.Client, p *pipelinev1beta1.P
 }
 
 // creationStage names how far the creation of p had gone.
-func creationStage(p *pipelinev1beta1.Pipeline) string {
+func creationStage(p *pipelinev1.Pipeline) string {
 	switch {
 	case !slices.Contains(p.Finalizers, pipeline.Finalizer):
 		return "no finalizer yet"
 	case p.Status.ObservedGeneration == 0:
 		return "finalizer, children being made"
-	case p.Status.Phase == pipelinev1beta1.PipelinePhaseRunning:
+	case p.Status.Phase == pipelinev1.PipelinePhaseRunning:
 		return "running"
 	}
 	return "children made, " + string(p.Status.Phase)
@@ -221,7 +220,7 @@ func creationStage(p *pipelinev1beta1.Pipeline) string {
 func waitPipelinesGone(r *run, c client.Client, ns string) time.Time {
 	r.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		list := &pipelinev1beta1.PipelineList{}
+		list := &pipelinev1.PipelineList{}
 		err := c.List(r.Context(), list, client.InNamespace(ns))
 		if err == nil {
 			r.res.lost = len(list.Items) // deletes not carried out, so far

@@ -41,7 +41,7 @@ func stepObject[T client.Object](obj T, step int) func(p *pipelinev1.Pipeline) c
 	return func(p *pipelinev1.Pipeline) client.Object {
 		obj := obj.DeepCopyObject().(T)
 		obj.SetNamespace(p.Namespace)
-		obj.SetName(p.Name + "-" + p.Spec.StepName(step))
+		obj.SetName(stepObjectName(p, step))
 		return obj
 	}
 }
@@ -107,13 +107,13 @@ var tampers = []tamper{
 		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolumeClaim relabelled (managed-by label removed)",
 		obj: func(p *pipelinev1.Pipeline) client.Object {
-			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Status.PVCName}}
+			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Status.Storage.ClaimName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
 		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},
 	{what: "PersistentVolume relabelled (managed-by label removed)",
 		obj: func(p *pipelinev1.Pipeline) client.Object {
-			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: p.Status.PVName}}
+			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: p.Status.Storage.VolumeName}}
 		},
 		change:   update(func(o client.Object) { delete(o.GetLabels(), labelManagedBy) }),
 		repaired: hasLabel(labelManagedBy, resources.ManagedBy)},

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 )
 
 // atWorkDeployments is how many Deployments the operator must have made before a fault comes:
@@ -48,7 +48,7 @@ func managerKilled(r *run) {
 	r.figure("killed %.1f s after the burst began; exits: %s", killed.Sub(b.started).Seconds(), describeExits(exits))
 	if !first.IsZero() {
 		r.figure("the new process's first write came %.1f s after the kill (it waits for the killed process's Lease to expire: lease duration %s)",
-			first.Sub(killed).Seconds(), manager.DefaultLeaseTimings().LeaseDuration)
+			first.Sub(killed).Seconds(), leaderelection.DefaultTimings().LeaseDuration)
 	}
 	r.figure("converged %.1f s after the kill (%.1f s after the burst began)", conv.at.Sub(killed).Seconds(), conv.at.Sub(b.started).Seconds())
 	r.figure("NameConflict claims (status or events): %d", len(conv.conflicts))
@@ -83,7 +83,7 @@ func leaderFailover(r *run) {
 	oneWriterAtATime(r, wa, wb, killed)
 	if len(wb) > 0 {
 		r.figure("handover: the standby's Lease taken %.1f s after the kill, its first write %.1f s after the kill (lease duration %s)",
-			leaseTaken(all, userB, killed).Sub(killed).Seconds(), wb[0].at.Sub(killed).Seconds(), manager.DefaultLeaseTimings().LeaseDuration)
+			leaseTaken(all, userB, killed).Sub(killed).Seconds(), wb[0].at.Sub(killed).Seconds(), leaderelection.DefaultTimings().LeaseDuration)
 	}
 	r.figure("converged %.1f s after the kill (%.1f s after the burst began)", conv.at.Sub(killed).Seconds(), conv.at.Sub(burst.started).Seconds())
 	_, exitsB := b.history()
@@ -133,12 +133,12 @@ func waitLease(r *run, c client.Client, ns string) {
 	r.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		lease := &coordinationv1.Lease{}
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: manager.LeaderElectionID}, lease)
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: leaderelection.ID}, lease)
 		if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.Fatalf("no manager took the Lease %s/%s: %v", ns, manager.LeaderElectionID, err)
+			r.Fatalf("no manager took the Lease %s/%s: %v", ns, leaderelection.ID, err)
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 )
 
@@ -45,7 +45,7 @@ func startInProcess(r *run, cfg *rest.Config, wrap func(http.RoundTripper) http.
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  manager.CacheOptions(),
+		Cache:                  apply.CacheOptions(),
 		// Several cases each run a manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -37,7 +38,7 @@ func newPipeline(ns string, i int) *pipelinev1.Pipeline {
 	p := newPlainPipeline(ns, i)
 	switch i % 4 {
 	case variantRouter:
-		p.Spec.Router = &pipelinev1.Router{Enabled: true}
+		p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
 	case variantAutoscaling:
 		p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 3}
 	case variantFailover:
@@ -46,20 +47,26 @@ func newPipeline(ns string, i int) *pipelinev1.Pipeline {
 	return p
 }
 
-// newPlainPipeline is the i-th Pipeline of a case with NFS storage and three unpinned steps.
+// newPlainPipeline is the i-th Pipeline of a case with NFS storage and three unpinned steps,
+// step-1 to step-3, listening on port 9080.
 func newPlainPipeline(ns string, i int) *pipelinev1.Pipeline {
 	p := &pipelinev1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pipeline-%03d", i), Namespace: ns},
 		Spec: pipelinev1.PipelineSpec{
-			ModelStorage: pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeNFS,
-				CSIParameter: map[string]string{"server": "nfs.faults.invalid", "share": "/models"}},
+			ModelStorage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeNFS,
+				NFS: &pipelinev1.NFSStorage{Server: "nfs.faults.invalid", Path: "/models"}},
 		},
 	}
 	for s := range steps {
-		p.Spec.Steps = append(p.Spec.Steps, pipelinev1.Step{Image: "nginx:latest", Model: fmt.Sprintf("model-%d", s+1),
-			Args: map[string]pipelinev1.ArgValue{"listenPort": "9080"}})
+		p.Spec.Steps = append(p.Spec.Steps, pipelinev1.Step{Name: fmt.Sprintf("step-%d", s+1), Image: "nginx:latest",
+			Model: fmt.Sprintf("model-%d", s+1), Port: ptr.To[int32](9080)})
 	}
 	return p
+}
+
+// stepObjectName is the name of the Deployment and the Service of step i of p.
+func stepObjectName(p *pipelinev1.Pipeline, i int) string {
+	return p.Name + "-" + p.Spec.Steps[i].Name
 }
 
 // The kinds of Pipeline of the suite.

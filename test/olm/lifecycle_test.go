@@ -23,7 +23,6 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -39,7 +38,21 @@ func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.Pipeline)) *pipelinev1beta1.Pipeline {
+// createSampleV1beta1 creates namespace ns and in it the sample Pipeline verbatim, as the
+// v1beta1 resource the previous release serves alone (samples.PipelineV1beta1). It returns the
+// Pipeline's name and namespace, for stored.
+func createSampleV1beta1(ctx context.Context, ns string) *pipelinev1.Pipeline {
+	GinkgoHelper()
+	Expect(admin.Create(ctx, namespace(ns))).To(Succeed())
+	p, err := samples.PipelineV1beta1(ns)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(admin.Create(ctx, p)).To(Succeed())
+	return &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+}
+
+// createSample creates namespace ns and in it the sample Pipeline in v1 (samples.Pipeline: the
+// seed converted), edited by edit.
+func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	Expect(admin.Create(ctx, namespace(ns))).To(Succeed())
 	p, err := samples.Pipeline(ns)
@@ -51,21 +64,24 @@ func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1beta1.
 	return p
 }
 
-// stored reads p as the apiserver stores it, as v1beta1: through v1, which asks nothing of the
+// stored reads p as the apiserver stores it, in v1: directly, which asks nothing of the
 // operator's conversion webhook and so reads also while the operator's pod restarts, or, under
-// the previous release, whose CRD serves v1beta1 alone, directly.
-func stored(ctx context.Context, g Gomega, p *pipelinev1beta1.Pipeline) *pipelinev1beta1.Pipeline {
-	out, err := hub.Get(ctx, admin, client.ObjectKeyFromObject(p))
+// the previous release, whose CRD serves v1beta1 alone, as v1beta1 converted here.
+func stored(ctx context.Context, g Gomega, p *pipelinev1.Pipeline) *pipelinev1.Pipeline {
+	out := &pipelinev1.Pipeline{}
+	err := admin.Get(ctx, client.ObjectKeyFromObject(p), out)
 	if meta.IsNoMatchError(err) {
-		out = &pipelinev1beta1.Pipeline{}
-		err = admin.Get(ctx, client.ObjectKeyFromObject(p), out)
+		spoke := &pipelinev1beta1.Pipeline{}
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), spoke)).To(Succeed())
+		out = &pipelinev1.Pipeline{}
+		err = spoke.ConvertTo(out)
 	}
 	g.Expect(err).NotTo(HaveOccurred())
 	return out
 }
 
-func phaseOf(ctx context.Context, p *pipelinev1beta1.Pipeline) func(Gomega) pipelinev1beta1.PipelinePhase {
-	return func(g Gomega) pipelinev1beta1.PipelinePhase { return stored(ctx, g, p).Status.Phase }
+func phaseOf(ctx context.Context, p *pipelinev1.Pipeline) func(Gomega) pipelinev1.PipelinePhase {
+	return func(g Gomega) pipelinev1.PipelinePhase { return stored(ctx, g, p).Status.Phase }
 }
 
 // approvePlan approves the InstallPlan of the operator's Subscription (upgrades approved by
@@ -154,7 +170,7 @@ func upgradeable(ctx context.Context, name string) func(Gomega) *metav1.Conditio
 
 // children lists the resource versions of a Pipeline's children: its Deployments, Services,
 // claim and volume.
-func children(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]string {
+func children(ctx context.Context, p *pipelinev1.Pipeline) map[string]string {
 	GinkgoHelper()
 	out := map[string]string{}
 	selector := client.MatchingLabels{resources.LabelPipeline: p.Name}
@@ -170,23 +186,23 @@ func children(ctx context.Context, p *pipelinev1beta1.Pipeline) map[string]strin
 	}
 	st := stored(ctx, Default, p).Status
 	pvc := &corev1.PersistentVolumeClaim{}
-	Expect(admin.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: st.PVCName}, pvc)).To(Succeed())
+	Expect(admin.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: st.Storage.ClaimName}, pvc)).To(Succeed())
 	out["pvc/"+pvc.Name] = pvc.ResourceVersion
 	pv := &corev1.PersistentVolume{}
-	Expect(admin.Get(ctx, types.NamespacedName{Name: st.PVName}, pv)).To(Succeed())
+	Expect(admin.Get(ctx, types.NamespacedName{Name: st.Storage.VolumeName}, pv)).To(Succeed())
 	out["pv/"+pv.Name] = pv.ResourceVersion
 	Expect(out).To(HaveLen(2 + 2 + 2))
 	return out
 }
 
 // childPaths are the API paths of p's children, for counting writes to them on the wire.
-func childPaths(ctx context.Context, p *pipelinev1beta1.Pipeline) []string {
+func childPaths(ctx context.Context, p *pipelinev1.Pipeline) []string {
 	GinkgoHelper()
 	return []string{
 		"/apis/apps/v1/namespaces/" + p.Namespace + "/deployments",
 		"/api/v1/namespaces/" + p.Namespace + "/services",
 		"/api/v1/namespaces/" + p.Namespace + "/persistentvolumeclaims",
-		"/api/v1/persistentvolumes/" + stored(ctx, Default, p).Status.PVName,
+		"/api/v1/persistentvolumes/" + stored(ctx, Default, p).Status.Storage.VolumeName,
 	}
 }
 
@@ -214,7 +230,7 @@ func setHold(ctx context.Context, on bool) {
 var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM", Ordered, func() {
 	var (
 		ctx             context.Context
-		steady, rolling *pipelinev1beta1.Pipeline
+		steady, rolling *pipelinev1.Pipeline
 		steadyChildren  map[string]string
 	)
 	BeforeEach(func() { ctx = context.Background() })
@@ -264,13 +280,21 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Eventually(pod.webhookReady).Should(BeTrue())
 		timed("install of the previous release:", start)
 
-		By("a Pipeline of the previous release, stored as v1beta1, reaches running")
-		steady = createSample(ctx, "steady")
-		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		By("a Pipeline of the previous release, applied and stored as v1beta1, reaches running")
+		steady = createSampleV1beta1(ctx, "steady")
+		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
-	It("upgrades to this release, which keeps the Pipeline running without writing to it, migrates it to v1 and serves it as v1", func() {
-		steadyChildren = children(ctx, steady)
+	It("upgrades to this release, which keeps the Pipeline running, names it in v1 as its children's owner without restarting a pod, migrates it to v1 and serves it as v1", func() {
+		By("the previous release's children name their Pipeline in v1beta1; the apiserver's changes are followed from here on")
+		history := recordHistory(ctx, steady.Namespace)
+		DeferCleanup(history.stop)
+		owners := history.controlledByPipelines()
+		Expect(owners).To(HaveLen(2+2+1), "two Deployments, two Services and a claim: %v", owners)
+		Expect(owners).To(HaveEach(pipelinev1beta1.GroupVersion.String()))
+		volume := &corev1.PersistentVolume{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: stored(ctx, Default, steady).Status.Storage.VolumeName}, volume)).To(Succeed())
+		volumeUID := volume.UID
 		paths := childPaths(ctx, steady)
 		mark := front.mark()
 
@@ -287,7 +311,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		By("the manager runs as the Deployment's pod: OLM's OPERATOR_CONDITION_NAME, its ServiceAccount, its certificate")
 		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, current.csv))
 		Eventually(pod.webhookReady).Should(BeTrue())
-		Eventually(upgradeable(ctx, current.csv)).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1beta1.ReasonNoRollouts)))
+		Eventually(upgradeable(ctx, current.csv)).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonNoRollouts)))
 
 		By("the CRD serves v1 and v1beta1 and stores v1; the new manager migrated the stored Pipeline")
 		Expect(servedVersions(ctx)).To(Equal([]string{"v1*", "v1beta1"}))
@@ -310,15 +334,28 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			HaveField("Path", HaveValue(Equal("/convert")))))
 		Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).NotTo(BeEmpty(), "OLM's CA")
 
-		By("the Pipeline stays running, reads as v1 and as v1beta1, and its children were not written")
-		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		By("the Pipeline stays running and reads as v1 and as v1beta1")
+		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1.PipelinePhaseRunning))
 		v1 := &pipelinev1.Pipeline{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1)).To(Succeed())
 		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(HaveField("Server", "192.168.20.235")))
 		Expect(v1.Spec.Steps[1].Name).To(Equal("step-2"))
 		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
-		Consistently(func() []string { return front.writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
-		Expect(children(ctx, steady)).To(Equal(steadyChildren))
+		Expect(v1.Status.Storage.VolumeName).To(Equal(volume.Name))
+		v1beta1 := &pipelinev1beta1.Pipeline{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1beta1)).To(Succeed())
+		Expect(v1beta1.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(v1beta1.Spec.Steps[0].Args).To(HaveKeyWithValue(pipelinev1beta1.ListenPortArg, pipelinev1beta1.ArgValue("9080")))
+
+		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, and restarts no pod")
+		Eventually(history.controlledByPipelines).Should(And(HaveLen(len(owners)), HaveEach(pipelinev1.GroupVersion.String())))
+		Consistently(history.mostOwnerChanges, "5s", "500ms").Should(BeNumerically("<=", 1), history.summary)
+		history.stop()
+		expectRewrittenOnce(history)
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(volume), volume)).To(Succeed())
+		Expect(volume.UID).To(Equal(volumeUID), "the PersistentVolume is the same")
+		timings = append(timings, fmt.Sprintf("upgrade from the previous release: %d writes of the operator to the Pipeline's children (%s)",
+			len(front.writes(mark, paths...)), history.summary()))
 
 		By("a new Pipeline through this release's webhooks: defaulted, and a bad one refused")
 		// OLM rolls the new certificate out to the webhook configurations, the CRD and the pod
@@ -329,8 +366,10 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Eventually(func() error { return admin.Create(ctx, dry.DeepCopy(), client.DryRunAll) }).Should(Succeed())
 		timed("upgrade from the previous release (approval to webhooks called with the new CA):", start)
 		fresh := createSample(ctx, "fresh")
-		Expect(stored(ctx, Default, fresh).Spec.Steps[1].Name).To(Equal("step-2"), "defaulted by the mutating webhook")
-		Eventually(phaseOf(ctx, fresh)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		for i, s := range stored(ctx, Default, fresh).Spec.Steps {
+			Expect(s.Replicas).To(HaveValue(BeEquivalentTo(1)), "step %d: replicas defaulted by the mutating webhook", i+1)
+		}
+		Eventually(phaseOf(ctx, fresh)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		bad, err := samples.Pipeline("fresh")
 		Expect(err).NotTo(HaveOccurred())
 		bad.Name, bad.Spec.Steps[0].Image = "bad-image", "nginx:latest "
@@ -358,13 +397,13 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		By("a Pipeline rolling out: its steps wait for a node that takes no pods yet")
 		setHold(ctx, true)
 		DeferCleanup(setHold, context.Background(), false)
-		rolling = createSample(ctx, "rolling", func(p *pipelinev1beta1.Pipeline) {
+		rolling = createSample(ctx, "rolling", func(p *pipelinev1.Pipeline) {
 			for i := range p.Spec.Steps {
 				p.Spec.Steps[i].Location = heldNode
 			}
 		})
 		Eventually(upgradeable(ctx, current.csv)).Should(And(
-			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", pipelinev1beta1.ReasonPipelinesRollingOut),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", pipelinev1.ReasonPipelinesRollingOut),
 			HaveField("Message", ContainSubstring("rolling/"+rolling.Name))))
 
 		By("the catalog publishes the next release, which replaces this one")
@@ -391,7 +430,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		By("the rollout ends: the upgrade completes by itself")
 		held := time.Now()
 		setHold(ctx, false)
-		Eventually(phaseOf(ctx, rolling)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phaseOf(ctx, rolling)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(csvStatus(ctx, next.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
 		Eventually(csvStatus(ctx, current.csv)).Should(Equal("absent"))
 		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, next.csv))
@@ -402,7 +441,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		By("the running Pipeline's children were not written, during the upgrade or by the new manager")
 		Consistently(func() []string { return front.writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
 		Expect(children(ctx, steady)).To(Equal(steadyChildren))
-		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(front.refusals()).To(BeEmpty())
 		expectRefusedOnlyWhileReplaced("upgrade to the next release")
 	})
@@ -419,8 +458,8 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 
 		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 		Consistently(func(g Gomega) {
-			for _, p := range []*pipelinev1beta1.Pipeline{steady, rolling} {
-				g.Expect(phaseOf(ctx, p)(g)).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+			for _, p := range []*pipelinev1.Pipeline{steady, rolling} {
+				g.Expect(phaseOf(ctx, p)(g)).To(Equal(pipelinev1.PipelinePhaseRunning))
 				deployments := &appsv1.DeploymentList{}
 				g.Expect(admin.List(ctx, deployments, client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name})).To(Succeed())
 				g.Expect(deployments.Items).To(HaveLen(2))

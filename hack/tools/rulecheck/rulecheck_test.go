@@ -98,18 +98,18 @@ var alertCases = []struct {
 }{
 	{"a failed pipeline fires after 5 minutes", alertCase{
 		alert: "PipelineFailed", after: 6 * time.Minute,
-		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="failed"} 1x10`,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="Failed"} 1x10`,
 		firing: []string{"face"},
 	}},
 	{"a pipeline failed for 3 minutes does not", alertCase{
 		alert: "PipelineFailed", after: 6 * time.Minute,
-		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="running"} 1x3 _x7
-pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="failed"} _x3 1x3`,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="Running"} 1x3 _x7
+pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="Failed"} _x3 1x3`,
 	}},
 	{"a pipeline creating for 20 minutes fires", alertCase{
 		alert: "PipelineStuckCreating", after: 20 * time.Minute,
-		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="slow",phase="creating"} 1x25
-pipeline_operator_pipeline_phase{namespace="edge",pipeline="fast",phase="creating"} 1x2 _x23`,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="slow",phase="Creating"} 1x25
+pipeline_operator_pipeline_phase{namespace="edge",pipeline="fast",phase="Creating"} 1x2 _x23`,
 		firing: []string{"slow"},
 	}},
 	{"a step short of ready pods for 10 minutes fires", alertCase{
@@ -249,13 +249,61 @@ func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) 
 	return firing, summaries
 }
 
-func TestDashboardQueriesParse(t *testing.T) {
+// phases are the values of the phase label of pipeline_operator_pipeline_phase and
+// pipeline_operator_pipelines: the v1 phases, and Unknown for a Pipeline not reported on yet.
+var phases = map[string]bool{"Creating": true, "Running": true, "Failed": true, "Deleting": true, "Unknown": true}
+
+// checkPhaseMatchers reports every matcher on the phase label in expr whose value is not a phase
+// the operator reports (a lower-case v1beta1 phase, say), which would select nothing.
+func checkPhaseMatchers(t *testing.T, where string, expr parser.Expr) {
+	t.Helper()
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		vs, ok := node.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		for _, m := range vs.LabelMatchers {
+			if m.Name == "phase" && (m.Type == labels.MatchEqual || m.Type == labels.MatchNotEqual) && !phases[m.Value] {
+				t.Errorf("%s: %s matches phase %q, which the operator never reports", where, vs, m.Value)
+			}
+		}
+		return nil
+	})
+}
+
+// The rules and the dashboard select phases by the values the operator reports.
+func TestPhaseMatchersNameReportedPhases(t *testing.T) {
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			expr, err := promql.ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPhaseMatchers(t, "rule "+r.Alert, expr)
+		}
+	}
+	for _, q := range dashboardQueries(t) {
+		expr, err := promql.ParseExpr(q.expr)
+		if err != nil {
+			t.Fatalf("panel %q: %q: %v", q.panel, q.expr, err)
+		}
+		checkPhaseMatchers(t, "panel "+q.panel, expr)
+	}
+}
+
+// dashboardQuery is the query of one target of a panel of the dashboard, as Prometheus gets it.
+type dashboardQuery struct {
+	panel, expr string
+}
+
+// dashboardQueries are the queries of every panel of the dashboard, $__rate_interval replaced.
+func dashboardQueries(t *testing.T) []dashboardQuery {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dash struct {
-		UID    string `json:"uid"`
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
@@ -266,16 +314,34 @@ func TestDashboardQueriesParse(t *testing.T) {
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatal(err)
 	}
-	if dash.UID == "" || len(dash.Panels) == 0 {
-		t.Fatalf("dashboard has uid %q and %d panels", dash.UID, len(dash.Panels))
-	}
+	var out []dashboardQuery
 	for _, p := range dash.Panels {
 		for _, target := range p.Targets {
 			// Grafana replaces $__rate_interval before Prometheus sees the query.
-			expr := strings.ReplaceAll(target.Expr, "$__rate_interval", "5m")
-			if _, err := promql.ParseExpr(expr); err != nil {
-				t.Errorf("panel %q: %q: %v", p.Title, target.Expr, err)
-			}
+			out = append(out, dashboardQuery{panel: p.Title, expr: strings.ReplaceAll(target.Expr, "$__rate_interval", "5m")})
+		}
+	}
+	return out
+}
+
+func TestDashboardQueriesParse(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string            `json:"uid"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	if dash.UID == "" || len(dash.Panels) == 0 {
+		t.Fatalf("dashboard has uid %q and %d panels", dash.UID, len(dash.Panels))
+	}
+	for _, q := range dashboardQueries(t) {
+		if _, err := promql.ParseExpr(q.expr); err != nil {
+			t.Errorf("panel %q: %q: %v", q.panel, q.expr, err)
 		}
 	}
 }

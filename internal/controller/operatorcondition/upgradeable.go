@@ -22,8 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // upgradeableRequest is the only key of the Upgradeable controller's queue: every Pipeline
@@ -53,11 +51,12 @@ type UpgradeableReconciler struct {
 
 // Reconcile sets the Upgradeable condition from the Pipelines' status, when it changed.
 func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	items, err := hub.List(ctx, r.Client)
-	if err != nil {
+	list := &pipelinev1.PipelineList{}
+	// The Pipelines are only read: the cache's own objects need no copy.
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pipelines: %w", err)
 	}
-	want := upgradeable(items)
+	want := upgradeable(list.Items)
 	if sameCondition(r.last, &want) {
 		return ctrl.Result{}, nil
 	}
@@ -79,7 +78,7 @@ func (r *UpgradeableReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 func (r *UpgradeableReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("operatorcondition").
-		Watches(hub.Object(), handler.EnqueueRequestsFromMapFunc(
+		Watches(&pipelinev1.Pipeline{}, handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request {
 				return []reconcile.Request{upgradeableRequest}
 			})).
@@ -126,7 +125,7 @@ func upgradeable(pipelines []pipelinev1.Pipeline) metav1.Condition {
 // generation yet, or reports it Progressing. A failed Pipeline does not hold an upgrade back
 // (the new version may be what it needs), nor does one that is paused or being deleted.
 func rollingOut(p *pipelinev1.Pipeline) bool {
-	if !p.DeletionTimestamp.IsZero() || resources.Paused(p) {
+	if !p.DeletionTimestamp.IsZero() || p.IsPaused() {
 		return false
 	}
 	c := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionProgressing)

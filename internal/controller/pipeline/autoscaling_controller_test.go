@@ -109,13 +109,14 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		}).Should(Succeed())
 		Eventually(func() pipelinev1.PipelineStatus { return getPipeline(ctx, p).Status }).Should(And(
 			HaveField("Phase", Equal(pipelinev1.PipelinePhaseRunning)),
-			HaveField("DetailPhase.StepsPhase", HaveEach(HaveField("DeploymentPhase", Equal(pipelinev1.DeploymentPhaseAvailable)))),
-			HaveField("DetailPhase.StepsPhase", ContainElement(And(HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(3)))))))
+			HaveField("Steps", HaveEach(HaveField("DeploymentState", Equal(pipelinev1.DeploymentStateAvailable)))),
+			HaveField("Steps", ContainElement(And(HaveField("Replicas", HaveValue(BeEquivalentTo(5))), HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(3))))))))
 		rollOut(ctx, p)
 		Eventually(stepStatus(ctx, p, 1)).Should(And(
-			HaveField("Replicas", BeEquivalentTo(5)), HaveField("ReadyReplicas", BeEquivalentTo(5)),
-			HaveField("Autoscaling", Equal(&pipelinev1.StepAutoscalingStatus{MinReplicas: 2, MaxReplicas: 6, CurrentReplicas: 5,
-				DesiredReplicas: 5, ScalingActive: ptr.To(false), Message: "FailedGetResourceMetric: no metrics returned from resource metrics API"}))))
+			HaveField("Replicas", HaveValue(BeEquivalentTo(5))), HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(5))),
+			HaveField("Autoscaling", Equal(&pipelinev1.StepAutoscalingStatus{MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](6),
+				CurrentReplicas: ptr.To[int32](5), DesiredReplicas: ptr.To[int32](5), ScalingActive: ptr.To(false),
+				Message: "FailedGetResourceMetric: no metrics returned from resource metrics API"}))))
 		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseRunning), "no metrics API does not fail the Pipeline")
 
 		By("further passes leave the count at 5 and write nothing")
@@ -146,7 +147,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		Expect(replicasOwners(deploymentOf(ctx, p, 1))).To(Equal([]string{apply.FieldManager}))
 		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted HorizontalPodAutoscaler " + name))
 		rollOut(ctx, p)
-		Eventually(stepStatus(ctx, p, 1)).Should(And(HaveField("Replicas", BeEquivalentTo(3)), HaveField("Autoscaling", BeNil())))
+		Eventually(stepStatus(ctx, p, 1)).Should(And(HaveField("Replicas", HaveValue(BeEquivalentTo(3))), HaveField("Autoscaling", BeNil())))
 	})
 
 	It("makes an autoscaled step's Deployment without replicas, and the autoscaler's count stays", func() {
@@ -159,7 +160,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		// The create's default of one pod was the operator's; the autoscaler's scale took it over.
 		Expect(replicasOwners(deploymentOf(ctx, p, 0))).To(Equal([]string{autoscalerManager}))
 		rollOut(ctx, p)
-		Eventually(stepStatus(ctx, p, 0)).Should(HaveField("ReadyReplicas", BeEquivalentTo(3)))
+		Eventually(stepStatus(ctx, p, 0)).Should(HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(3))))
 		p = getPipeline(ctx, p)
 		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
 		expectNoWritesOnReconcile(ctx, p)

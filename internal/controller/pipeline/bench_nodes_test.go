@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -34,17 +34,17 @@ const (
 	benchNodeRounds     = 3 // interleaved runs of each variant; the median is reported
 	nodeEventsBegin     = "<!-- begin: node events, written by TestBenchNodeEvents -->"
 	nodeEventsEnd       = "<!-- end: node events -->"
-	benchRouterInterval = 10 // every 10th Pipeline has its router enabled
+	benchRouterInterval = 10 // every 10th Pipeline runs the router (dataPath.mode Router)
 	benchBudgetInterval = 10 // every 10th Pipeline (from the 5th) has an unpinned step of 2 pods
 	benchPools          = 20 // nodes and unpinned steps in pools, by their label benchPoolLabel
 	benchPoolLabel      = "bench.pipeline/pool"
 )
 
 // TestBenchNodeEvents measures what one node event costs the operator's process with 1 000
-// Pipelines over 200 nodes, with the cache indexes (internal/nodes/index.go) and with the
-// scanning implementation they replaced, in the same run against the same informer cache, and
-// writes the figures as their own section of $BENCH_OUTPUT (make bench: docs/performance.md).
-// The figures are ratios of the same run; no assertion is timed.
+// Pipelines over 200 nodes, with the cache indexes (nodeindex.go, internal/nodes/index.go) and
+// with the scanning implementation they replaced, in the same run against the same informer
+// cache, and writes the figures as their own section of $BENCH_OUTPUT (make bench:
+// docs/performance.md). The figures are ratios of the same run; no assertion is timed.
 func TestBenchNodeEvents(t *testing.T) {
 	out := os.Getenv("BENCH_OUTPUT")
 	if out == "" || os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -70,7 +70,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	}
 
 	// The manager's cache: the operator's cache options and indexes.
-	opts := manager.CacheOptions()
+	opts := apply.CacheOptions()
 	opts.Scheme = runtimeScheme()
 	informers, err := cache.New(cfg, opts)
 	if err != nil {
@@ -172,10 +172,10 @@ func TestBenchNodeEvents(t *testing.T) {
 }
 
 // benchNodePipeline is the i-th Pipeline of the node-event run: the bench Pipeline with step s
-// located on node 3i+s (mod 200) and falling back to node 3i+s+100, and every 10th with its
-// router enabled on node 7i: about 30 Pipelines may run on each node. Every 10th from the 5th
-// has instead an unpinned last step of 2 pods, confined by its nodeSelector to pool i/10 (mod
-// 20), of 10 nodes: a step that may get a disruption budget.
+// located on node 3i+s (mod 200) and falling back to node 3i+s+100, and every 10th running the
+// router (dataPath.mode Router) on node 7i: about 30 Pipelines may run on each node. Every 10th
+// from the 5th has instead an unpinned last step of 2 pods, confined by its nodeSelector to pool
+// i/10 (mod 20), of 10 nodes: a step that may get a disruption budget.
 func benchNodePipeline(ns string, i int, names []string) *pipelinev1.Pipeline {
 	p := benchPipeline(ns, i)
 	for s := range p.Spec.Steps {
@@ -183,7 +183,8 @@ func benchNodePipeline(ns string, i int, names []string) *pipelinev1.Pipeline {
 		p.Spec.Steps[s].FallbackLocations = []string{names[(3*i+s+len(names)/2)%len(names)]}
 	}
 	if i%benchRouterInterval == 0 {
-		p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: names[(7*i)%len(names)]}
+		p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter,
+			Router: &pipelinev1.Router{Location: names[(7*i)%len(names)]}}
 	}
 	if i%benchBudgetInterval == benchBudgetInterval/2 {
 		last := &p.Spec.Steps[len(p.Spec.Steps)-1]
@@ -224,7 +225,7 @@ func expectedNodeEvent(items []pipelinev1.Pipeline, node *corev1.Node) (on, budg
 	for i := range items {
 		p := &items[i]
 		key := client.ObjectKeyFromObject(p).String()
-		if slices.Contains(nodes.PipelineNodes(p), nodes.Hostname(node)) || slices.Contains(nodes.PipelineNodes(p), node.Name) {
+		if slices.Contains(pipelineNodes(p), nodes.Hostname(node)) || slices.Contains(pipelineNodes(p), node.Name) {
 			on = append(on, key)
 		}
 		for s := range p.Spec.Steps {
@@ -281,7 +282,7 @@ func (e nodeEvent) run(ctx context.Context, r client.Client, ev *benchEvent) (no
 		for s := range p.Spec.Steps {
 			locations = append(locations, p.Spec.Steps[s].Locations()...)
 		}
-		if rt := p.Spec.Router; rt != nil && rt.Enabled && rt.Location != "" {
+		if rt := p.Spec.RouterSettings(); rt != nil && rt.Location != "" {
 			locations = append(locations, rt.Location)
 		}
 		for _, l := range locations {
@@ -341,7 +342,7 @@ func scanPipelinesOnNode(ctx context.Context, c client.Reader, obj client.Object
 	}
 	var reqs []reconcile.Request
 	for _, p := range list.Items {
-		if rt := p.Spec.Router; rt != nil && rt.Enabled && (rt.Location == hostname || rt.Location == obj.GetName()) {
+		if rt := p.Spec.RouterSettings(); rt != nil && (rt.Location == hostname || rt.Location == obj.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 			continue
 		}
@@ -397,11 +398,11 @@ func (f nodeEventFigures) markdown() string {
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), f.started.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, `A fresh kube-apiserver and etcd (envtest) hold %d Nodes, in %d pools of %d by a label, and %d
 Pipelines of 3 steps: step s of Pipeline i is located on node 3i+s (mod %d), with node
-3i+s+%d as its fallback location, every %dth Pipeline has its router enabled on node 7i, and
+3i+s+%d as its fallback location, every %dth Pipeline runs the router (dataPath.mode Router) on node 7i, and
 every %dth (from the %dth) has instead an unpinned last step of 2 pods whose nodeSelector picks
 one pool: a step that may get a disruption budget, which depends on how many nodes can hold its
 pods. An informer cache (controller-runtime's cache.New, with the operator's
-manager.CacheOptions and the indexes the reconciler registers) holds them all.
+apply.CacheOptions and the indexes the reconciler registers) holds them all.
 
 One node event is a ready node that stops reporting (its Ready condition turns Unknown), and
 what the operator's process does for it: the controller's map function turns the node, as it
@@ -416,8 +417,9 @@ which %.1f with a budget (%.1f before). No request reaches the apiserver.
   copies every Pipeline, and queues those that may run on the node and every one with a step
   that may get a budget; each lookup lists the nodes with a label selector, which the cache
   answers by matching every node.
-- **after**: the map function and the lookups read the cache indexes of internal/nodes/index.go
-  (Pipelines by the nodes they may run on, Nodes by their kubernetes.io/hostname label) and of
+- **after**: the map function and the lookups read the cache indexes of
+  internal/controller/pipeline/nodeindex.go (Pipelines by the nodes they may run on),
+  internal/nodes/index.go (Nodes by their kubernetes.io/hostname label) and
   internal/controller/pipeline/setup.go (Pipelines with a step that may get a budget by a label
   of its nodeSelector), and queue a Pipeline for its budget only when the node could hold the
   step's pods before the event and not after, or after and not before.

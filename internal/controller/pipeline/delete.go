@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
@@ -61,7 +60,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, p *pipelinev1.Pipeline
 // volume.
 func (r *Reconciler) deleteOrphanedVolumes(ctx context.Context, key types.NamespacedName) error {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(hub.Kind)
+	m.SetGroupVersionKind(pipelinev1.GroupVersion.WithKind("Pipeline"))
 	if err := r.APIReader.Get(ctx, key, m); !apierrors.IsNotFound(err) {
 		return client.IgnoreNotFound(err)
 	}

@@ -37,13 +37,13 @@ func publishAddress(ctx context.Context, p *pipelinev1.Pipeline, ip string) {
 type entryStatus struct {
 	URL          string
 	NodePort     int32
-	IngressPhase pipelinev1.IngressPhase
+	IngressState pipelinev1.IngressState
 }
 
 func entryOf(ctx context.Context, p *pipelinev1.Pipeline) func() entryStatus {
 	return func() entryStatus {
 		st := getPipeline(ctx, p).Status
-		return entryStatus{URL: st.URL, NodePort: st.NodePort, IngressPhase: st.DetailPhase.IngressPhase}
+		return entryStatus{URL: st.URL, NodePort: st.NodePort, IngressState: st.IngressState}
 	}
 }
 
@@ -125,7 +125,7 @@ var _ = Describe("Exposing the entry step", func() {
 			}}}},
 		}}))
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "http://infer.example.com/",
-			IngressPhase: pipelinev1.IngressPhasePending}))
+			IngressState: pipelinev1.IngressStatePending}))
 		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 
 		By("following a change of host and path, with TLS")
@@ -144,7 +144,7 @@ var _ = Describe("Exposing the entry step", func() {
 			g.Expect(ing.Spec.IngressClassName).To(BeNil(), "the class the spec dropped is removed")
 		}).Should(Succeed())
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "https://detect.example.com/detect",
-			IngressPhase: pipelinev1.IngressPhasePending}))
+			IngressState: pipelinev1.IngressStatePending}))
 
 		By("restoring an edited rule and leaving alone the annotations of others")
 		ing = ingressOf(ctx, p)
@@ -184,10 +184,10 @@ var _ = Describe("Exposing the entry step", func() {
 			p.Spec.Expose.Ingress = &pipelinev1.IngressExpose{Path: "/v1"}
 		})
 		Eventually(func() string { return ingressOf(ctx, p).Spec.Rules[0].Host }).Should(BeEmpty())
-		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{IngressPhase: pipelinev1.IngressPhasePending}))
+		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{IngressState: pipelinev1.IngressStatePending}))
 		publishAddress(ctx, p, "198.51.100.4")
 		Eventually(entryOf(ctx, p)).Should(Equal(entryStatus{URL: "http://198.51.100.4/v1",
-			IngressPhase: pipelinev1.IngressPhaseReady}))
+			IngressState: pipelinev1.IngressStateReady}))
 
 		By("deleting the Ingress when the spec drops it")
 		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Expose = nil })
@@ -205,8 +205,8 @@ var _ = Describe("Exposing the entry step", func() {
 				Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com", TLSSecretName: "infer-tls"}}
 		})
 		publishAddress(ctx, p, "198.51.100.4")
-		Eventually(func() pipelinev1.IngressPhase { return getPipeline(ctx, p).Status.DetailPhase.IngressPhase }).
-			Should(Equal(pipelinev1.IngressPhaseReady))
+		Eventually(func() pipelinev1.IngressState { return getPipeline(ctx, p).Status.IngressState }).
+			Should(Equal(pipelinev1.IngressStateReady))
 		p = getPipeline(ctx, p)
 		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }).Should(Equal(p.ResourceVersion))
 

@@ -38,7 +38,7 @@ func nameAffinity(node string) *corev1.Affinity {
 // stepStatus is the status of step i of p.
 func stepStatus(ctx context.Context, p *pipelinev1.Pipeline, i int) func() pipelinev1.StepStatus {
 	return func() pipelinev1.StepStatus {
-		steps := getPipeline(ctx, p).Status.DetailPhase.StepsPhase
+		steps := getPipeline(ctx, p).Status.Steps
 		if len(steps) <= i {
 			return pipelinev1.StepStatus{}
 		}
@@ -234,12 +234,9 @@ var _ = Describe("Node health and failover", func() {
 		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now().Add(-time.Hour))
 		Consistently(nodeOf(ctx, p, 1), "3s").Should(Equal(fallback))
 
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
-			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1.FailbackAnnotation, "true")
-		})
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Failover.FailbackNow = ptr.To(true) })
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(location))
-		Eventually(func() map[string]string { return getPipeline(ctx, p).Annotations }).ShouldNot(
-			HaveKey(pipelinev1.FailbackAnnotation), "the annotation is one-shot")
+		Eventually(func() *bool { return getPipeline(ctx, p).Spec.Failover.FailbackNow }).Should(BeNil(), "failbackNow is one-shot")
 		rollOut(ctx, p)
 
 		By("a later failover stays on the fallback when the location is back")
@@ -247,6 +244,13 @@ var _ = Describe("Node health and failover", func() {
 		Eventually(nodeOf(ctx, p, 1)).Should(Equal(fallback))
 		setNodeReady(ctx, location, corev1.ConditionTrue, time.Now().Add(-time.Hour))
 		Consistently(nodeOf(ctx, p, 1), "3s").Should(Equal(fallback))
+
+		By("the annotation v1beta1 asks with, written on the v1 object, is a request too, and goes the same way")
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, pipelinev1.FailbackAnnotation, "true")
+		})
+		Eventually(nodeOf(ctx, p, 1)).Should(Equal(location))
+		Eventually(func() bool { return getPipeline(ctx, p).FailbackRequested() }).Should(BeFalse(), "the request is one-shot")
 	})
 
 	It("moves a step at once off a node the spec no longer names, and says so", func() {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -26,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 )
 
 // crdAdmission checks a Pipeline the way the apiserver does before the validating webhook:
@@ -44,12 +45,13 @@ type crdAdmission struct {
 func loadCRDAdmission(t testing.TB) *crdAdmission {
 	t.Helper()
 	crd := testenv.PipelineCRD(t)
-	// The Pipelines here are v1beta1: the schema of that version admits them.
+	// The Pipelines here are v1, the version the operator reads and the apiserver stores: the
+	// schema of that version admits them.
 	i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
 		return v.Name == pipelinev1.GroupVersion.Version
 	})
 	if i < 0 {
-		t.Fatal("the Pipeline CRD has no v1beta1")
+		t.Fatalf("the Pipeline CRD has no %s", pipelinev1.GroupVersion.Version)
 	}
 	internal := &apiextensions.JSONSchemaProps{}
 	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[i].Schema.OpenAPIV3Schema, internal, nil); err != nil {
@@ -150,6 +152,14 @@ func fuzzing() bool {
 // without change of meaning, and every child the operator would build from it must have a
 // valid name and be accepted by the apiserver (dry run). Nothing may panic.
 //
+// The Pipelines are generated in v1, the version users write now and the operator reads, so
+// that the fuzzer reaches every v1 spec it can build, not only those a v1beta1 Pipeline
+// converts to (the conversion has fuzz tests of its own in api/v1beta1). The inputs are those
+// of the v1beta1 fuzzer it replaces, mapped to their v1 fields, so that the seeds stay the same
+// Pipelines: the argument is an env entry (v1beta1's args are env entries in v1), a step
+// without a name is named step-<position> as the conversion names it, the seeds give the port
+// their listenPort argument set, and the storage's server and share are the fields of its type.
+//
 // The CRD's own schema and CEL rules run in process (crdAdmission). Without -fuzz (the seeds,
 // in make test-integration) the Pipeline and its children also go to a real apiserver. make
 // test-fuzz fuzzes 5 000 inputs; longer: FUZZTIME=10m make test-fuzz.
@@ -159,26 +169,28 @@ func FuzzPipeline(f *testing.F) {
 	if !fuzzing() && os.Getenv("KUBEBUILDER_ASSETS") != "" {
 		apiserver = startFuzzAPI(f)
 	}
-	f.Add("facedetection-pipeline", "", "nginx:latest", "xx-test-node236", "facedetection-1", "listenPort", "9080", uint16(0), uint16(0), uint8(1), uint8(0), "192.168.20.235", "/home/aiedge/csiTest", "", "")
+	// The seeds with a listenPort variable give the port it set in v1beta1: the design's
+	// sample, and the largest port.
+	f.Add("facedetection-pipeline", "", "nginx:latest", "xx-test-node236", "facedetection-1", "listenPort", "9080", uint16(9080), uint16(0), uint8(1), uint8(0), "192.168.20.235", "/home/aiedge/csiTest", "", "")
 	f.Add("p", "detect", "registry.example.com:5000/team/face@sha256:"+strings.Repeat("ab", 32), "node-1", "models/v2/face", "BATCH", "8", uint16(8080), uint16(3), uint8(3), uint8(1), "nfs.example.com", "/exports", "/data", "infer.example.com")
-	f.Add(strings.Repeat("a", 63), strings.Repeat("b", 40), "busybox", "", "m", "listenPort", "65535", uint16(0), uint16(1000), uint8(31), uint8(2), "", "", "/models", "")
+	f.Add(strings.Repeat("a", 63), strings.Repeat("b", 40), "busybox", "", "m", "listenPort", "65535", uint16(65535), uint16(1000), uint8(31), uint8(2), "", "", "/models", "")
 	f.Add("x", "step-1", "nginx", "n.o.d.e", "a.b", "k", strings.Repeat("v", 300), uint16(1), uint16(1), uint8(0), uint8(3), "", "", "/m", "a.b.c")
 
-	f.Fuzz(func(t *testing.T, name, stepName, image, location, model, argKey, argVal string,
+	f.Fuzz(func(t *testing.T, name, stepName, image, location, model, envName, envValue string,
 		port, replicas uint16, steps, storage uint8, server, share, mountPath, host string) {
-		for _, v := range []string{name, stepName, image, location, model, argKey, server, share, mountPath, host} {
+		for _, v := range []string{name, stepName, image, location, model, envName, server, share, mountPath, host} {
 			if len(v) > 512 {
 				return // longer than any field allows: the schema refuses it, fuzzing it is slow
 			}
 		}
-		if len(argVal) > 2*4096 {
+		if len(envValue) > 2*4096 {
 			return
 		}
 		p := &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fuzzNamespace}}
 		for i := range int(steps%32) + 1 {
-			s := pipelinev1.Step{Image: image, Location: location, Model: model,
-				Args: map[string]pipelinev1.ArgValue{argKey: pipelinev1.ArgValue(argVal)}}
-			if i == 0 {
+			s := pipelinev1.Step{Name: fmt.Sprintf("step-%d", i+1), Image: image, Location: location, Model: model,
+				Env: []corev1.EnvVar{{Name: envName, Value: envValue}}}
+			if i == 0 && stepName != "" {
 				s.Name = stepName
 			}
 			if port != 0 {
@@ -195,13 +207,13 @@ func FuzzPipeline(f *testing.F) {
 		m.MountPath = mountPath
 		switch storage % 4 {
 		case 0:
-			m.Type, m.CSIParameter = pipelinev1.StorageTypeNFS, map[string]string{"server": server, "share": share}
+			m.Type, m.NFS = pipelinev1.ModelStorageTypeNFS, &pipelinev1.NFSStorage{Server: server, Path: share}
 		case 1:
-			m.Type, m.CSIParameter = pipelinev1.StorageTypeCSI, map[string]string{"driver": server, "share": share}
+			m.Type, m.CSI = pipelinev1.ModelStorageTypeCSI, &pipelinev1.CSIStorage{Driver: server, VolumeAttributes: map[string]string{"share": share}}
 		case 2:
-			m.Type, m.StorageClassName = pipelinev1.StorageTypeStorageClass, server
+			m.Type, m.StorageClass = pipelinev1.ModelStorageTypeStorageClass, &pipelinev1.StorageClassStorage{Name: server}
 		case 3:
-			m.Type, m.ClaimName = pipelinev1.StorageTypeExistingClaim, server
+			m.Type, m.ExistingClaim = pipelinev1.ModelStorageTypeExistingClaim, &pipelinev1.ExistingClaimStorage{Name: server}
 		}
 		if host != "" {
 			p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort,

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 )
 
 var _ = Describe("Leader election", func() {
@@ -19,8 +19,8 @@ var _ = Describe("Leader election", func() {
 		ns := newNamespace(ctx)
 		// A lease far longer than the retry period: a takeover within a few retry periods shows
 		// that the leader released the lease instead of letting it expire.
-		timings := manager.LeaseTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond}
-		opts := ownManagerOptions{leaseID: manager.LeaderElectionID, lease: timings}
+		timings := leaderelection.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond}
+		opts := ownManagerOptions{leaseID: leaderelection.ID, lease: timings}
 
 		leader := startOwnManager(ns, opts)
 		Eventually(leader.elected).Should(BeTrue())
@@ -41,7 +41,7 @@ var _ = Describe("Leader election", func() {
 		Eventually(follower.elected, "5s").Should(BeTrue())
 		Expect(time.Since(stopped)).To(BeNumerically("<", timings.LeaseDuration))
 		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: manager.LeaderElectionID}, lease)).To(Succeed())
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaderelection.ID}, lease)).To(Succeed())
 		Expect(lease.Spec.LeaseTransitions).To(HaveValue(BeNumerically(">=", 1)))
 
 		By("the new leader converges a changed Pipeline; the old one writes no more")

@@ -56,7 +56,8 @@ func labelNamespace(ctx context.Context, ns, key, value string) {
 // fromClass makes the storage of a Pipeline the ModelStorageClass name.
 func fromClass(name string) func(*pipelinev1.Pipeline) {
 	return func(p *pipelinev1.Pipeline) {
-		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeModelStorageClass, ModelStorageClassName: name}
+		p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeModelStorageClass,
+			ModelStorageClass: &pipelinev1.ModelStorageClassStorage{Name: name}}
 	}
 }
 
@@ -89,9 +90,9 @@ var _ = Describe("Storage from a ModelStorageClass", func() {
 		Expect(pv.Spec.ClaimRef.Name).To(Equal(resources.ClaimName(p)))
 		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
 		Expect(pvc.Spec.VolumeName).To(Equal(pv.Name))
-		Expect(getPipeline(ctx, p).Status.PVName).To(Equal(pv.Name))
+		Expect(getPipeline(ctx, p).Status.Storage.VolumeName).To(Equal(pv.Name))
 
-		By("deleting the Pipeline removes its volume, as for nfs storage")
+		By("deleting the Pipeline removes its volume, as for NFS storage")
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv.Name) }).Should(BeTrue())
 	})

@@ -12,6 +12,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 )
 
@@ -38,28 +39,35 @@ var _ = Describe("Node events through the cache indexes", func() {
 	It("reach the Pipelines whose steps or router may run on the node, by its hostname label or its name", func() {
 		gone, fallback, routerNode := ns+"-gone", ns+"-fallback", ns+"-router"
 		labelled, hostname := ns+"-labelled", ns+"-host"
-		named := func(name string, edits ...func(*pipelinev1beta1.Pipeline)) func(*pipelinev1beta1.Pipeline) {
-			return func(p *pipelinev1beta1.Pipeline) {
+		named := func(name string, edits ...func(*pipelinev1.Pipeline)) func(*pipelinev1.Pipeline) {
+			return func(p *pipelinev1.Pipeline) {
 				p.Name = name
 				for _, e := range edits {
 					e(p)
 				}
 			}
 		}
-		onFallback := createSample(ctx, ns, named("on-fallback", func(p *pipelinev1beta1.Pipeline) {
+		onFallback := createSample(ctx, ns, named("on-fallback", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location, p.Spec.Steps[1].FallbackLocations = gone, []string{fallback}
 		}))
-		onRouter := createSample(ctx, ns, named("on-router", withRouter, func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router.Location = routerNode
+		onRouter := createSample(ctx, ns, named("on-router", withRouter, func(p *pipelinev1.Pipeline) {
+			p.Spec.DataPath.Router.Location = routerNode
 		}))
-		createSample(ctx, ns, named("router-disabled", func(p *pipelinev1beta1.Pipeline) {
-			p.Spec.Router = &pipelinev1beta1.Router{Location: routerNode}
-		}))
-		onHostname := createSample(ctx, ns, named("on-hostname", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[1].Location = hostname }))
-		onName := createSample(ctx, ns, named("on-name", func(p *pipelinev1beta1.Pipeline) { p.Spec.Steps[0].Location = labelled }))
+		// A v1beta1 client's router that is not enabled but has a location: v1 has no router
+		// settings without dataPath.mode Router, so the Pipeline is stored with mode Chain and
+		// the location only in its conversion data, which no node event reads.
+		disabled, err := samples.PipelineV1beta1(ns)
+		Expect(err).NotTo(HaveOccurred())
+		disabled.Name = "router-disabled"
+		disabled.Spec.Router = &pipelinev1beta1.Router{Location: routerNode}
+		Expect(k8sClient.Create(ctx, disabled)).To(Succeed())
+		stored := getPipeline(ctx, &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: disabled.Name}})
+		Expect(stored.Spec.DataPath).To(Equal(&pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}))
+		onHostname := createSample(ctx, ns, named("on-hostname", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Location = hostname }))
+		onName := createSample(ctx, ns, named("on-name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Location = labelled }))
 
 		By("the manager's cache has the indexes (a field the cache does not index is refused)")
-		Expect(mgrCache.List(ctx, &pipelinev1.PipelineList{}, client.MatchingFields{nodes.IndexPipelineNodes: fallback})).To(Succeed())
+		Expect(mgrCache.List(ctx, &pipelinev1.PipelineList{}, client.MatchingFields{indexPipelineNodes: fallback})).To(Succeed())
 		Expect(mgrCache.List(ctx, &corev1.NodeList{}, client.MatchingFields{nodes.IndexHostname: hostname})).To(Succeed())
 
 		By("the controller's map function reads the Pipelines a node event concerns from the index")
@@ -84,7 +92,7 @@ var _ = Describe("Node events through the cache indexes", func() {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: hostname}}}
 		}
 		Eventually(requested(node(fallback, fallback))).Should(ConsistOf("on-fallback"))
-		Eventually(requested(node(routerNode, routerNode))).Should(ConsistOf("on-router"), "not the Pipeline whose router is disabled")
+		Eventually(requested(node(routerNode, routerNode))).Should(ConsistOf("on-router"), "not the Pipeline that runs no router")
 		Eventually(requested(node(labelled, hostname))).Should(ConsistOf("on-hostname", "on-name"),
 			"a node is named by its hostname label and by its name")
 		Eventually(requested(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hostname}})).Should(ConsistOf("on-hostname"),
@@ -93,7 +101,7 @@ var _ = Describe("Node events through the cache indexes", func() {
 		By("every step and the router wait for their missing nodes")
 		Eventually(stepStatus(ctx, onFallback, 1)).Should(HaveField("Node", gone))
 		Eventually(stepStatus(ctx, onHostname, 1)).Should(And(HaveField("Node", hostname), HaveField("NodeReady", Or(BeNil(), HaveValue(BeFalse())))))
-		Eventually(func() string { return orEmpty(condition(ctx, onRouter, pipelinev1beta1.ConditionDegraded)()).Message }).
+		Eventually(func() string { return orEmpty(condition(ctx, onRouter, pipelinev1.ConditionDegraded)()).Message }).
 			Should(ContainSubstring("router: node " + routerNode + " does not exist"))
 
 		By("the nodes join: their events reach the Pipelines through the index")
@@ -102,7 +110,7 @@ var _ = Describe("Node events through the cache indexes", func() {
 		createHostnameNode(labelled, hostname)
 		Eventually(nodeOf(ctx, onFallback, 1)).Should(Equal(fallback), "the step fails over to its fallback location")
 		Eventually(stepStatus(ctx, onHostname, 1)).Should(HaveField("NodeReady", HaveValue(BeTrue())))
-		Eventually(func() string { return orEmpty(condition(ctx, onRouter, pipelinev1beta1.ConditionDegraded)()).Message }).
+		Eventually(func() string { return orEmpty(condition(ctx, onRouter, pipelinev1.ConditionDegraded)()).Message }).
 			ShouldNot(ContainSubstring("router: node " + routerNode))
 
 		By("a location resolves to the node of that name, else to the one node with that hostname label")

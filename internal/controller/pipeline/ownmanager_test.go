@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,10 +20,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // ownManagerLabel marks the Pipelines of a test that runs managers of its own (its value is the
@@ -35,25 +34,23 @@ const ownManagerLabel = "test.distri-infer.ndsl.cn/own-manager"
 // suiteCacheOptions are the operator's cache options for the suite's manager: without the
 // Pipelines of tests that run their own managers.
 func suiteCacheOptions() cache.Options {
-	opts := manager.CacheOptions()
+	opts := apply.CacheOptions()
 	notOwn, err := labels.NewRequirement(ownManagerLabel, selection.DoesNotExist, nil)
 	Expect(err).NotTo(HaveOccurred())
-	opts.ByObject[hub.Object()] = cache.ByObject{Label: labels.NewSelector().Add(*notOwn)}
+	opts.ByObject[&pipelinev1.Pipeline{}] = cache.ByObject{Label: labels.NewSelector().Add(*notOwn)}
 	return opts
 }
 
 // forOwnManagers labels a Pipeline for the managers of the test running in namespace ns.
-func forOwnManagers(ns string) func(*pipelinev1beta1.Pipeline) {
-	return func(p *pipelinev1beta1.Pipeline) { metav1.SetMetaDataLabel(&p.ObjectMeta, ownManagerLabel, ns) }
+func forOwnManagers(ns string) func(*pipelinev1.Pipeline) {
+	return func(p *pipelinev1.Pipeline) { metav1.SetMetaDataLabel(&p.ObjectMeta, ownManagerLabel, ns) }
 }
 
-// lifecycleScheme knows the operator's types and OLM's OperatorCondition.
+// lifecycleScheme knows the operator's types and OLM's OperatorCondition, as the operator's
+// manager does: the suite's scheme and OLM's types.
 func lifecycleScheme() *runtime.Scheme {
 	GinkgoHelper()
-	s := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
-	Expect(pipelinev1beta1.AddToScheme(s)).To(Succeed())
-	Expect(pipelinev1.AddToScheme(s)).To(Succeed())
+	s := testenv.Scheme()
 	Expect(apiv2.AddToScheme(s)).To(Succeed())
 	return s
 }
@@ -72,7 +69,7 @@ type ownManager struct {
 type ownManagerOptions struct {
 	// leaseID, when set, turns on leader election for the Lease of that name in the test's namespace.
 	leaseID string
-	lease   manager.LeaseTimings
+	lease   leaderelection.Timings
 	// condition, when set, runs the Upgradeable controller with it.
 	condition conditions.Condition
 }
@@ -86,8 +83,8 @@ func startOwnManager(ns string, o ownManagerOptions) *ownManager {
 	counting := rest.CopyConfig(cfg)
 	counting.Wrap(m.counter.wrap)
 
-	opts := manager.CacheOptions()
-	opts.ByObject[hub.Object()] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ownManagerLabel: ns})}
+	opts := apply.CacheOptions()
+	opts.ByObject[&pipelinev1.Pipeline{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ownManagerLabel: ns})}
 	mgrOpts := ctrl.Options{
 		Scheme:     lifecycleScheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -95,7 +92,7 @@ func startOwnManager(ns string, o ownManagerOptions) *ownManager {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if o.leaseID != "" {
-		manager.EnableLeaderElection(&mgrOpts, o.leaseID, ns, o.lease)
+		leaderelection.Enable(&mgrOpts, o.leaseID, ns, o.lease)
 		mgrOpts.LeaderElectionConfig = rest.CopyConfig(cfg)
 	}
 	var err error

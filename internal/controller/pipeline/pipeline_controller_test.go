@@ -41,7 +41,8 @@ func newNamespace(ctx context.Context) string {
 	return ns.Name
 }
 
-// createSample creates the sample Pipeline of the product design, verbatim, in ns.
+// createSample creates the sample Pipeline of the product design in ns, as v1 holds it: the
+// v1beta1 seed converted, with the conversion data that keeps its listenPort argument first.
 func createSample(ctx context.Context, ns string, edit ...func(*pipelinev1.Pipeline)) *pipelinev1.Pipeline {
 	GinkgoHelper()
 	p := testenv.Sample(GinkgoT(), ns)
@@ -178,7 +179,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		By("creating a claim bound to exactly that volume")
 		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
 		Expect(pvc.Spec.VolumeName).To(Equal(pv.Name))
-		Expect(pvc.OwnerReferences).To(HaveLen(1))
+		Expect(pvc.OwnerReferences).To(ConsistOf(HaveField("APIVersion", pipelinev1.GroupVersion.String())))
 
 		By("creating a Deployment and a Service per step, pinned and wired")
 		d1, d2 := deploymentOf(ctx, p, 0), deploymentOf(ctx, p, 1)
@@ -187,12 +188,16 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(d2.Spec.Template.Spec.Affinity).To(Equal(nameAffinity("xx-test-node239")))
 		Expect(d1.Spec.Template.Spec.Containers[0].Args).To(BeEmpty())
 		Expect(envOf(d1)).To(HaveKeyWithValue("listenPort", "9080"))
+		Expect(d1.Spec.Template.Spec.Containers[0].Env[0].Name).To(Equal("listenPort"),
+			"an arg of the v1beta1 seed stays before the variables the operator sets (its conversion data says so)")
+		Expect(d1.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort).To(Equal(int32(9080)))
 		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
 		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, ""))
 		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvModelPath, "/models/facedetection-2"))
 		Expect(d1.Labels).To(HaveKeyWithValue("step", "1"))
 		Expect(d2.Labels).To(HaveKeyWithValue("step", "2"))
 		Expect(metav1.IsControlledBy(d1, getPipeline(ctx, p))).To(BeTrue())
+		Expect(metav1.GetControllerOf(d1).APIVersion).To(Equal(pipelinev1.GroupVersion.String()), "owned by the stored version")
 
 		s1, s2 := serviceOf(ctx, p, 0), serviceOf(ctx, p, 1)
 		Expect(s1.Spec.Ports[0].Port).To(Equal(int32(9080)))
@@ -204,11 +209,14 @@ var _ = Describe("Pipeline reconciler", func() {
 		Eventually(func(g Gomega) {
 			st := getPipeline(ctx, p).Status
 			g.Expect(st.Phase).To(Equal(pipelinev1.PipelinePhaseCreating))
-			g.Expect(st.ReadySteps).To(Equal("0/2"))
-			g.Expect(st.DetailPhase.StepsPhase).To(HaveLen(2))
-			g.Expect(st.DetailPhase.StepsPhase[0].ServicePhase).To(Equal(pipelinev1.ServicePhaseReady))
-			g.Expect(st.DetailPhase.StepsPhase[0].DeploymentPhase).To(Equal(pipelinev1.DeploymentPhaseProgressing))
-			g.Expect(st.DetailPhase.PVCPhase).To(Equal(corev1.ClaimPending))
+			g.Expect(st.ReadySteps).To(HaveValue(BeZero()))
+			g.Expect(st.TotalSteps).To(HaveValue(Equal(int32(2))))
+			g.Expect(st.Models).To(Equal([]string{"facedetection-1", "facedetection-2"}))
+			g.Expect(st.Steps).To(HaveLen(2))
+			g.Expect(st.Steps[0].Name).To(Equal("step-1"))
+			g.Expect(st.Steps[0].ServiceState).To(Equal(pipelinev1.ServiceStateReady))
+			g.Expect(st.Steps[0].DeploymentState).To(Equal(pipelinev1.DeploymentStateProgressing))
+			g.Expect(st.Storage.ClaimState).To(Equal(corev1.ClaimPending))
 			g.Expect(meta.IsStatusConditionFalse(st.Conditions, pipelinev1.ConditionAvailable)).To(BeTrue())
 			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionProgressing)).To(BeTrue())
 			g.Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionReconciled)).To(BeTrue())
@@ -226,16 +234,18 @@ var _ = Describe("Pipeline reconciler", func() {
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 
 		bindStorage(ctx, p)
-		Eventually(func() corev1.PersistentVolumeClaimPhase { return getPipeline(ctx, p).Status.DetailPhase.PVCPhase }).
+		Eventually(func() corev1.PersistentVolumeClaimPhase { return getPipeline(ctx, p).Status.Storage.ClaimState }).
 			Should(Equal(corev1.ClaimBound))
 		Expect(getPipeline(ctx, p).Status.Phase).To(Equal(pipelinev1.PipelinePhaseCreating))
 
 		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		st := getPipeline(ctx, p).Status
-		Expect(st.ReadySteps).To(Equal("2/2"))
-		Expect(st.DetailPhase.PVPhase).To(Equal(corev1.VolumeBound))
-		Expect(st.DetailPhase.StepsPhase[1].ReadyReplicas).To(Equal(int32(1)))
+		Expect(st.ReadySteps).To(HaveValue(Equal(int32(2))))
+		Expect(st.TotalSteps).To(HaveValue(Equal(int32(2))))
+		Expect(st.Storage.VolumeState).To(Equal(corev1.VolumeBound))
+		Expect(st.Steps[1].DeploymentState).To(Equal(pipelinev1.DeploymentStateAvailable))
+		Expect(st.Steps[1].ReadyReplicas).To(HaveValue(Equal(int32(1))))
 		Expect(meta.IsStatusConditionTrue(st.Conditions, pipelinev1.ConditionAvailable)).To(BeTrue())
 
 		By("a step whose rollout exceeds its progress deadline fails the Pipeline")
@@ -263,10 +273,11 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(condition(ctx, p, pipelinev1.ConditionDegraded)().Reason).To(Equal(pipelinev1.ReasonStorageFailed))
 	})
 
-	It("provides csi storage with the default driver and the remaining entries as attributes", func() {
+	It("provides CSI storage with its driver and volume attributes", func() {
 		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeCSI,
-				CSIParameter: map[string]string{"server": "nfs.edge.local", "share": "/models"}}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+				CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver,
+					VolumeAttributes: map[string]string{"server": "nfs.edge.local", "share": "/models"}}}
 		})
 		pv := child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p))
 		Expect(pv.Spec.CSI).NotTo(BeNil())
@@ -275,10 +286,10 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(pv.Spec.NFS).To(BeNil())
 	})
 
-	It("provides storageClass storage as a claim only", func() {
+	It("provides StorageClass storage as a claim only", func() {
 		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass,
-				StorageClassName: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+				StorageClass: &pipelinev1.StorageClassStorage{Name: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}}
 		})
 		pvc := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p))
 		Expect(pvc.Spec.StorageClassName).To(Equal(ptr.To("fast")))
@@ -287,12 +298,14 @@ var _ = Describe("Pipeline reconciler", func() {
 		pvs := &corev1.PersistentVolumeList{}
 		Expect(k8sClient.List(ctx, pvs, volumeSelector(p))).To(Succeed())
 		Expect(pvs.Items).To(BeEmpty())
-		Expect(getPipeline(ctx, p).Status.PVName).To(BeEmpty())
+		Expect(getPipeline(ctx, p).Status.Storage.VolumeName).To(BeEmpty())
+		Expect(getPipeline(ctx, p).Status.Storage.ClaimName).To(Equal(pvc.Name))
 	})
 
 	It("mounts an existing claim, waiting for it with a clear reason while it is missing", func() {
 		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: "team-models"}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim,
+				ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: "team-models"}}
 		})
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseFailed))
 		deg := condition(ctx, p, pipelinev1.ConditionDegraded)()
@@ -396,10 +409,11 @@ var _ = Describe("Pipeline reconciler", func() {
 		}).Should(BeTrue())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement("Deleted: Deleted Deployment facedetection-pipeline-recognise"))
 
-		By("changing image and args")
+		By("changing image, env and port: the listenPort variable of the v1beta1 seed goes, and its port with it")
 		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Image = "nginx:1.27"
-			p.Spec.Steps[0].Args = map[string]pipelinev1.ArgValue{"threshold": "0.8"}
+			p.Spec.Steps[0].Env = []corev1.EnvVar{{Name: "threshold", Value: "0.8"}}
+			p.Spec.Steps[0].Port = nil // the CRD defaults it to 80
 		})
 		p = getPipeline(ctx, p)
 		Eventually(func(g Gomega) {
@@ -428,7 +442,7 @@ var _ = Describe("Pipeline reconciler", func() {
 
 		By("changing the storage replaces the volume and claim and removes the old ones")
 		oldPV, oldPVC := resources.PVName(p), resources.ClaimName(p)
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = "/srv/models" })
 		p = getPipeline(ctx, p)
 		Expect(resources.PVName(p)).NotTo(Equal(oldPV))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", resources.PVName(p)).Spec.NFS.Path).To(Equal("/srv/models"))
@@ -449,8 +463,9 @@ var _ = Describe("Pipeline reconciler", func() {
 		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", pv) }).Should(BeTrue())
 		// The namespaced children go with the garbage collector, which follows their owner reference.
-		Expect(deploymentOf(ctx, p, 0).OwnerReferences[0].UID).To(Equal(p.UID))
-		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p)).OwnerReferences[0].UID).To(Equal(p.UID))
+		owner := And(HaveField("UID", p.UID), HaveField("APIVersion", pipelinev1.GroupVersion.String()), HaveField("Kind", "Pipeline"))
+		Expect(deploymentOf(ctx, p, 0).OwnerReferences).To(ConsistOf(owner))
+		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p)).OwnerReferences).To(ConsistOf(owner))
 	})
 
 	It("makes no write at all when it reconciles a converged Pipeline again", func() {
@@ -608,10 +623,10 @@ var _ = Describe("Pipeline reconciler", func() {
 	It("exports the phase of each Pipeline and the duration of its rollout", func() {
 		p := runningSample(ctx, ns)
 		Eventually(func() float64 {
-			return gathered(metrics.MetricPipelinePhase, map[string]string{"namespace": ns, "pipeline": p.Name, "phase": "running"})
+			return gathered(metrics.MetricPipelinePhase, map[string]string{"namespace": ns, "pipeline": p.Name, "phase": string(pipelinev1.PipelinePhaseRunning)})
 		}).Should(Equal(1.0))
 		Expect(gathered(metrics.MetricStepReadyReplicas, map[string]string{"namespace": ns, "pipeline": p.Name, "step": "step-2"})).To(Equal(1.0))
-		Expect(gathered(metrics.MetricPipelines, map[string]string{"phase": "running"})).To(BeNumerically(">=", 1))
+		Expect(gathered(metrics.MetricPipelines, map[string]string{"phase": string(pipelinev1.PipelinePhaseRunning)})).To(BeNumerically(">=", 1))
 		Expect(gathered(metrics.MetricRolloutDuration+"_count", map[string]string{"trigger": "create"})).To(BeNumerically(">=", 1))
 	})
 

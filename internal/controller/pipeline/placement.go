@@ -63,7 +63,7 @@ func routerPlaced(p *pipelinev1.Pipeline) placed {
 		label:      "router",
 		noun:       "router",
 		metric:     resources.RouterMetricName,
-		candidates: p.Spec.Router.Locations(),
+		candidates: p.Spec.RouterSettings().Locations(),
 		deployment: resources.RouterObjectName(p),
 		ours:       func(d *appsv1.Deployment) bool { return resources.IsRouterObject(d) },
 	}
@@ -162,7 +162,7 @@ func failoverPolicy(p *pipelinev1.Pipeline) nodes.Policy {
 		After:         time.Duration(f.EffectiveAfterSeconds()) * time.Second,
 		FailbackAfter: time.Duration(f.EffectiveFailbackAfterSeconds()) * time.Second,
 		Failback:      back == pipelinev1.FailbackAutomatic,
-		FailbackNow:   back == pipelinev1.FailbackManual && p.Annotations[pipelinev1.FailbackAnnotation] == "true",
+		FailbackNow:   back == pipelinev1.FailbackManual && p.FailbackRequested(),
 	}
 }
 
@@ -242,7 +242,8 @@ func (r *Reconciler) applyPlaced(ctx context.Context, s *scope, what placed, pl 
 	return pl, res.Owned, err
 }
 
-// consumeFailback removes the one-shot failback annotation of p once a pass has placed every
+// consumeFailback removes the one-shot failback request of p (spec.failover.failbackNow, and the
+// annotation v1beta1 spells it with) once a pass has placed every
 // step, and the router, with it (those whose more preferred node was ready moved back): left
 // on, it would send them back at once after every later failover. The removal carries p's
 // resourceVersion; a conflict runs the pass again.
@@ -251,9 +252,12 @@ func (r *Reconciler) consumeFailback(ctx context.Context, p *pipelinev1.Pipeline
 		return nil
 	}
 	if err := r.patchLocked(ctx, p, func(p *pipelinev1.Pipeline) {
+		if p.Spec.Failover != nil {
+			p.Spec.Failover.FailbackNow = nil
+		}
 		delete(p.Annotations, pipelinev1.FailbackAnnotation)
 	}); err != nil {
-		return fmt.Errorf("remove annotation %s: %w", pipelinev1.FailbackAnnotation, err)
+		return fmt.Errorf("remove spec.failover.failbackNow: %w", err)
 	}
 	return nil
 }

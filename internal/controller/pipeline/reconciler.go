@@ -22,10 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
-	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
@@ -45,7 +43,7 @@ type Reconciler struct {
 	Metrics *metrics.Metrics
 	// Now is the clock of the metrics; nil is time.Now.
 	Now func() time.Time
-	// RouterImage is the image the router of a Pipeline with spec.router enabled runs from
+	// RouterImage is the image the router of a Pipeline with dataPath.mode Router runs from
 	// (the manager's resources.EnvRouterImage); empty deploys no router and says so in the status.
 	RouterImage string
 }
@@ -79,8 +77,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // reconcile is one pass over the Pipeline req names.
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p, err := hub.Get(ctx, r.Client, req.NamespacedName)
-	if err != nil {
+	p := &pipelinev1.Pipeline{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.ForgetPipeline(req.NamespacedName)
 			return ctrl.Result{}, r.deleteOrphanedVolumes(ctx, req.NamespacedName)
@@ -99,7 +97,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	if resources.Paused(p) {
+	if p.IsPaused() {
 		return ctrl.Result{}, r.reconcilePaused(ctx, p)
 	}
 
@@ -108,10 +106,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.Metrics.InitFailovers(p)
-	err = r.reconcileNormal(ctx, s)
+	err := r.reconcileNormal(ctx, s)
 	if s.stepsApplied && s.routerApplied {
 		// Every step and the router were placed with the failback asked for; another child's
-		// failure does not keep the one-shot annotation on.
+		// failure does not keep the one-shot request on.
 		err = errors.Join(err, r.consumeFailback(ctx, p))
 	}
 	r.recordCreatedEvent(s)
@@ -174,7 +172,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1.Pipeline, s
 	}
 	before := p.DeepCopy()
 	p.Status = status
-	if err := hub.Patch(ctx, r.Client, before, p, true); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		p.Status = before.Status
 		return fmt.Errorf("update status: %w", err)
 	}
@@ -188,7 +186,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1.Pipeline, s
 func (r *Reconciler) patchLocked(ctx context.Context, p *pipelinev1.Pipeline, edit func(*pipelinev1.Pipeline)) error {
 	base := p.DeepCopy()
 	edit(p)
-	return hub.Patch(ctx, r.Client, base, p, false)
+	return r.Client.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // recoverPanic runs f and turns a panic in it into an error of the pass. controller-runtime

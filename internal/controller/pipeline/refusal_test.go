@@ -121,7 +121,7 @@ var _ = Describe("A child write the apiserver keeps refusing", func() {
 		By("the Deployment exists and serves the old image: the status says so, not that it is missing")
 		Expect(deploymentOf(ctx, p, 1).Spec.Template.Spec.Containers[0].Image).To(Equal(d.Spec.Template.Spec.Containers[0].Image))
 		got := getPipeline(ctx, p)
-		Expect(got.Status.DetailPhase.StepsPhase[1].DeploymentPhase).To(Equal(pipelinev1.DeploymentPhaseAvailable))
+		Expect(got.Status.Steps[1].DeploymentState).To(Equal(pipelinev1.DeploymentStateAvailable))
 		for _, t := range []string{pipelinev1.ConditionAvailable, pipelinev1.ConditionProgressing} {
 			Expect(condition(ctx, p, t)()).To(HaveField("Message", Not(ContainSubstring("does not exist yet"))), t)
 		}

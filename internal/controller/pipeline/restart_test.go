@@ -45,7 +45,8 @@ var _ = Describe("A new operator process", func() {
 		nfs := runningSample(ctx, ns, forOwnManagers(ns))
 		byClass := runningSample(ctx, ns, forOwnManagers(ns), func(p *pipelinev1.Pipeline) {
 			p.Name = "by-class"
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass, StorageClassName: "fast"}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+				StorageClass: &pipelinev1.StorageClassStorage{Name: "fast"}}
 		})
 		Expect(first.counter.writes.Load()).To(BeNumerically(">", 0), "the count sees the first manager's writes")
 		// Let the first manager finish whatever its last passes started.

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
@@ -39,15 +38,7 @@ func directReconciler(funcs interceptor.Funcs) (*Reconciler, *events.FakeRecorde
 	return &Reconciler{Client: interceptor.NewClient(direct, funcs), APIReader: direct, Recorder: recorder}, recorder
 }
 
-// toHub is p as the reconciler reads it: in v1, the stored version.
-func toHub(p *pipelinev1beta1.Pipeline) *pipelinev1.Pipeline {
-	GinkgoHelper()
-	h := &pipelinev1.Pipeline{}
-	Expect(p.DeepCopy().ConvertTo(h)).To(Succeed())
-	return h
-}
-
-func reconcileOnce(ctx context.Context, r *Reconciler, p *pipelinev1beta1.Pipeline) (ctrl.Result, error) {
+func reconcileOnce(ctx context.Context, r *Reconciler, p *pipelinev1.Pipeline) (ctrl.Result, error) {
 	return r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 }
 
@@ -81,8 +72,8 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 		p := createSample(ctx, ns)
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonNameConflict))
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1.ReasonNameConflict))
 
 		// Once the Pipeline is quiet, no event of its own would start another pass.
 		Consistently(func() string { return getPipeline(ctx, p).ResourceVersion }, 2*time.Second).
@@ -93,8 +84,8 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), svc)).To(Succeed())
 			g.Expect(metav1.IsControlledBy(svc, getPipeline(ctx, p))).To(BeTrue())
 		}, 2*conflictRecheckInterval).Should(Succeed())
-		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1beta1.ConditionDegraded)()).Reason }).
-			Should(Equal(pipelinev1beta1.ReasonAsExpected))
+		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
+			Should(Equal(pipelinev1.ReasonAsExpected))
 	})
 
 	It("deletes the volume of a Pipeline deleted before its cache showed the volume", func() {
@@ -117,7 +108,7 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 		_, err := reconcileOnce(ctx, r, p)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name)).To(BeTrue())
+		Expect(gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name)).To(BeTrue())
 		Expect(gone(ctx, &corev1.PersistentVolume{}, "", pv.Name)).To(BeTrue(), "the volume was left behind")
 	})
 
@@ -153,11 +144,11 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 		p := createSample(ctx, ns, forOwnManagers(ns))
-		var stale *pipelinev1beta1.Pipeline
+		var stale *pipelinev1.Pipeline
 		r, recorder := directReconciler(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				if pl, ok := obj.(*pipelinev1.Pipeline); ok && stale != nil {
-					toHub(stale).DeepCopyInto(pl)
+					stale.DeepCopyInto(pl)
 					return nil
 				}
 				return c.Get(ctx, key, obj, opts...)
@@ -169,14 +160,14 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		_, err = reconcileOnce(ctx, r, p)
 		Expect(err).NotTo(HaveOccurred())
 		written := getPipeline(ctx, p)
-		Expect(written.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseFailed))
-		Expect(recorded(recorder)).To(ContainElement(ContainSubstring(pipelinev1beta1.ReasonNameConflict)))
+		Expect(written.Status.Phase).To(Equal(pipelinev1.PipelinePhaseFailed))
+		Expect(recorded(recorder)).To(ContainElement(ContainSubstring(pipelinev1.ReasonNameConflict)))
 
 		// The next pass starts from the outdated copy: it computes the same change again.
 		result, err := reconcileOnce(ctx, r, p)
 		Expect(err).NotTo(HaveOccurred(), "a conflict from an outdated copy is no error")
 		Expect(result.RequeueAfter).To(Equal(conflictRetryInterval), "the pass runs again even if no event comes")
-		Expect(recorded(recorder)).NotTo(ContainElement(ContainSubstring(pipelinev1beta1.ReasonNameConflict)),
+		Expect(recorded(recorder)).NotTo(ContainElement(ContainSubstring(pipelinev1.ReasonNameConflict)),
 			"the Degraded event was recorded twice for one change")
 		Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(written.ResourceVersion))
 	})
@@ -184,11 +175,11 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 	It("never drops a finalizer someone else added while it added its own", func() {
 		p := createSample(ctx, ns, forOwnManagers(ns))
 		stale := getPipeline(ctx, p)
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.AddFinalizer(p, "example.com/keep") })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { controllerutil.AddFinalizer(p, "example.com/keep") })
 		r, _ := directReconciler(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				if pl, ok := obj.(*pipelinev1.Pipeline); ok && stale != nil {
-					toHub(stale).DeepCopyInto(pl)
+					stale.DeepCopyInto(pl)
 					stale = nil // one outdated read, then the apiserver's copy
 					return nil
 				}
@@ -217,7 +208,7 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = reconcileOnce(ctx, r, p)
 		Expect(err).To(MatchError(ContainSubstring("panic in step step-1: injected")))
-		rec := condition(ctx, p, pipelinev1beta1.ConditionReconciled)()
+		rec := condition(ctx, p, pipelinev1.ConditionReconciled)()
 		Expect(rec.Status).To(Equal(metav1.ConditionFalse))
 		Expect(rec.Message).To(ContainSubstring("panic in step"))
 	})
@@ -245,17 +236,17 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 		Eventually(func(g Gomega) {
 			st := getPipeline(ctx, p).Status
-			g.Expect(st.Phase).To(Equal(pipelinev1beta1.PipelinePhaseDeleting))
-			rec := orEmpty(meta.FindStatusCondition(st.Conditions, pipelinev1beta1.ConditionReconciled))
-			g.Expect(rec.Reason).To(Equal(pipelinev1beta1.ReasonDeleteFailed))
+			g.Expect(st.Phase).To(Equal(pipelinev1.PipelinePhaseDeleting))
+			rec := orEmpty(meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled))
+			g.Expect(rec.Reason).To(Equal(pipelinev1.ReasonDeleteFailed))
 			g.Expect(rec.Message).To(ContainSubstring("delete PersistentVolume " + old.Name))
 			g.Expect(rec.Message).To(ContainSubstring("keeps its finalizer"))
 		}).Should(Succeed())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("DeleteFailed: Failed to delete PersistentVolume " + old.Name)))
 
 		By("removing the finalizer by hand, which the troubleshooting guide warns against")
-		updatePipeline(ctx, p, func(p *pipelinev1beta1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) })
-		Eventually(func() bool { return gone(ctx, &pipelinev1beta1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { controllerutil.RemoveFinalizer(p, Finalizer) })
+		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
 		Consistently(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", old.Name) }, 2*time.Second).Should(BeFalse())
 
 		By("allowing volume deletes again: the volume of the Pipeline that is gone goes too")
@@ -284,7 +275,7 @@ var _ = Describe("Pipeline reconciler under faults", func() {
 		}).Should(Succeed())
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(ContainSubstring("VolumeReleased: PersistentVolume " + old.Name + " is Released")))
 		bindStorage(ctx, p)
-		Eventually(phase(ctx, p)).Should(Equal(pipelinev1beta1.PipelinePhaseRunning))
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 })
 
@@ -357,7 +348,7 @@ func allowVolumeDeletes(ctx context.Context, ns string) {
 // releaseVolume plays someone who deletes p's claim (and the controller that removes the claim's
 // protection finalizer), then the volume binder: the volume becomes Released, still naming the
 // deleted claim.
-func releaseVolume(ctx context.Context, p *pipelinev1beta1.Pipeline, pv *corev1.PersistentVolume) {
+func releaseVolume(ctx context.Context, p *pipelinev1.Pipeline, pv *corev1.PersistentVolume) {
 	GinkgoHelper()
 	pvc := child(ctx, &corev1.PersistentVolumeClaim{}, p.Namespace, resources.ClaimName(p))
 	Expect(k8sClient.Delete(ctx, pvc)).To(Succeed())

@@ -49,7 +49,7 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 			"router: its configuration is refused: %v: the router is not deployed and the entry stays on the first step", s.routerConfigErr)}
 	}
 	view := p.DeepCopy()
-	view.Spec.Router.Enabled = false
+	view.Spec.DataPath.Mode = pipelinev1.DataPathModeChain
 	s.pipeline = view
 	s.add(why)
 	return nil

@@ -52,16 +52,24 @@ func rollOutRouter(ctx context.Context, p *pipelinev1.Pipeline) {
 	}).Should(Succeed())
 }
 
-func routerPhase(ctx context.Context, p *pipelinev1.Pipeline) func() pipelinev1.DeploymentPhase {
-	return func() pipelinev1.DeploymentPhase { return getPipeline(ctx, p).Status.DetailPhase.RouterPhase }
+// routerState is the state of the router's Deployment that the status of p reports.
+func routerState(ctx context.Context, p *pipelinev1.Pipeline) func() pipelinev1.DeploymentState {
+	return func() pipelinev1.DeploymentState { return getPipeline(ctx, p).Status.RouterState }
 }
 
+// withRouter sets dataPath.mode Router, the router pinned to the first sample node and exposed
+// as a NodePort, and gives the steps router settings.
 func withRouter(p *pipelinev1.Pipeline) {
-	p.Spec.Router = &pipelinev1.Router{Enabled: true, Location: sampleNodes[0],
-		PropagateHeaders: []pipelinev1.HeaderName{"X-User"}}
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{
+		Location: sampleNodes[0], PropagateHeaders: []pipelinev1.HeaderName{"X-User"}}}
 	p.Spec.Expose = &pipelinev1.Expose{ServiceType: pipelinev1.ServiceTypeNodePort}
 	p.Spec.Steps[0].TimeoutSeconds = ptr.To[int32](5)
 	p.Spec.Steps[1].StopWhen = "status == 404"
+}
+
+// withoutRouter sets dataPath.mode Chain: the steps forward by themselves and no router runs.
+func withoutRouter(p *pipelinev1.Pipeline) {
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}
 }
 
 var _ = Describe("The pipeline router", func() {
@@ -74,7 +82,7 @@ var _ = Describe("The pipeline router", func() {
 		ns = newNamespace(ctx)
 	})
 
-	It("runs the router in front of the steps, follows the spec, repairs drift and goes when disabled", func() {
+	It("runs the router in front of the steps, follows the spec, repairs drift and goes with dataPath.mode Chain", func() {
 		p := createSample(ctx, ns, withRouter)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 		bindStorage(ctx, p)
@@ -84,7 +92,7 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionAvailable)()).Message }).
 			Should(ContainSubstring("router: Deployment facedetection-pipeline-router"))
 		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseCreating))
-		Expect(getPipeline(ctx, p).Spec.Router.Replicas).To(HaveValue(BeEquivalentTo(2)), "defaulted at admission: two router pods")
+		Expect(getPipeline(ctx, p).Spec.DataPath.Router.Replicas).To(HaveValue(BeEquivalentTo(2)), "defaulted at admission: two router pods")
 		for i := range p.Spec.Steps {
 			Expect(envOf(deploymentOf(ctx, p, i))).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, ""),
 				"the router calls every step: none forwards by itself")
@@ -95,7 +103,7 @@ var _ = Describe("The pipeline router", func() {
 		Expect(cfg.Pipeline).To(Equal(ns + "/facedetection-pipeline"))
 		Expect(cfg.Steps).To(HaveLen(2))
 		for i, s := range cfg.Steps {
-			Expect(s.Name).To(Equal(resources.StepName(p, i)))
+			Expect(s.Name).To(Equal(p.Spec.Steps[i].Name))
 			Expect(s.URL).To(Equal(resources.StepURL(p, i) + "/"))
 		}
 		Expect(cfg.Steps[0].TimeoutSeconds).To(BeEquivalentTo(5))
@@ -118,7 +126,7 @@ var _ = Describe("The pipeline router", func() {
 		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
 		rollOutRouter(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(routerPhase(ctx, p)()).To(Equal(pipelinev1.DeploymentPhaseAvailable))
+		Expect(routerState(ctx, p)()).To(Equal(pipelinev1.DeploymentStateAvailable))
 		Expect(getPipeline(ctx, p).Status.NodePort).To(Equal(svc.Spec.Ports[0].NodePort))
 
 		By("making no write when a converged Pipeline with a router is reconciled again")
@@ -149,15 +157,15 @@ var _ = Describe("The pipeline router", func() {
 			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(testenv.RouterImage))
 		}).Should(Succeed())
 
-		By("deleting the router's objects when it is disabled, and giving the entry back to the first step")
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Enabled = false })
+		By("deleting the router's objects when dataPath.mode turns Chain, and giving the entry back to the first step")
+		updatePipeline(ctx, p, withoutRouter)
 		Eventually(func() bool {
 			return gone(ctx, &corev1.ConfigMap{}, ns, resources.RouterObjectName(p)) &&
 				gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p)) &&
 				gone(ctx, &corev1.Service{}, ns, resources.RouterObjectName(p))
 		}).Should(BeTrue())
 		Eventually(func() corev1.ServiceType { return serviceOf(ctx, p, 0).Spec.Type }).Should(Equal(corev1.ServiceTypeNodePort))
-		Eventually(routerPhase(ctx, p)).Should(BeEmpty())
+		Eventually(routerState(ctx, p)).Should(BeEmpty())
 		By("having the steps forward by themselves again")
 		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL] }).
 			Should(Equal(resources.StepURL(p, 1)))
@@ -165,8 +173,8 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
-	It("gives a router of two unpinned pods a disruption budget, and none to a pinned router or a disabled one", func() {
-		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = "" })
+	It("gives a router of two unpinned pods a disruption budget, and none to a pinned router or to mode Chain", func() {
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.DataPath.Router.Location = "" })
 		budget := func() *policyv1.PodDisruptionBudget {
 			pdb := &policyv1.PodDisruptionBudget{}
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, pdb); err != nil {
@@ -181,13 +189,13 @@ var _ = Describe("The pipeline router", func() {
 		Expect(metav1.IsControlledBy(pdb, getPipeline(ctx, p))).To(BeTrue())
 
 		By("pinning the router to a node: its pods cannot move, so a budget would block a drain of it")
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = sampleNodes[0] })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.DataPath.Router.Location = sampleNodes[0] })
 		Eventually(budget).Should(BeNil())
 
-		By("unpinning it again, then disabling the router")
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = "" })
+		By("unpinning it again, then setting dataPath.mode Chain")
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.DataPath.Router.Location = "" })
 		Eventually(budget).ShouldNot(BeNil())
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Router.Enabled = false })
+		updatePipeline(ctx, p, withoutRouter)
 		Eventually(budget).Should(BeNil())
 	})
 
@@ -220,7 +228,7 @@ var _ = Describe("The pipeline router", func() {
 			"the steps are deployed all the same")
 		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
 			"the entry stays on the first step while there is no router to take it")
-		Expect(routerPhase(ctx, p)()).To(BeEmpty())
+		Expect(routerState(ctx, p)()).To(BeEmpty())
 	})
 
 	It("replaces the Deployment of a step whose name the router takes within one spec change", func() {
@@ -245,7 +253,7 @@ var _ = Describe("The pipeline router", func() {
 		}).Should(Equal(metav1.ConditionTrue))
 	})
 
-	It("gives the router's name to a step named router within the spec change that disables the router", func() {
+	It("gives the router's name to a step named router within the spec change that sets dataPath.mode Chain", func() {
 		p := createSample(ctx, ns, withRouter)
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.RouterObjectName(p)}, &corev1.Service{})
@@ -253,7 +261,7 @@ var _ = Describe("The pipeline router", func() {
 		routerUID := routerDeploymentOf(ctx, p).UID
 
 		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.Enabled = false
+			withoutRouter(p)
 			p.Spec.Steps[1].Name = "router"
 		})
 		Eventually(func(g Gomega) {
@@ -276,7 +284,7 @@ var _ = Describe("The pipeline router", func() {
 
 	It("says when the router's node does not exist, and clears once a node of that name joins", func() {
 		node := "router-node-" + ns
-		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.Router.Location = node })
+		p := createSample(ctx, ns, withRouter, func(p *pipelinev1.Pipeline) { p.Spec.DataPath.Router.Location = node })
 		Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Reason }).
 			Should(Equal(pipelinev1.ReasonNodeNotFound))
 		Expect(orEmpty(condition(ctx, p, pipelinev1.ConditionDegraded)()).Message).
@@ -301,7 +309,7 @@ var _ = Describe("The pipeline router", func() {
 		Expect(gone(ctx, &appsv1.Deployment{}, ns, resources.RouterObjectName(p))).To(BeTrue())
 		Expect(serviceOf(ctx, p, 0).Spec.Type).To(Equal(corev1.ServiceTypeNodePort),
 			"no router runs: the entry stays on the first step")
-		Expect(routerPhase(ctx, p)()).To(BeEmpty())
+		Expect(routerState(ctx, p)()).To(BeEmpty())
 
 		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].StopWhen = "status == 404" })
 		Eventually(func() error {

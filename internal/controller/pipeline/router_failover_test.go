@@ -22,12 +22,12 @@ func routerNodeOf(ctx context.Context, p *pipelinev1.Pipeline) func() string {
 	return func() string { return resources.PinnedNode(&routerDeploymentOf(ctx, p).Spec.Template.Spec) }
 }
 
-// withRouterFailover enables the router pinned to location with fallback as its fallback
-// location, and sets the failover timings.
+// withRouterFailover runs the router (dataPath.mode Router) pinned to location with fallback as
+// its fallback location, and sets the failover timings.
 func withRouterFailover(location, fallback string, after, failbackAfter int32) func(*pipelinev1.Pipeline) {
 	return func(p *pipelinev1.Pipeline) {
 		withRouter(p)
-		p.Spec.Router.Location, p.Spec.Router.FallbackLocations = location, []string{fallback}
+		p.Spec.DataPath.Router.Location, p.Spec.DataPath.Router.FallbackLocations = location, []string{fallback}
 		p.Spec.Failover = &pipelinev1.Failover{AfterSeconds: ptr.To(after), FailbackAfterSeconds: ptr.To(failbackAfter)}
 	}
 }
@@ -57,7 +57,7 @@ var _ = Describe("Failover of a pinned router", func() {
 		location, fallback := edgeNodes(ns)
 		p := runningRouted(ctx, ns, withRouterFailover(location, fallback, 2, 3))
 		Expect(routerNodeOf(ctx, p)()).To(Equal(location))
-		Expect(getPipeline(ctx, p).Status.DetailPhase).To(And(
+		Expect(getPipeline(ctx, p).Status).To(And(
 			HaveField("RouterNode", location), HaveField("RouterNodeReady", HaveValue(BeTrue()))))
 		before := failovers(p, resources.RouterMetricName)()
 		service := routerServiceOf(ctx, p).Spec
@@ -84,7 +84,7 @@ var _ = Describe("Failover of a pinned router", func() {
 
 		rollOutRouter(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(getPipeline(ctx, p).Status.DetailPhase).To(And(
+		Expect(getPipeline(ctx, p).Status).To(And(
 			HaveField("RouterNode", fallback), HaveField("RouterNodeReady", HaveValue(BeTrue()))))
 		expectNoWritesOnReconcile(ctx, getPipeline(ctx, p))
 
@@ -98,7 +98,7 @@ var _ = Describe("Failover of a pinned router", func() {
 		Expect(failovers(p, resources.RouterMetricName)()).To(Equal(before+1), "a failback is no failover")
 		rollOutRouter(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(getPipeline(ctx, p).Status.DetailPhase.RouterNode).To(Equal(location))
+		Expect(getPipeline(ctx, p).Status.RouterNode).To(Equal(location))
 	})
 
 	It("starts the router on its fallback when its location does not exist, without counting a move", func() {
@@ -123,19 +123,19 @@ var _ = Describe("Failover of a pinned router", func() {
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
 		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.Location, p.Spec.Router.FallbackLocations = "", []string{"edge-b"}
+			p.Spec.DataPath.Router.Location, p.Spec.DataPath.Router.FallbackLocations = "", []string{"edge-b"}
 		}, "router.fallbackLocations needs router.location"),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.FallbackLocations = []string{p.Spec.Router.Location}
+			p.Spec.DataPath.Router.FallbackLocations = []string{p.Spec.DataPath.Router.Location}
 		}, "router.fallbackLocations must not repeat router.location"),
 		Entry("a fallback named twice", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.FallbackLocations = []string{"edge-b", "edge-b"}
+			p.Spec.DataPath.Router.FallbackLocations = []string{"edge-b", "edge-b"}
 		}, "router.fallbackLocations must not name a node twice"),
 		Entry("more than 8 fallbacks", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.FallbackLocations = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
+			p.Spec.DataPath.Router.FallbackLocations = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
 		}, "must have at most 8 items"),
 		Entry("a fallback that is no node name", func(p *pipelinev1.Pipeline) {
-			p.Spec.Router.FallbackLocations = []string{"Edge_B"}
-		}, "spec.router.fallbackLocations[0]"),
+			p.Spec.DataPath.Router.FallbackLocations = []string{"Edge_B"}
+		}, "spec.dataPath.router.fallbackLocations[0]"),
 	)
 })

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -59,7 +58,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(hub.Object())).WithOptions(controllerOptions(0))
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1.Pipeline{})).WithOptions(controllerOptions(0))
 	for _, o := range opts {
 		o(b)
 	}
@@ -146,7 +145,7 @@ func (r *Reconciler) pipelinesOnNodeEvent(ctx context.Context, before, after *co
 		if n == nil {
 			continue
 		}
-		on, err := nodes.PipelinesOn(ctx, r.Client, n)
+		on, err := pipelinesOn(ctx, r.Client, n)
 		if err != nil {
 			return nil
 		}
@@ -184,12 +183,13 @@ func (r *Reconciler) budgetsChangedBy(ctx context.Context, before, after *corev1
 	}
 	var out []types.NamespacedName
 	for _, v := range values {
-		list, err := hub.List(ctx, r.Client, client.MatchingFields{indexBudgetNodes: v})
-		if err != nil {
+		list := &pipelinev1.PipelineList{}
+		// The Pipelines are only read: the cache's own objects need no copy.
+		if err := r.Client.List(ctx, list, client.MatchingFields{indexBudgetNodes: v}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list Pipelines with a disruption budget on nodes labelled %s: %w", v, err)
 		}
-		for i := range list {
-			p := &list[i]
+		for i := range list.Items {
+			p := &list.Items[i]
 			if key := client.ObjectKeyFromObject(p); !slices.Contains(out, key) && budgetChangedBy(p, before, after) {
 				out = append(out, key)
 			}
@@ -221,7 +221,7 @@ func requests(keys []types.NamespacedName) []reconcile.Request {
 
 // pipelinesInNamespace maps a namespace to its Pipelines.
 func (r *Reconciler) pipelinesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	keys, err := hub.Keys(ctx, r.Client, client.InNamespace(obj.GetName()))
+	keys, err := pipelineKeys(ctx, r.Client, client.InNamespace(obj.GetName()))
 	if err != nil {
 		return nil
 	}
@@ -246,7 +246,7 @@ func namespaceLabelsChanged() predicate.Predicate {
 // the cache's index: a class that appears, changes its namespaceSelector or goes changes what
 // their storage may be.
 func (r *Reconciler) pipelinesOfClass(ctx context.Context, obj client.Object) []reconcile.Request {
-	keys, err := hub.Keys(ctx, r.Client, client.MatchingFields{indexModelStorageClass: obj.GetName()})
+	keys, err := pipelineKeys(ctx, r.Client, client.MatchingFields{indexModelStorageClass: obj.GetName()})
 	if err != nil {
 		return nil
 	}
@@ -254,15 +254,19 @@ func (r *Reconciler) pipelinesOfClass(ctx context.Context, obj client.Object) []
 }
 
 // setupIndexes registers the cache indexes the reconciler reads through: those of node lookups
-// and node events (nodes.SetupIndexes), indexBudgetNodes and indexModelStorageClass.
+// (nodes.SetupIndexes) and node events (setupPipelineIndex), indexBudgetNodes and
+// indexModelStorageClass.
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := nodes.SetupIndexes(ctx, indexer); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, hub.Object(), indexBudgetNodes, hub.IndexFunc(budgetNodes)); err != nil {
+	if err := setupPipelineIndex(ctx, indexer); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &pipelinev1.Pipeline{}, indexBudgetNodes, pipelineIndex(budgetNodes)); err != nil {
 		return fmt.Errorf("index Pipelines by the nodes that may hold pods with a disruption budget: %w", err)
 	}
-	if err := indexer.IndexField(ctx, hub.Object(), indexModelStorageClass, hub.IndexFunc(modelStorageClassOf)); err != nil {
+	if err := indexer.IndexField(ctx, &pipelinev1.Pipeline{}, indexModelStorageClass, pipelineIndex(modelStorageClassOf)); err != nil {
 		return fmt.Errorf("index Pipelines by ModelStorageClass: %w", err)
 	}
 	return nil
@@ -272,7 +276,7 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 const indexModelStorageClass = "pipeline.modelStorageClassName"
 
 // modelStorageClassOf is the value of indexModelStorageClass for a Pipeline: none unless its
-// storage type is modelStorageClass.
+// storage type is ModelStorageClass.
 func modelStorageClassOf(p *pipelinev1.Pipeline) []string {
 	if name := resources.ModelStorageClassName(p); name != "" {
 		return []string{name}

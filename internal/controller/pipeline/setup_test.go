@@ -9,12 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/hub"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -72,20 +70,12 @@ func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 	single.Spec.Steps[1].NodeSelector = map[string]string{"pool": "gpu"}
 	router := benchPipeline("edge", 2)
 	router.Name = "router"
-	router.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
+	router.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{Replicas: ptr.To[int32](2)}}
 
-	objs := []client.Object{}
-	for _, p := range []*pipelinev1.Pipeline{gpu, tolerant, pinned, single, router} {
-		h, err := hub.ToHub(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, h)
-	}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(gpu, tolerant, pinned, single, router).
 		WithIndex(&corev1.Node{}, nodes.IndexHostname, nodes.NodeHostname).
-		WithIndex(hub.Object(), nodes.IndexPipelineNodes, nodes.StoredPipelineNodes).
-		WithIndex(hub.Object(), indexBudgetNodes, hub.IndexFunc(budgetNodes)).Build()
+		WithIndex(&pipelinev1.Pipeline{}, indexPipelineNodes, pipelineNodes).
+		WithIndex(&pipelinev1.Pipeline{}, indexBudgetNodes, pipelineIndex(budgetNodes)).Build()
 	r := &Reconciler{Client: c}
 
 	inPool := map[string]string{"pool": "gpu", "zone": "a"}
@@ -148,7 +138,7 @@ func TestBudgetNodes(t *testing.T) {
 	p.Spec.Steps[1].NodeSelector = map[string]string{"zone": "a", "pool": "gpu"}
 	p.Spec.Steps[2].Replicas = ptr.To[int32](2)
 	p.Spec.Steps[2].Location = "n1"
-	p.Spec.Router = &pipelinev1.Router{Enabled: true, Replicas: ptr.To[int32](2)}
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{Replicas: ptr.To[int32](2)}}
 	if got, want := budgetNodes(p), []string{anyNode, "pool=gpu"}; !slices.Equal(got, want) {
 		t.Errorf("budgetNodes = %q, want %q", got, want)
 	}

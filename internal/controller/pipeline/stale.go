@@ -30,15 +30,15 @@ func mayHaveStaleChildren(p *pipelinev1.Pipeline) bool {
 	}
 	reconciled := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionReconciled)
 	if reconciled == nil || reconciled.Status != metav1.ConditionTrue || reconciled.ObservedGeneration != p.Generation ||
-		st.ObservedGeneration != p.Generation || len(st.DetailPhase.StepsPhase) != len(p.Spec.Steps) ||
+		st.ObservedGeneration != p.Generation || len(st.Steps) != len(p.Spec.Steps) ||
 		// The volume's name follows from the claim's (a claim stays bound to its volume): a
 		// volume kept under the name an earlier version gave it is not a stale one.
-		st.PVCName != resources.ClaimName(p) || resources.OwnsVolume(p) != (st.PVName != "") ||
-		(resources.IngressSpec(p) == nil) != (st.DetailPhase.IngressPhase == "") ||
-		resources.RouterEnabled(p) != (st.DetailPhase.RouterPhase != "") {
+		st.Storage.ClaimName != resources.ClaimName(p) || resources.OwnsVolume(p) != (st.Storage.VolumeName != "") ||
+		(resources.IngressSpec(p) == nil) != (st.IngressState == "") ||
+		resources.RouterEnabled(p) != (st.RouterState != "") {
 		return true
 	}
-	for i, step := range st.DetailPhase.StepsPhase {
+	for i, step := range st.Steps {
 		if step.DeploymentName != resources.StepObjectName(p, i) {
 			return true
 		}

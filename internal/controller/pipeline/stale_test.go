@@ -25,7 +25,7 @@ func TestMayHaveStaleIngress(t *testing.T) {
 	}
 	p.Spec.Expose = &pipelinev1.Expose{Ingress: &pipelinev1.IngressExpose{}}
 	if !mayHaveStaleChildren(p) {
-		t.Errorf("a status without an Ingress phase does not match a spec with an Ingress")
+		t.Errorf("a status without an Ingress state does not match a spec with an Ingress")
 	}
 	o := convergedWorld()
 	o.Ingress = &networkingv1.Ingress{}
@@ -35,7 +35,7 @@ func TestMayHaveStaleIngress(t *testing.T) {
 	}
 	p.Spec.Expose = nil
 	if !mayHaveStaleChildren(p) {
-		t.Errorf("an Ingress phase in the status of a spec without an Ingress does not start the stale search")
+		t.Errorf("an Ingress state in the status of a spec without an Ingress does not start the stale search")
 	}
 }
 
@@ -84,11 +84,12 @@ func TestMayHaveStaleVolume(t *testing.T) {
 	if mayHaveStaleChildren(p) {
 		t.Errorf("a converged Pipeline on the volume an earlier version named looks for stale children")
 	}
-	p.Spec.ModelStorage.CSIParameter["share"] = "/elsewhere"
+	p.Spec.ModelStorage.NFS.Path = "/elsewhere"
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a storage change (a new claim) does not start the stale search")
 	}
-	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: p.Status.PVCName}
+	p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim,
+		ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: p.Status.Storage.ClaimName}}
 	if !mayHaveStaleChildren(p) {
 		t.Errorf("a volume in the status of storage that has none does not start the stale search")
 	}
@@ -98,28 +99,28 @@ func TestMayHaveStaleRouter(t *testing.T) {
 	p := testenv.RoutedSample(t)
 	p.Generation = 2
 	p.Status.ObservedGeneration = 2
-	p.Status.PVCName = resources.ClaimName(p)
-	p.Status.PVName = resources.PVName(p)
+	p.Status.Storage.ClaimName = resources.ClaimName(p)
+	p.Status.Storage.VolumeName = resources.PVName(p)
 	for i := range p.Spec.Steps {
-		p.Status.DetailPhase.StepsPhase = append(p.Status.DetailPhase.StepsPhase, pipelinev1.StepStatus{DeploymentName: resources.StepObjectName(p, i)})
+		p.Status.Steps = append(p.Status.Steps, pipelinev1.StepStatus{Name: p.Spec.Steps[i].Name, DeploymentName: resources.StepObjectName(p, i)})
 	}
-	p.Status.DetailPhase.RouterPhase = pipelinev1.DeploymentPhaseAvailable
+	p.Status.RouterState = pipelinev1.DeploymentStateAvailable
 	status.SetReconciled(&p.Status, 2, nil)
 	if mayHaveStaleChildren(p) {
 		t.Error("a converged Pipeline with its router looks for stale children")
 	}
 	off := p.DeepCopy()
-	off.Spec.Router.Enabled = false
+	withoutRouter(off)
 	if !mayHaveStaleChildren(off) {
 		t.Error("a Pipeline whose status still shows a router it no longer asks for does not look for stale children")
 	}
-	off.Status.DetailPhase.RouterPhase = ""
+	off.Status.RouterState = ""
 	if mayHaveStaleChildren(off) {
 		t.Error("a converged Pipeline without a router looks for stale children")
 	}
 }
 
-// convergedWorld is what a pass observes of a healthy two-step nfs Pipeline.
+// convergedWorld is what a pass observes of a healthy two-step NFS Pipeline.
 func convergedWorld() *status.Observed {
 	return &status.Observed{
 		PV:          statustest.BoundPV(),

@@ -66,7 +66,7 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		s.addProblem(pipelinev1.ReasonClaimNotFound,
-			"PersistentVolumeClaim %s named by modelStorage.claimName does not exist in namespace %s", resources.ClaimName(p), p.Namespace)
+			"PersistentVolumeClaim %s named by modelStorage.existingClaim.name does not exist in namespace %s", resources.ClaimName(p), p.Namespace)
 		s.requeueWithin(claimRecheckInterval)
 	case err != nil:
 		return fmt.Errorf("get claim %s: %w", resources.ClaimName(p), err)

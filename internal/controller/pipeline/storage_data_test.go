@@ -24,7 +24,7 @@ import (
 
 // The model storage holds data the operator cannot make again: these tests guard that no spec
 // change and no deletion of a Pipeline takes the models of a claim with it, and that replaced
-// nfs storage is removed only once no step mounts it.
+// NFS storage is removed only once no step mounts it.
 var _ = Describe("Model storage data", func() {
 	var (
 		ctx context.Context
@@ -38,7 +38,8 @@ var _ = Describe("Model storage data", func() {
 	It("keeps the user's claim when the Pipeline that mounts it is deleted", func() {
 		claim := userClaim(ctx, ns, "team-models")
 		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: claim.Name}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim,
+				ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: claim.Name}}
 		})
 		Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 		Eventually(func() bool { return gone(ctx, &pipelinev1.Pipeline{}, ns, p.Name) }).Should(BeTrue())
@@ -50,15 +51,16 @@ var _ = Describe("Model storage data", func() {
 	It("keeps the user's claim when the Pipeline moves to another claim", func() {
 		first, second := userClaim(ctx, ns, "models-a"), userClaim(ctx, ns, "models-b")
 		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeExistingClaim, ClaimName: first.Name}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeExistingClaim,
+				ExistingClaim: &pipelinev1.ExistingClaimStorage{Name: first.Name}}
 		})
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.ClaimName = second.Name })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.ExistingClaim.Name = second.Name })
 
 		// The pass that applied the new spec, its stale pass included, has succeeded.
 		Eventually(func(g Gomega) {
 			latest := getPipeline(ctx, p)
 			g.Expect(latest.Status.ObservedGeneration).To(Equal(latest.Generation))
-			g.Expect(latest.Status.PVCName).To(Equal(second.Name))
+			g.Expect(latest.Status.Storage.ClaimName).To(Equal(second.Name))
 			for i := range latest.Spec.Steps {
 				g.Expect(mountedClaim(deploymentOf(ctx, latest, i))).To(Equal(second.Name))
 			}
@@ -66,10 +68,10 @@ var _ = Describe("Model storage data", func() {
 		Consistently(func(g Gomega) { expectIntact(ctx, g, first) }, "2s").Should(Succeed())
 	})
 
-	It("moves every step onto new nfs storage before it deletes the old volume and claim", func() {
+	It("moves every step onto new NFS storage before it deletes the old volume and claim", func() {
 		p := runningSample(ctx, ns)
 		oldPV, oldPVC := resources.PVName(p), resources.ClaimName(p)
-		edit := func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["server"] = "10.0.0.3" }
+		edit := func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Server = "10.0.0.3" }
 		moved := p.DeepCopy()
 		edit(moved)
 		newPVC := resources.ClaimName(moved)
@@ -103,20 +105,20 @@ var _ = Describe("Model storage data", func() {
 
 	It("keeps a claim a StorageClass provisioned, whatever the spec says now", func() {
 		p := runningSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.StorageTypeStorageClass,
-				StorageClassName: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}
+			p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+				StorageClass: &pipelinev1.StorageClassStorage{Name: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}}
 		})
 
 		By("the apiserver itself refusing a new capacity: no webhook runs here, the CRD's rule does")
 		bigger := getPipeline(ctx, p)
-		bigger.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("10Gi"))
+		bigger.Spec.ModelStorage.StorageClass.Capacity = ptr.To(resource.MustParse("10Gi"))
 		err := k8sClient.Update(ctx, bigger)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-		Expect(err.Error()).To(ContainSubstring("modelStorage of type storageClass cannot change"))
+		Expect(err.Error()).To(ContainSubstring("modelStorage of type StorageClass cannot change"))
 
 		By("keeping the claim of an earlier spec, stored before admission refused such a change")
 		earlier := p.DeepCopy()
-		earlier.Spec.ModelStorage.Capacity = ptr.To(resource.MustParse("2Gi"))
+		earlier.Spec.ModelStorage.StorageClass.Capacity = ptr.To(resource.MustParse("2Gi"))
 		Expect(resources.ClaimName(earlier)).NotTo(Equal(resources.ClaimName(p)))
 		Expect(k8sClient.Apply(ctx, resources.PVC(earlier, ""), client.FieldOwner(apply.FieldManager))).To(Succeed())
 		left := child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(earlier))
@@ -130,7 +132,7 @@ var _ = Describe("Model storage data", func() {
 	})
 })
 
-// userClaim creates a bound claim name in ns, as a user makes one for existingClaim storage.
+// userClaim creates a bound claim name in ns, as a user makes one for ExistingClaim storage.
 func userClaim(ctx context.Context, ns, name string) *corev1.PersistentVolumeClaim {
 	GinkgoHelper()
 	claim := &corev1.PersistentVolumeClaim{

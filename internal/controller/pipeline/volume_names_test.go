@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -27,9 +28,7 @@ func earlierVolumeName(p *pipelinev1.Pipeline) string {
 // pausedSample is the sample, created paused: the operator leaves its children to the test.
 func pausedSample(ctx context.Context, ns string) *pipelinev1.Pipeline {
 	GinkgoHelper()
-	p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-		p.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true"}
-	})
+	p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) { p.Spec.Paused = ptr.To(true) })
 	Eventually(func() string { return orEmpty(condition(ctx, p, pipelinev1.ConditionReconciled)()).Reason }).
 		Should(Equal(pipelinev1.ReasonPaused))
 	return getPipeline(ctx, p)
@@ -65,7 +64,7 @@ var _ = Describe("Model volume names", func() {
 		setPaused(ctx, p, false)
 		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(getPipeline(ctx, p).Status.PVName).To(Equal(earlier))
+		Expect(getPipeline(ctx, p).Status.Storage.VolumeName).To(Equal(earlier))
 		Consistently(func() *corev1.PersistentVolume { return child(ctx, &corev1.PersistentVolume{}, "", earlier) }, "2s").Should(And(
 			HaveField("ObjectMeta.ResourceVersion", pv.ResourceVersion),
 			HaveField("ObjectMeta.DeletionTimestamp", BeNil())), "the volume is kept as it is: not written, not deleted")
@@ -73,9 +72,9 @@ var _ = Describe("Model volume names", func() {
 		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(p)).Spec.VolumeName).To(Equal(earlier))
 
 		By("a change of the storage gets a volume of the new name, and the earlier one goes")
-		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.CSIParameter["share"] = "/srv/models" })
+		updatePipeline(ctx, p, func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS.Path = "/srv/models" })
 		p = getPipeline(ctx, p)
-		Eventually(func() string { return getPipeline(ctx, p).Status.PVName }).Should(Equal(resources.PVName(p)))
+		Eventually(func() string { return getPipeline(ctx, p).Status.Storage.VolumeName }).Should(Equal(resources.PVName(p)))
 		bindStorage(ctx, p)
 		rollOut(ctx, p)
 		Eventually(func() bool { return gone(ctx, &corev1.PersistentVolume{}, "", earlier) }).Should(BeTrue())
@@ -86,7 +85,7 @@ var _ = Describe("Model volume names", func() {
 		Expect(name).To(MatchRegexp("^" + ns + "-fresh-[0-9a-f]{64}$"))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", name).Spec.ClaimRef.Name).To(Equal(resources.ClaimName(fresh)))
 		Expect(child(ctx, &corev1.PersistentVolumeClaim{}, ns, resources.ClaimName(fresh)).Spec.VolumeName).To(Equal(name))
-		Eventually(func() string { return getPipeline(ctx, fresh).Status.PVName }).Should(Equal(name))
+		Eventually(func() string { return getPipeline(ctx, fresh).Status.Storage.VolumeName }).Should(Equal(name))
 	})
 
 	It("does not keep a volume that was made for another Pipeline", func() {
@@ -103,7 +102,7 @@ var _ = Describe("Model volume names", func() {
 		Expect(k8sClient.Apply(ctx, resources.PVC(p, earlier), client.FieldOwner(apply.FieldManager))).To(Succeed())
 
 		setPaused(ctx, p, false)
-		Eventually(func() string { return getPipeline(ctx, p).Status.PVName }).Should(Equal(resources.PVName(p)))
+		Eventually(func() string { return getPipeline(ctx, p).Status.Storage.VolumeName }).Should(Equal(resources.PVName(p)))
 		Expect(child(ctx, &corev1.PersistentVolume{}, "", earlier).Labels).To(HaveKeyWithValue(resources.LabelPipelineNamespace, other.Namespace),
 			"someone else's volume is left alone")
 	})

@@ -34,6 +34,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=distri-infer.ndsl.cn, Version=v1
+	case v1.SchemeGroupVersion.WithKind("CSIModelStorageSource"):
+		return &apiv1.CSIModelStorageSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CSIStorage"):
 		return &apiv1.CSIStorageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DataPath"):
@@ -48,8 +50,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1.IngressExposeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ModelStorage"):
 		return &apiv1.ModelStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ModelStorageClass"):
+		return &apiv1.ModelStorageClassApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ModelStorageClassSpec"):
+		return &apiv1.ModelStorageClassSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ModelStorageClassStorage"):
 		return &apiv1.ModelStorageClassStorageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NFSModelStorageSource"):
+		return &apiv1.NFSModelStorageSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NFSStorage"):
 		return &apiv1.NFSStorageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Pipeline"):

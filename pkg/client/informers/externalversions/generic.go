@@ -54,6 +54,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=distri-infer.ndsl.cn, Version=v1
+	case v1.SchemeGroupVersion.WithResource("modelstorageclasses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.DistriInfer().V1().ModelStorageClasses().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("pipelines"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.DistriInfer().V1().Pipelines().Informer()}, nil
 

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+// ModelStorageClassListerExpansion allows custom methods to be added to
+// ModelStorageClassLister.
+type ModelStorageClassListerExpansion interface{}
+
 // PipelineListerExpansion allows custom methods to be added to
 // PipelineLister.
 type PipelineListerExpansion interface{}

@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// ModelStorageClasses returns a ModelStorageClassInformer.
+	ModelStorageClasses() TypedModelStorageClassInformer
 	// Pipelines returns a PipelineInformer.
 	Pipelines() TypedPipelineInformer
 }
@@ -37,6 +39,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// ModelStorageClasses returns a TypedModelStorageClassInformer.
+func (v *version) ModelStorageClasses() TypedModelStorageClassInformer {
+	return &modelStorageClassInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // Pipelines returns a TypedPipelineInformer.

@@ -28,12 +28,17 @@ import (
 
 type DistriInferV1Interface interface {
 	RESTClient() rest.Interface
+	ModelStorageClassesGetter
 	PipelinesGetter
 }
 
 // DistriInferV1Client is used to interact with features provided by the distri-infer.ndsl.cn group.
 type DistriInferV1Client struct {
 	restClient rest.Interface
+}
+
+func (c *DistriInferV1Client) ModelStorageClasses() ModelStorageClassInterface {
+	return newModelStorageClasses(c)
 }
 
 func (c *DistriInferV1Client) Pipelines(namespace string) PipelineInterface {

@@ -28,6 +28,10 @@ type FakeDistriInferV1 struct {
 	*testing.Fake
 }
 
+func (c *FakeDistriInferV1) ModelStorageClasses() v1.ModelStorageClassInterface {
+	return newFakeModelStorageClasses(c)
+}
+
 func (c *FakeDistriInferV1) Pipelines(namespace string) v1.PipelineInterface {
 	return newFakePipelines(c, namespace)
 }

@@ -1,4 +1,4 @@
-package manager
+package apply
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -6,13 +6,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
-// managedFields (children keep a shared marker, see apply.Transforms): the cluster's other
+// managedFields (children keep a shared marker, see Transforms): the cluster's other
 // Deployments, Services, ConfigMaps, volumes, Ingresses, autoscalers and disruption budgets cost it no memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back.
@@ -21,7 +20,7 @@ func CacheOptions() cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Node{}: {Transform: nodes.StripForPlacement},
 	}
-	for obj, transform := range apply.Transforms() {
+	for obj, transform := range Transforms() {
 		byObject[obj] = cache.ByObject{Label: managed, Transform: transform}
 	}
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}

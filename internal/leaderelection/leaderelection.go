@@ -1,4 +1,6 @@
-package manager
+// Package leaderelection is how replicas of the operator share the work: the Lease they compete
+// for and its timings.
+package leaderelection
 
 import (
 	"time"
@@ -6,11 +8,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// LeaderElectionID names the Lease that replicas of the operator compete for.
-const LeaderElectionID = "pipeline-operator.distri-infer.ndsl.cn"
+// ID names the Lease that replicas of the operator compete for.
+const ID = "pipeline-operator.distri-infer.ndsl.cn"
 
-// LeaseTimings are the durations of lease-based leader election.
-type LeaseTimings struct {
+// Timings are the durations of lease-based leader election.
+type Timings struct {
 	// LeaseDuration is how long other replicas wait, after the leader's last renewal, before
 	// they take the lease over: the longest a crashed leader leaves Pipelines unreconciled.
 	LeaseDuration time.Duration
@@ -21,18 +23,18 @@ type LeaseTimings struct {
 	RetryPeriod time.Duration
 }
 
-// DefaultLeaseTimings are the timings of the operator's leader election: client-go's usual
+// DefaultTimings are the timings of the operator's leader election: client-go's usual
 // 15s lease, 10s renew deadline and 2s retry period.
-func DefaultLeaseTimings() LeaseTimings {
-	return LeaseTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+func DefaultTimings() Timings {
+	return Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 }
 
-// EnableLeaderElection turns on lease-based leader election in opts: one replica, the holder of
+// Enable turns on lease-based leader election in opts: one replica, the holder of
 // the Lease id in namespace (empty: the manager's own), runs the controllers. The leader releases
 // the Lease when its context is cancelled (a clean shutdown, such as a rolling update), so that
 // another replica takes over within one retry period instead of waiting for the lease to
 // expire; the process must exit once the manager has stopped, as cmd/ does.
-func EnableLeaderElection(opts *ctrl.Options, id, namespace string, t LeaseTimings) {
+func Enable(opts *ctrl.Options, id, namespace string, t Timings) {
 	opts.LeaderElection = true
 	opts.LeaderElectionID = id
 	opts.LeaderElectionNamespace = namespace
