@@ -95,7 +95,6 @@ const (
 	ReasonPaused = "Paused"
 )
 
-
 // ConditionUpgradeable is the condition the operator sets on its OLM OperatorCondition: False
 // while a Pipeline is rolling out, so that OLM does not replace the operator in the middle of it.
 const ConditionUpgradeable = "Upgradeable"
@@ -119,4 +118,3 @@ const (
 	// and fallbackLocations no longer name.
 	EventRelocated = "Relocated"
 )
-

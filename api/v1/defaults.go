@@ -234,16 +234,30 @@ func (p *Pipeline) LeadingEnv(i int) []string {
 	return kept.Steps[strconv.Itoa(i)].Args
 }
 
+// DefaultStepName is the name of the unnamed step at index i: step-<1-based index>.
+func DefaultStepName(i int) string {
+	return "step-" + strconv.Itoa(i+1)
+}
+
 // Default writes every default into the spec that the CRD schema cannot, so that the stored
-// Pipeline shows what the operator will do: the replicas of a step that is not autoscaled, the
+// Pipeline shows what the operator will do: the name of an unnamed step (step-<position>, unless
+// another step has that name: validation then names the conflict), the replicas of a step that
+// is not autoscaled, the
 // minReplicas and CPU target of one that is, the router's replicas, the failover settings and
 // the size of the storage the operator creates. It never changes a value the user set, with one
 // exception: an autoscaled step loses replicas 1, the default this function stored before the
 // step was autoscaled (see defaultAutoscaling).
 func (p *Pipeline) Default() {
 	spec := &p.Spec
+	named := map[string]bool{}
+	for _, s := range spec.Steps {
+		named[s.Name] = true
+	}
 	for i := range spec.Steps {
 		s := &spec.Steps[i]
+		if s.Name == "" && !named[DefaultStepName(i)] {
+			s.Name = DefaultStepName(i)
+		}
 		if s.Autoscaling != nil {
 			defaultAutoscaling(s)
 		} else if s.Replicas == nil {

@@ -580,7 +580,7 @@ func stepTo(s Step, i int) pipelinev1.Step {
 		StopWhen:          s.StopWhen,
 	}
 	if out.Name == "" {
-		out.Name = DefaultStepName(i)
+		out.Name = pipelinev1.DefaultStepName(i)
 	}
 	if out.Port == nil {
 		if v, ok := s.Args[ListenPortArg]; ok {

@@ -36,7 +36,6 @@ const CSIDriverParameter = "driver"
 // ListenPortArg is the step argument that sets the step's container port and Service port.
 const ListenPortArg = "listenPort"
 
-
 // ArgValue is the value of a step argument.
 // +kubebuilder:validation:MaxLength=4096
 type ArgValue string

@@ -45,8 +45,11 @@ func TestPipelineV1IsTheDesignSample(t *testing.T) {
 // their steps and routers to.
 var kwokNodes = sets.New("xx-test-node236", "xx-test-node239")
 
-// seed is the v1beta1 Pipeline users hold: the one sample in another version than v1.
+// seed is the v1beta1 Pipeline users hold: with seedClass, the samples in another version than v1.
 const seed = "distri-infer_v1beta1_pipeline.yaml"
+
+// seedClass is the v1beta1 ModelStorageClass release 0.2.0 shipped, the same as the v1 sample's.
+const seedClass = "distri-infer_v1beta1_modelstorageclass.yaml"
 
 // decoded is a sample decoded into its v1 type: a Pipeline or a ModelStorageClass.
 type decoded struct {
@@ -86,6 +89,15 @@ func decodeAll(t *testing.T) []decoded {
 		case tm.APIVersion == pipelinev1.GroupVersion.String() && tm.Kind == "Pipeline":
 			d.pipeline = &pipelinev1.Pipeline{}
 			if err := yaml.UnmarshalStrict(f.Data, d.pipeline); err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+		case f.Name == seedClass && tm.APIVersion == pipelinev1beta1.GroupVersion.String() && tm.Kind == "ModelStorageClass":
+			if err := yaml.UnmarshalStrict(f.Data, &pipelinev1beta1.ModelStorageClass{}); err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+			// The two versions have one schema: the apiserver stores the v1beta1 class as it is.
+			d.class = &pipelinev1.ModelStorageClass{}
+			if err := yaml.UnmarshalStrict(f.Data, d.class); err != nil {
 				t.Fatalf("%s: %v", f.Name, err)
 			}
 		case tm.APIVersion == pipelinev1.GroupVersion.String() && tm.Kind == "ModelStorageClass":

@@ -1,6 +1,6 @@
 -- Argo CD health check of distri-infer.ndsl.cn Pipelines (resource.customizations.health in
 -- argocd-cm, key distri-infer.ndsl.cn_Pipeline). It reads the conditions every version of the
--- Pipeline API reports: Stalled (a person is needed), Ready (running), Reconciling.
+-- Pipeline API reports: Stalled (a person is needed), Ready (phase Running), Reconciling.
 hs = { status = "Progressing", message = "Waiting for the operator" }
 if obj.metadata ~= nil and obj.metadata.deletionTimestamp ~= nil then
   hs.message = "Deleting"

@@ -17,9 +17,18 @@ func PausedStatus(p *pipelinev1.Pipeline) pipelinev1.PipelineStatus {
 		Status:             metav1.ConditionFalse,
 		Reason:             pipelinev1.ReasonPaused,
 		ObservedGeneration: p.Generation,
-		Message:            "Paused by spec.paused: children are neither repaired nor updated until it is no longer true",
+		Message:            "Paused by " + PausedBy(p) + ": children are neither repaired nor updated until it is no longer true",
 	})
 	return st
+}
+
+// PausedBy names what pauses p: spec.paused, or the annotation v1beta1 spells it with, written
+// on the v1 object.
+func PausedBy(p *pipelinev1.Pipeline) string {
+	if p.Spec.Paused != nil && *p.Spec.Paused {
+		return "spec.paused"
+	}
+	return "the annotation " + pipelinev1.PausedAnnotation
 }
 
 // WasPaused reports whether status says that its Pipeline is paused.

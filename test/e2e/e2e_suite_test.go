@@ -44,7 +44,6 @@ import (
 	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
-	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -111,7 +112,9 @@ func v1Webhook(name, path string) gomegatypes.GomegaMatcher {
 func deploymentName(p *pipelinev1.Pipeline, step int) string {
 	GinkgoHelper()
 	steps := get(context.Background(), p).Status.Steps
-	Expect(len(steps)).To(BeNumerically(">=", step), "status.steps lists step %d", step)
+	if len(steps) < step {
+		Fail(fmt.Sprintf("status.steps of Pipeline %s lists %d steps, not step %d", p.Name, len(steps), step))
+	}
 	return steps[step-1].DeploymentName
 }
 

@@ -211,7 +211,7 @@ func creationStage(p *pipelinev1.Pipeline) string {
 	case p.Status.ObservedGeneration == 0:
 		return "finalizer, children being made"
 	case p.Status.Phase == pipelinev1.PipelinePhaseRunning:
-		return "running"
+		return string(pipelinev1.PipelinePhaseRunning)
 	}
 	return "children made, " + string(p.Status.Phase)
 }

@@ -154,7 +154,7 @@ func writeErrors(r *run) {
 
 // minWrites is the least the operator can write for the new Pipeline p until it runs: the
 // finalizer, the volume and the claim, a Deployment and a Service per step, two statuses
-// (creating, running), and the router's ConfigMap, Deployment and Service, or a step's autoscaler.
+// (Creating, Running), and the router's ConfigMap, Deployment and Service, or a step's autoscaler.
 func minWrites(p *pipelinev1.Pipeline) int {
 	n := 1 + 2 + 2*steps + 2
 	switch variant(p) {

@@ -59,7 +59,7 @@ the router, one autoscales a step and one pins a step to a node with a fallback 
 injected-errors case loads plain Pipelines only). No built-in
 controller runs there: the suite plays the deployment controller (every Deployment of the
 operator becomes available for its generation), the volume binder (claims and volumes become
-Bound) and the kubelets of two Ready nodes, so a converged Pipeline is ` + "`running`" + ` with every step ready.
+Bound) and the kubelets of two Ready nodes, so a converged Pipeline is ` + "`Running`" + ` with every step ready.
 When kube-apiserver or etcd come back, the simulated controllers start afresh, so that the
 figure is the operator's and not their informers' backoff.
 
@@ -70,7 +70,7 @@ for the Lease of the one before to expire. The injected-errors, drift and delete
 manager in the test's process, with its connection wrapped.
 
 - **converged**: every Pipeline the suite created exists, carries the status of its generation
-  (` + "`observedGeneration`" + `, ` + "`Available`" + ` and ` + "`Reconciled`" + ` True, not ` + "`Degraded`" + `) and is ` + "`running`" + `, and
+  (` + "`observedGeneration`" + `, ` + "`Available`" + ` and ` + "`Reconciled`" + ` True, not ` + "`Degraded`" + `) and is ` + "`Running`" + `, and
   has exactly its children — its PersistentVolume (live List of the cluster's volumes) and
   claim, one Deployment and one Service per step, each with its spec's image, model, Pipeline
   and labels, the router's ConfigMap, Deployment and Service, the autoscaler, controlled by it —

@@ -342,10 +342,13 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(v1.Spec.Steps[1].Name).To(Equal("step-2"))
 		Expect(v1.Status.Phase).To(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(v1.Status.Storage.VolumeName).To(Equal(volume.Name))
-		v1beta1 := &pipelinev1beta1.Pipeline{}
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1beta1)).To(Succeed())
-		Expect(v1beta1.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
-		Expect(v1beta1.Spec.Steps[0].Args).To(HaveKeyWithValue(pipelinev1beta1.ListenPortArg, pipelinev1beta1.ArgValue("9080")))
+		// Read through the conversion webhook, which may still be called with the previous CA.
+		Eventually(func(g Gomega) {
+			v1beta1 := &pipelinev1beta1.Pipeline{}
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1beta1)).To(Succeed())
+			g.Expect(v1beta1.Status.Phase).To(Equal(pipelinev1beta1.PipelinePhaseRunning))
+			g.Expect(v1beta1.Spec.Steps[0].Args).To(HaveKeyWithValue(pipelinev1beta1.ListenPortArg, pipelinev1beta1.ArgValue("9080")))
+		}).Should(Succeed())
 
 		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, and restarts no pod")
 		Eventually(history.controlledByPipelines).Should(And(HaveLen(len(owners)), HaveEach(pipelinev1.GroupVersion.String())))

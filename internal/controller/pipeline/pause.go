@@ -18,7 +18,7 @@ func (r *Reconciler) reconcilePaused(ctx context.Context, p *pipelinev1.Pipeline
 	}
 	if !before {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, pipelinev1.ReasonPaused, "Pause",
-			"Reconciliation paused by %s", pausedBy(p))
+			"Reconciliation paused by %s", status.PausedBy(p))
 	}
 	return nil
 }
@@ -29,12 +29,4 @@ func (r *Reconciler) recordResumed(p *pipelinev1.Pipeline, before pipelinev1.Pip
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "Resumed", "Resume",
 			"Reconciliation resumed: spec.paused is no longer true")
 	}
-}
-
-// pausedBy names what pauses p: spec.paused, or the annotation v1beta1 spells it with.
-func pausedBy(p *pipelinev1.Pipeline) string {
-	if p.Spec.Paused != nil && *p.Spec.Paused {
-		return "spec.paused=true"
-	}
-	return "the annotation " + pipelinev1.PausedAnnotation + "=true"
 }
