@@ -222,7 +222,7 @@ var _ = Describe("Step autoscaling and disruption budgets", func() {
 		}, "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"),
 		Entry("maxReplicas left out", func(s *pipelinev1.Step) {
 			s.Autoscaling = &pipelinev1.StepAutoscaling{}
-		}, "spec.steps[1].autoscaling.maxReplicas: Invalid value: 0: spec.steps[1].autoscaling.maxReplicas in body should be greater than or equal to 1"),
+		}, "spec.steps[1].autoscaling.maxReplicas: Required value"),
 		Entry("maxReplicas above 1000", func(s *pipelinev1.Step) {
 			s.Autoscaling = &pipelinev1.StepAutoscaling{MaxReplicas: 1001}
 		}, "should be less than or equal to 1000"),
