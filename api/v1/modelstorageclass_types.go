@@ -7,17 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// ModelStorageSourceType names the kind of source a ModelStorageClass publishes.
-// +kubebuilder:validation:Enum=nfs;csi
-type ModelStorageSourceType string
-
-const (
-	// ModelStorageSourceNFS is an NFS export (spec.nfs).
-	ModelStorageSourceNFS ModelStorageSourceType = "nfs"
-	// ModelStorageSourceCSI is a volume a CSI driver mounts (spec.csi).
-	ModelStorageSourceCSI ModelStorageSourceType = "csi"
-)
-
 // NFSModelStorageSource is an NFS export that holds models.
 type NFSModelStorageSource struct {
 	// server is the NFS server: an IP address or a DNS name.
@@ -152,14 +141,6 @@ type ModelStorageClassList struct {
 	// items are the ModelStorageClasses.
 	// +required
 	Items []ModelStorageClass `json:"items"`
-}
-
-// SourceType is the kind of source the class publishes: nfs or csi.
-func (c *ModelStorageClass) SourceType() ModelStorageSourceType {
-	if c.Spec.CSI != nil {
-		return ModelStorageSourceCSI
-	}
-	return ModelStorageSourceNFS
 }
 
 // EffectiveReadOnly is whether the volume source is read-only: true unless the class says false.

@@ -1,13 +1,5 @@
 package v1beta1
 
-// DefaultTargetCPUUtilizationPercentage is the CPU target of an autoscaled step that sets
-// neither targetCPUUtilizationPercentage nor targetMemoryUtilizationPercentage, the target a
-// HorizontalPodAutoscaler uses by default.
-const DefaultTargetCPUUtilizationPercentage int32 = 80
-
-// DefaultMinReplicas is the fewest pods of an autoscaled step.
-const DefaultMinReplicas int32 = 1
-
 // StepAutoscaling makes a HorizontalPodAutoscaler scale a step's pods between minReplicas and
 // maxReplicas on their CPU and memory utilization (a percentage of the container's requests).
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas"
@@ -44,26 +36,6 @@ type StepAutoscaling struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Target Memory Utilization (%)",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
-}
-
-// EffectiveMinReplicas is the fewest pods of the autoscaled step.
-func (a *StepAutoscaling) EffectiveMinReplicas() int32 {
-	if a.MinReplicas != nil {
-		return *a.MinReplicas
-	}
-	return DefaultMinReplicas
-}
-
-// EffectiveTargetCPU is the CPU target in percent, 0 for none: the one set, else 80 when no
-// memory target is set either.
-func (a *StepAutoscaling) EffectiveTargetCPU() int32 {
-	if a.TargetCPUUtilizationPercentage != nil {
-		return *a.TargetCPUUtilizationPercentage
-	}
-	if a.TargetMemoryUtilizationPercentage == nil {
-		return DefaultTargetCPUUtilizationPercentage
-	}
-	return 0
 }
 
 // StepAutoscalingStatus is what the HorizontalPodAutoscaler of an autoscaled step reports.

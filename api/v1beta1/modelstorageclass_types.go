@@ -1,21 +1,7 @@
 package v1beta1
 
 import (
-	"fmt"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-)
-
-// ModelStorageSourceType names the kind of source a ModelStorageClass publishes.
-// +kubebuilder:validation:Enum=nfs;csi
-type ModelStorageSourceType string
-
-const (
-	// ModelStorageSourceNFS is an NFS export (spec.nfs).
-	ModelStorageSourceNFS ModelStorageSourceType = "nfs"
-	// ModelStorageSourceCSI is a volume a CSI driver mounts (spec.csi).
-	ModelStorageSourceCSI ModelStorageSourceType = "csi"
 )
 
 // NFSModelStorageSource is an NFS export that holds models.
@@ -142,30 +128,4 @@ type ModelStorageClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ModelStorageClass `json:"items"`
-}
-
-// SourceType is the kind of source the class publishes: nfs or csi.
-func (c *ModelStorageClass) SourceType() ModelStorageSourceType {
-	if c.Spec.CSI != nil {
-		return ModelStorageSourceCSI
-	}
-	return ModelStorageSourceNFS
-}
-
-// EffectiveReadOnly is whether the volume source is read-only: true unless the class says false.
-func (c *ModelStorageClass) EffectiveReadOnly() bool {
-	return c.Spec.ReadOnly == nil || *c.Spec.ReadOnly
-}
-
-// Selects reports whether the class's namespaceSelector selects a namespace with the labels
-// nsLabels. A missing selector selects nothing; an invalid one selects nothing and says why.
-func (c *ModelStorageClass) Selects(nsLabels map[string]string) (bool, error) {
-	if c.Spec.NamespaceSelector == nil {
-		return false, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(c.Spec.NamespaceSelector)
-	if err != nil {
-		return false, fmt.Errorf("invalid namespaceSelector: %w", err)
-	}
-	return sel.Matches(labels.Set(nsLabels)), nil
 }
