@@ -103,6 +103,16 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(again.Generation).To(Equal(got.Generation))
 	})
 
+	It("names a step written without a name after its position", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Spec.Steps[1].Name = ""
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		got := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Spec.Steps[1].Name).To(Equal("step-2"))
+	})
+
 	It("keeps what the user set", func(ctx SpecContext) {
 		p := sample(ns)
 		p.Spec.Steps[0].Name = "detect"
@@ -419,8 +429,9 @@ var _ = Describe("Pipeline admission", func() {
 		}, "spec.steps[1].autoscaling.maxReplicas", "Required value"),
 		Entry("two steps with one name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = p.Spec.Steps[0].Name },
 			"spec.steps[1]", "Duplicate value"),
-		Entry("a step without a name", func(p *pipelinev1.Pipeline) { p.Spec.Steps[1].Name = "" },
-			"spec.steps[1].name", "Required value"),
+		Entry("a step without a name, whose default name another step has", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Name, p.Spec.Steps[1].Name = "", "step-1"
+		}, "spec.steps[0].name", "Required value"),
 		Entry("a step name in capitals", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = "Detect" },
 			"spec.steps[0].name", "should match"),
 		Entry("a step name too long for its objects", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Name = strings.Repeat("a", 41) },

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -35,7 +37,8 @@ func TestIntegrationLocalConversion(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	g.Expect(l.Close()).To(Succeed())
 	const crdName = "pipelines.distri-infer.ndsl.cn"
-	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", Webhooks: WebhookOptions{
+	// A registry of its own: the suite's managers register the operator's metrics in the global one.
+	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", MetricsRegistry: prometheus.NewRegistry(), Webhooks: WebhookOptions{
 		LocalConversion: true, Port: port, ConversionCRD: crdName, CertDir: t.TempDir(),
 	}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -60,7 +63,9 @@ func TestIntegrationLocalConversion(t *testing.T) {
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "local-conversion-"}}
 	g.Expect(c.Create(ctx, namespace)).To(Succeed())
 	ns := namespace.Name
-	g.Expect(c.Create(ctx, testenv.Sample(t, ns))).To(Succeed())
+	seed, err := samples.PipelineV1beta1(ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Create(ctx, seed)).To(Succeed())
 	got := &pipelinev1.Pipeline{}
 	g.Eventually(func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "facedetection-pipeline"}, got)

@@ -183,8 +183,8 @@ var _ = Describe("The secure metrics endpoint", Ordered, func() {
 			status, body, err := scrape(token)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK))
-			g.Expect(body).To(ContainSubstring(metrics.MetricPipelines + `{phase="unknown"} 1`))
-			g.Expect(body).To(ContainSubstring(fmt.Sprintf(`%s{namespace=%q,phase="unknown",pipeline="facedetection-pipeline"} 1`,
+			g.Expect(body).To(ContainSubstring(metrics.MetricPipelines + `{phase="Unknown"} 1`))
+			g.Expect(body).To(ContainSubstring(fmt.Sprintf(`%s{namespace=%q,phase="Unknown",pipeline="facedetection-pipeline"} 1`,
 				metrics.MetricPipelinePhase, ns)))
 		}).Should(Succeed())
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -68,6 +69,9 @@ type Options struct {
 	Webhooks WebhookOptions
 	// RouterImage is the image routers run from (resources.EnvRouterImage); empty deploys none.
 	RouterImage string
+	// MetricsRegistry receives the operator's metrics; nil is controller-runtime's global
+	// registry, which the metrics endpoint serves.
+	MetricsRegistry prometheus.Registerer
 }
 
 // WebhookOptions configure the webhook server and where its certificate comes from. The server
@@ -135,7 +139,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("create the manager: %w", err)
 	}
 
-	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetCache())
+	registry := o.MetricsRegistry
+	if registry == nil {
+		registry = ctrlmetrics.Registry
+	}
+	m, err := metrics.New(registry, mgr.GetCache())
 	if err != nil {
 		return nil, fmt.Errorf("register the metrics: %w", err)
 	}
@@ -147,7 +155,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		RouterImage: o.RouterImage,
 	}
 	if r.RouterImage == "" {
-		log.Info("No router image: Pipelines with spec.router enabled get no router until it is set", "env", resources.EnvRouterImage)
+		log.Info("No router image: Pipelines with dataPath.mode Router get no router until it is set", "env", resources.EnvRouterImage)
 	}
 	if err := r.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles)); err != nil {
 		return nil, fmt.Errorf("set up the Pipeline controller: %w", err)

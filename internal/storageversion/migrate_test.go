@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -51,7 +52,9 @@ func TestIntegrationMigration(t *testing.T) {
 	const ns = "stored"
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	for i := range 3 {
-		p := testenv.Sample(t, ns)
+		// The releases before v1 served v1beta1 alone: their users wrote the seed as it is.
+		p, err := samples.PipelineV1beta1(ns)
+		g.Expect(err).NotTo(HaveOccurred())
 		p.Name = fmt.Sprintf("pipeline-%d", i)
 		g.Expect(c.Create(ctx, p)).To(Succeed())
 	}
