@@ -59,13 +59,13 @@ type ModelStorageClassSpec struct {
 	// class for another source.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="NFS Export"
-	NFS *NFSModelStorageSource `json:"nfs,omitempty"`
+	NFS *NFSModelStorageSource `json:"nfs,omitempty"` //nolint:kubeapilinter // optionalfields: one of two sources, absent unless set; the schema of release 0.2.0 (v1beta1), which both versions share.
 
 	// csi is a volume a CSI driver mounts. Exactly one of nfs and csi is set. It cannot change:
 	// create a new class for another source.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="CSI Volume"
-	CSI *CSIModelStorageSource `json:"csi,omitempty"`
+	CSI *CSIModelStorageSource `json:"csi,omitempty"` //nolint:kubeapilinter // optionalfields: one of two sources, absent unless set; the schema of release 0.2.0 (v1beta1), which both versions share.
 
 	// mountOptions are the mount options of the PersistentVolumes made from the class (e.g.
 	// nfsvers=4.1). They cannot change: create a new class for other options.
@@ -83,7 +83,7 @@ type ModelStorageClassSpec struct {
 	// +optional
 	// +kubebuilder:default=true
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Read Only",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
-	ReadOnly *bool `json:"readOnly,omitempty"`
+	ReadOnly *bool `json:"readOnly,omitempty"` //nolint:kubeapilinter // nobools: read-only or not; the schema of release 0.2.0 (v1beta1), which both versions share.
 
 	// namespaceSelector selects the namespaces whose Pipelines may use the class, by the
 	// namespaces' labels: {} selects every namespace. An administrator may change it at any
@@ -113,7 +113,7 @@ type ModelStorageClassStatus struct{}
 // +kubebuilder:printcolumn:name="Read Only",type=boolean,JSONPath=`.spec.readOnly`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Model Storage Class",resources={{PersistentVolume,v1}}
-type ModelStorageClass struct {
+type ModelStorageClass struct { //nolint:kubeapilinter // statussubresource: nothing writes the empty status; the schema of release 0.2.0 (v1beta1), which both versions share.
 	metav1.TypeMeta `json:",inline"`
 
 	// metadata is the object's metadata.
@@ -126,7 +126,7 @@ type ModelStorageClass struct {
 
 	// status is empty: see ModelStorageClassStatus.
 	// +optional
-	Status ModelStorageClassStatus `json:"status,omitzero"`
+	Status ModelStorageClassStatus `json:"status,omitzero"` //nolint:kubeapilinter // optionalfields: always empty (see ModelStorageClassStatus); the schema of release 0.2.0 (v1beta1), which both versions share.
 }
 
 // ModelStorageClassList is a list of ModelStorageClasses.

@@ -229,34 +229,41 @@ func storageSize(m *pipelinev1.ModelStorage) (*resource.Quantity, []corev1.Persi
 // the StorageClass, the claim or the ModelStorageClass. The CRD's rules see to it that the
 // member type names is the one set.
 func validateStorageSource(m *pipelinev1.ModelStorage, mp *field.Path) field.ErrorList {
-	var errs field.ErrorList
 	switch {
 	case m.Type == pipelinev1.ModelStorageTypeNFS && m.NFS != nil:
-		np := mp.Child("nfs")
-		if server := m.NFS.Server; server != "" && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
-			errs = append(errs, field.Invalid(np.Child("server"), server, "must be an IP address or a DNS name of the NFS server"))
-		}
-		if share := m.NFS.Path; share != "" && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
-			errs = append(errs, field.Invalid(np.Child("path"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
-		}
+		return validateNFS(m.NFS, mp.Child("nfs"))
 	case m.Type == pipelinev1.ModelStorageTypeCSI && m.CSI != nil:
 		if driver := m.CSI.Driver; len(validation.IsDNS1123Subdomain(driver)) > 0 || len(driver) > 63 {
-			errs = append(errs, field.Invalid(mp.Child("csi", "driver"), driver,
-				"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io"))
+			return field.ErrorList{field.Invalid(mp.Child("csi", "driver"), driver,
+				"must be a CSI driver name: a DNS name of at most 63 characters, e.g. nfs.csi.k8s.io")}
 		}
 	case m.Type == pipelinev1.ModelStorageTypeStorageClass && m.StorageClass != nil:
-		for _, msg := range validation.IsDNS1123Subdomain(m.StorageClass.Name) {
-			errs = append(errs, field.Invalid(mp.Child("storageClass", "name"), m.StorageClass.Name, "not a valid StorageClass name: "+msg))
-		}
+		return validateObjectName(m.StorageClass.Name, mp.Child("storageClass", "name"), "StorageClass")
 	case m.Type == pipelinev1.ModelStorageTypeExistingClaim && m.ExistingClaim != nil:
-		for _, msg := range validation.IsDNS1123Subdomain(m.ExistingClaim.Name) {
-			errs = append(errs, field.Invalid(mp.Child("existingClaim", "name"), m.ExistingClaim.Name, "not a valid claim name: "+msg))
-		}
+		return validateObjectName(m.ExistingClaim.Name, mp.Child("existingClaim", "name"), "claim")
 	case m.Type == pipelinev1.ModelStorageTypeModelStorageClass && m.ModelStorageClass != nil:
-		for _, msg := range validation.IsDNS1123Subdomain(m.ModelStorageClass.Name) {
-			errs = append(errs, field.Invalid(mp.Child("modelStorageClass", "name"), m.ModelStorageClass.Name,
-				"not a valid ModelStorageClass name: "+msg))
-		}
+		return validateObjectName(m.ModelStorageClass.Name, mp.Child("modelStorageClass", "name"), "ModelStorageClass")
+	}
+	return nil
+}
+
+// validateNFS checks the NFS export at np: the server's address and the exported path.
+func validateNFS(nfs *pipelinev1.NFSStorage, np *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if server := nfs.Server; server != "" && net.ParseIP(server) == nil && len(validation.IsDNS1123Subdomain(server)) > 0 {
+		errs = append(errs, field.Invalid(np.Child("server"), server, "must be an IP address or a DNS name of the NFS server"))
+	}
+	if share := nfs.Path; share != "" && path.Clean(share) != strings.TrimSuffix(share, "/") && share != "/" {
+		errs = append(errs, field.Invalid(np.Child("path"), share, fmt.Sprintf("must be a clean absolute path (%s)", path.Clean(share))))
+	}
+	return errs
+}
+
+// validateObjectName checks that name, at np, can name an object of the kind what.
+func validateObjectName(name string, np *field.Path, what string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(np, name, fmt.Sprintf("not a valid %s name: %s", what, msg)))
 	}
 	return errs
 }
