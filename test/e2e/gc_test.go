@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -88,10 +89,14 @@ func setPipelineVersionServed(ctx context.Context, version string, served bool) 
 		}
 		return admin.Update(ctx, crd)
 	}).Should(Succeed())
+	// The group version stays in discovery while it serves the ModelStorageClass: look for pipelines.
 	Eventually(func() bool {
-		_, err := clientset.Discovery().ServerResourcesForGroupVersion(pipelinev1.GroupVersion.Group + "/" + version)
-		return err == nil
-	}).Should(Equal(served), "discovery serves %s/%s: %t", pipelinev1.GroupVersion.Group, version, served)
+		list, err := clientset.Discovery().ServerResourcesForGroupVersion(pipelinev1.GroupVersion.Group + "/" + version)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "pipelines" })
+	}).Should(Equal(served), "discovery serves %s/%s pipelines: %t", pipelinev1.GroupVersion.Group, version, served)
 }
 
 // Once v1beta1 is no longer served, the garbage collector of kube-controller-manager can only
