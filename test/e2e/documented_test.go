@@ -80,8 +80,17 @@ func expectRemade(ctx context.Context, p *pipelinev1.Pipeline, deleted *appsv1.D
 	Eventually(reconciled(ctx, p)).Should(HaveField("Status", metav1.ConditionTrue))
 }
 
+// joinedNodeTaint keeps every pod but the test's own off a node joinNode registers: the node goes
+// after the spec, and the pods of the other specs (the manager's, the routers') must not go with it.
+var joinedNodeTaint = corev1.Taint{Key: "e2e.distri-infer.ndsl.cn/joined", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// joinedNodeToleration lets a step's pods onto a node joinNode registers.
+var joinedNodeToleration = corev1.Toleration{Key: joinedNodeTaint.Key, Operator: corev1.TolerationOpEqual,
+	Value: joinedNodeTaint.Value, Effect: joinedNodeTaint.Effect}
+
 // joinNode registers a node named name that kwok runs, as hack/localcluster registers its
-// nodes, and removes it after the spec, once the Pipeline p no longer has pods there.
+// nodes, tainted with joinedNodeTaint, and removes it after the spec, once the Pipeline p no
+// longer has pods there.
 func joinNode(ctx context.Context, name string, p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	capacity := corev1.ResourceList{
@@ -98,6 +107,7 @@ func joinNode(ctx context.Context, name string, p *pipelinev1.Pipeline) {
 				"type": "kwok", kwokNodeLabel: "fake",
 			},
 		},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{joinedNodeTaint}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 	Expect(admin.Create(ctx, node)).To(Succeed())
@@ -197,6 +207,7 @@ var _ = Describe("The kubectl commands of README.md", Ordered, func() {
 		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].Location = preferred
 			p.Spec.Steps[1].FallbackLocations = []string{fallback}
+			p.Spec.Steps[1].Tolerations = []corev1.Toleration{joinedNodeToleration}
 			p.Spec.Failover = &pipelinev1.Failover{Failback: pipelinev1.FailbackManual}
 		})
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
