@@ -90,15 +90,18 @@ help: ## Show the targets.
 
 # The API packages the CRDs are made from: both versions of the Pipeline.
 CRD_PATHS := ./api/...
+# The packages whose markers make the RBAC, webhook and deepcopy code: named, so that a checkout
+# under .local (the previous release that make test-olm builds) is never read.
+MARKER_PATHS := {./api/...,./internal/...,./cmd/...}
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role webhook paths="./..."
+	$(CONTROLLER_GEN) rbac:roleName=manager-role webhook paths="$(MARKER_PATHS)"
 	$(CONTROLLER_GEN) crd paths="$(CRD_PATHS)" output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) $(CODEGEN_DIR)/client-gen ## Generate DeepCopy code and the Go client (pkg/client).
-	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="$(MARKER_PATHS)"
 	hack/update-codegen.sh $(CODEGEN_DIR)
 
 .PHONY: fmt

@@ -56,7 +56,7 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 }
 
 // reconcileRouter makes the router's ConfigMap, Deployment and Service exist as the spec says
-// when spec.router is enabled, and deletes them once it is not. A router with a location is
+// when dataPath.mode is Router, and deletes them once it is not. A router with a location is
 // placed as a step is (see place): on location, or on a fallback location while location's
 // node is not ready. Without a router image, or with a configuration the router would refuse
 // and no router running yet, the pass sees the router disabled (see planRouter).

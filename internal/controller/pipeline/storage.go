@@ -167,7 +167,7 @@ func (r *Reconciler) volumeSource(ctx context.Context, s *scope) (resources.Volu
 	case apierrors.IsNotFound(err):
 		s.holdStorage()
 		s.addProblem(pipelinev1.ReasonModelStorageClassNotFound,
-			"ModelStorageClass %s named by modelStorage.modelStorageClassName does not exist: no volume is made for namespace %s "+
+			"ModelStorageClass %s named by modelStorage.modelStorageClass.name does not exist: no volume is made for namespace %s "+
 				"until a cluster administrator creates the class, or the Pipeline names one that exists", name, p.Namespace)
 		return resources.VolumeSource{}, false, nil
 	case err != nil:
