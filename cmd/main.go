@@ -16,6 +16,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 func main() {
@@ -137,4 +138,12 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 		"MutatingWebhookConfiguration that receives the self-signed CA.")
 	fs.StringVar(&w.ValidatingWebhookConfiguration, "validating-webhook-configuration", "pipeline-operator-validating-webhook-configuration",
 		"ValidatingWebhookConfiguration that receives the self-signed CA.")
+	w.Limits = pipelinewebhook.DefaultLimits()
+	fs.Int64Var(&w.Limits.MaxConversionBytes, "webhook-max-conversion-bytes", w.Limits.MaxConversionBytes,
+		"Largest ConversionReview body the webhook server reads (413 above it): bounds the largest list of Pipelines "+
+			"the apiserver can convert at once, which it does when a client lists in v1beta1. At most --webhook-max-body-bytes.")
+	fs.Int64Var(&w.Limits.MaxBodyBytes, "webhook-max-body-bytes", w.Limits.MaxBodyBytes,
+		"Request bodies the webhook server holds at once, over all requests, counted as they arrive (503 above it).")
+	fs.IntVar(&w.Limits.MaxInFlight, "webhook-max-in-flight", w.Limits.MaxInFlight,
+		"Webhook requests handled at once; the others wait their turn.")
 }

@@ -37,7 +37,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/storageversion"
-	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 // Options are what the manager's command line decides.
@@ -82,6 +82,8 @@ type WebhookOptions struct {
 	// LocalConversion serves the conversion webhook on loopback with a certificate made at start
 	// and points ConversionCRD at it, for a manager run outside the cluster.
 	LocalConversion bool
+	// Host is the address the webhook server listens on; empty is every address.
+	Host string
 	// Port is the webhook server's port.
 	Port int
 	// CertDir holds a mounted serving certificate; without one the manager makes its own.
@@ -96,6 +98,9 @@ type WebhookOptions struct {
 	// ConversionCRD is the Pipeline CRD, whose conversion webhook this manager serves and which
 	// receives the CA; empty serves no conversion (another manager of the cluster does).
 	ConversionCRD string
+	// Limits bound what a caller of the webhook port can make the manager hold; the zero value
+	// is pipelinewebhook.DefaultLimits.
+	Limits pipelinewebhook.Limits
 }
 
 // serves reports whether the manager runs a webhook server at all.
@@ -124,10 +129,18 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provide the webhook serving certificate: %w", err)
 	}
+	registry := o.MetricsRegistry
+	if registry == nil {
+		registry = ctrlmetrics.Registry
+	}
+	webhookServer, err := o.Webhooks.server(tlsOpts, certs, registry)
+	if err != nil {
+		return nil, err
+	}
 	mgrOpts := ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                o.metricsServer(certs.selfSigned, tlsOpts),
-		WebhookServer:          o.Webhooks.server(tlsOpts, certs),
+		WebhookServer:          webhookServer,
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  apply.CacheOptions(),
 	}
@@ -139,10 +152,6 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("create the manager: %w", err)
 	}
 
-	registry := o.MetricsRegistry
-	if registry == nil {
-		registry = ctrlmetrics.Registry
-	}
 	m, err := metrics.New(registry, mgr.GetCache())
 	if err != nil {
 		return nil, fmt.Errorf("register the metrics: %w", err)
@@ -192,7 +201,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // metricsServer are the options of the metrics endpoint: without a certificate in
 // MetricsCertDir, it serves the self-signed webhook certificate when the manager keeps one
 // (selfSigned not nil).
-func (o Options) metricsServer(selfSigned *webhookcerts.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
+func (o Options) metricsServer(selfSigned *pipelinewebhook.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
 	var webhookCert GetCertificateFunc
 	if selfSigned != nil {
 		webhookCert = selfSigned.GetCertificate
@@ -204,8 +213,8 @@ func (o Options) metricsServer(selfSigned *webhookcerts.SelfSigned, tlsOpts []fu
 // loopback address (LocalConversion), mounted in CertDir (cert-manager, OLM: both nil), or
 // self-signed and kept in a Secret.
 type certificates struct {
-	local      *webhookcerts.LocalConversion
-	selfSigned *webhookcerts.SelfSigned
+	local      *pipelinewebhook.LocalConversion
+	selfSigned *pipelinewebhook.SelfSigned
 }
 
 func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (certificates, error) {
@@ -220,10 +229,10 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 		if err != nil {
 			return certificates{}, fmt.Errorf("create a client for the conversion webhook of CRD %s: %w", w.ConversionCRD, err)
 		}
-		local, err := webhookcerts.NewLocalConversion(w.ConversionCRD, w.Port, writer, time.Now())
+		local, err := pipelinewebhook.NewLocalConversion(w.ConversionCRD, w.Port, writer, time.Now())
 		return certificates{local: local}, err
 	}
-	if webhookcerts.HasCertificate(w.CertDir) {
+	if pipelinewebhook.HasCertificate(w.CertDir) {
 		return certificates{}, nil
 	}
 	namespace := os.Getenv(operatorcondition.EnvPodNamespace)
@@ -236,7 +245,7 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 	if metricsService != "" {
 		extra = []string{metricsService}
 	}
-	selfSigned := &webhookcerts.SelfSigned{
+	selfSigned := &pipelinewebhook.SelfSigned{
 		Namespace:     namespace,
 		SecretName:    w.SecretName,
 		ServiceName:   w.ServiceName,
@@ -251,21 +260,30 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 	return certificates{selfSigned: selfSigned}, nil
 }
 
-// server is the webhook server, serving the certificate of c; nil when nothing is served.
-func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates) webhook.Server {
+// server is the webhook server, serving the certificate of c within w.Limits, its metric
+// registered with reg; nil when nothing is served.
+func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg prometheus.Registerer) (webhook.Server, error) {
 	if !w.serves() {
-		return nil
+		return nil, nil
 	}
-	opts := webhook.Options{Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
+	opts := webhook.Options{Host: w.Host, Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
 	switch {
 	case c.local != nil:
-		opts.Host = webhookcerts.LoopbackHost
+		opts.Host = pipelinewebhook.LoopbackHost
 		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.local.GetCertificate })
 	case c.selfSigned != nil:
 		// Served from the Secret as it changes, instead of from files.
 		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.selfSigned.GetCertificate })
 	}
-	return webhook.NewServer(opts)
+	limits := w.Limits
+	if limits == (pipelinewebhook.Limits{}) {
+		limits = pipelinewebhook.DefaultLimits()
+	}
+	srv, err := pipelinewebhook.NewServer(opts, limits, reg)
+	if err != nil {
+		return nil, fmt.Errorf("create the webhook server: %w", err)
+	}
+	return srv, nil
 }
 
 // setupWebhooks registers the conversion webhook and the admission webhooks as w says, the

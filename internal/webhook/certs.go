@@ -1,5 +1,7 @@
-// Package webhook provides the serving certificate of the manager's webhook server when no
-// certificate is mounted (make deploy without cert-manager): a self-signed CA and a serving
+// Package webhook is the manager's webhook server: the HTTP server that serves the conversion and
+// admission webhooks within bounds (server.go), and its serving certificate.
+//
+// The certificate, when none is mounted (make deploy without cert-manager), is a self-signed CA and a serving
 // certificate kept in a Secret shared by every replica, renewed before they expire, with the CA
 // kept in the Pipeline webhook configurations and the Pipeline CRD's conversion webhook — all
 // while the manager runs.

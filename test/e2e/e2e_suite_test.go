@@ -45,7 +45,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	webhookcerts "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 // The ServiceAccount `make deploy` creates for the manager.
@@ -128,7 +128,7 @@ var _ = BeforeSuite(func() {
 	operatorCfg.Wrap(forbidden.wrap)
 
 	By("keeping the webhook certificate with the ServiceAccount's permissions, as the deployed manager does")
-	certs := &webhookcerts.SelfSigned{
+	certs := &pipelinewebhook.SelfSigned{
 		Namespace:                      operatorNamespace,
 		SecretName:                     "pipeline-operator-webhook-server-cert",
 		ServiceName:                    "pipeline-operator-webhook-service",
@@ -149,7 +149,7 @@ var _ = BeforeSuite(func() {
 	stopCerts()
 	Expect(<-certsDone).To(Succeed())
 	Expect(forbidden.count.Load()).To(BeZero(), describeRefusals())
-	ca, err := os.ReadFile(filepath.Join(certs.CertDir, webhookcerts.CAKey))
+	ca, err := os.ReadFile(filepath.Join(certs.CertDir, pipelinewebhook.CAKey))
 	Expect(err).NotTo(HaveOccurred())
 	injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	Expect(admin.Get(context.Background(), client.ObjectKey{Name: validatingWebhookConfiguration}, injected)).To(Succeed())
