@@ -179,7 +179,7 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 			"the manager may write the CA into the Pipeline CRD, and no other")
 	})
 
-	It("let only labelled namespaces reach the metrics port, and anyone the webhook port", func() {
+	It("let only labelled namespaces reach the metrics port, and anyone the webhook port (the apiserver alone with the overlay)", func() {
 		podLabels := labels.Set(manager.Spec.Template.Labels)
 		selects := func(np *networkingv1.NetworkPolicy) bool {
 			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -204,6 +204,15 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		webhook := the[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "pipeline-operator-allow-webhook-traffic")
 		Expect(selects(webhook)).To(BeTrue(), "the policy selects the manager's pod")
 		Expect(webhook.Spec.Ingress).To(Equal([]networkingv1.NetworkPolicyIngressRule{{Ports: port(9443)}}), "from any source")
+
+		// The overlay for clusters whose apiserver address is known lets only that address in.
+		overlay := the[networkingv1.NetworkPolicy](deployManifests(filepath.Join("overlays", "webhook-from-apiserver")),
+			"NetworkPolicy", "pipeline-operator-allow-webhook-traffic")
+		Expect(selects(overlay)).To(BeTrue(), "the policy selects the manager's pod")
+		Expect(overlay.Spec.Ingress).To(Equal([]networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/28"}}},
+			Ports: port(9443),
+		}}), "from the apiserver's addresses only: no pod or namespace selector")
 	})
 })
 

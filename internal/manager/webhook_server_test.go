@@ -71,7 +71,8 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		p.Name = name
 		return c.Create(ctx, p)
 	}
-	g.Expect(create("before")).To(Succeed())
+	// Until the manager's cache has synced, its webhooks may refuse.
+	g.Eventually(func() error { return create("before") }).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 	t.Run("an oversized ConversionReview is refused and the heap does not follow it", func(t *testing.T) {
 		g := NewWithT(t)
