@@ -1,23 +1,36 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -31,6 +44,8 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		operator    client.Client
 		ns          string
 		p           = testenv.RoutedSample(GinkgoT())
+		// operatorNamespace is the manager's namespace and operatorUser its ServiceAccount's name.
+		operatorNamespace, operatorUser string
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -45,12 +60,24 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		labelPolicy = the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-label-guard")
 		Expect(labelPolicy.Spec.MatchConditions[1].Expression).To(ContainSubstring(fmt.Sprintf("request.userInfo.username != '%s'", user)),
 			"the label policy names the manager's ServiceAccount as config/default makes it")
+		for _, name := range []string{"pipeline-operator-scope-guard", "pipeline-operator-volume-guard"} {
+			guard := the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", name)
+			Expect(guard.Spec.MatchConditions[0].Expression).To(Equal(fmt.Sprintf("request.userInfo.username == '%s'", user)),
+				"%s names the manager's ServiceAccount as config/default makes it", name)
+		}
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.Namespace}}))).To(Succeed())
 		for _, o := range []client.Object{
 			policy, labelPolicy,
 			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-label-guard"),
 			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-guard"),
+			the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-scope-guard"),
+			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-scope-guard"),
+			the[admissionregistrationv1.ValidatingAdmissionPolicy](objs, "ValidatingAdmissionPolicy", "pipeline-operator-volume-guard"),
+			the[admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs, "ValidatingAdmissionPolicyBinding", "pipeline-operator-volume-guard"),
 			the[rbacv1.ClusterRole](objs, "ClusterRole", "pipeline-operator-manager-role"),
 			the[rbacv1.ClusterRoleBinding](objs, "ClusterRoleBinding", "pipeline-operator-manager-rolebinding"),
+			the[rbacv1.Role](objs, "Role", "pipeline-operator-leader-election-role"),
+			the[rbacv1.RoleBinding](objs, "RoleBinding", "pipeline-operator-leader-election-rolebinding"),
 		} {
 			Expect(k8sClient.Create(ctx, o)).To(Succeed())
 			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
@@ -63,6 +90,9 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		ns = newNamespace(ctx)
 		p.Namespace = ns
+		// The operator writes only where a Pipeline is.
+		Expect(k8sClient.Create(ctx, p.DeepCopy())).To(Succeed())
+		operatorNamespace, operatorUser = sa.Namespace, user
 	})
 
 	// create asks, as the operator and without writing, for obj.
@@ -71,18 +101,18 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 	}
 
 	It("lets the operator make what it makes", func(ctx SpecContext) {
-		config, err := resources.RouterConfigJSON(p)
+		config, err := resources.RouterConfigJSON(p, "")
 		Expect(err).NotTo(HaveOccurred())
 		// The policy takes effect a moment after it is created: wait for it to refuse, then
 		// check what it admits.
 		Eventually(func() error {
-			d := resources.StepDeployment(p, 0, "", "node-a")
+			d := resources.StepDeployment(p, 0, "", "node-a", "")
 			d.Spec.Template.Spec.WithServiceAccountName("admin")
 			return create(ctx, d)
 		}).Should(MatchError(ContainSubstring("the operator runs pods only under the namespace's default ServiceAccount")))
 
-		Expect(create(ctx, resources.StepDeployment(p, 0, "", "node-a"))).To(Succeed())
-		Expect(create(ctx, resources.StepDeployment(p, 1, resources.PodSecurityRestricted, ""))).To(Succeed())
+		Expect(create(ctx, resources.StepDeployment(p, 0, "", "node-a", ""))).To(Succeed())
+		Expect(create(ctx, resources.StepDeployment(p, 1, resources.PodSecurityRestricted, "", ""))).To(Succeed())
 		Expect(create(ctx, resources.RouterDeployment(p, testenv.RouterImage, config, "node-b"))).To(Succeed())
 		Expect(create(ctx, resources.PV(p, "", resources.InlineVolumeSource(p)))).To(Succeed())
 	})
@@ -101,8 +131,18 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			"the operator's pods mount only claims, ConfigMaps and emptyDirs": func(pod *corev1ac.PodSpecApplyConfiguration) {
 				pod.WithVolumes(corev1ac.Volume().WithName("root").WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/")))
 			},
+			"the operator runs no privileged container": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.Containers[0].WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true))
+			},
+			"the operator's containers add no capability": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.Containers[0].WithSecurityContext(corev1ac.SecurityContext().
+					WithCapabilities(corev1ac.Capabilities().WithAdd("SYS_ADMIN")))
+			},
+			"the operator's containers take no port of the host": func(pod *corev1ac.PodSpecApplyConfiguration) {
+				pod.Containers[0].WithPorts(corev1ac.ContainerPort().WithContainerPort(22).WithHostPort(22))
+			},
 		} {
-			d := resources.StepDeployment(p, 0, "", "node-a")
+			d := resources.StepDeployment(p, 0, "", "node-a", "")
 			change(d.Spec.Template.Spec)
 			err := create(ctx, d)
 			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", what, err)
@@ -114,6 +154,137 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			WithAccessModes(corev1.ReadOnlyMany).
 			WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/etc")))
 		Expect(create(ctx, pv)).To(MatchError(ContainSubstring("the operator makes PersistentVolumes of NFS or CSI only")))
+
+		svc := resources.StepService(p, 0)
+		svc.Spec.WithExternalIPs("203.0.113.10")
+		Expect(create(ctx, svc)).To(MatchError(ContainSubstring("the operator's Services have no external IPs")))
+	})
+
+	It("writes only in namespaces that hold a Pipeline, and never in the cluster's own", func(ctx SpecContext) {
+		cm := func(namespace string) *corev1ac.ConfigMapApplyConfiguration {
+			return corev1ac.ConfigMap("guard-test", namespace).
+				WithLabels(map[string]string{resources.LabelManagedBy: resources.ManagedBy}).WithData(map[string]string{"k": "v"})
+		}
+		empty := newNamespace(ctx)
+		Eventually(func() error { return create(ctx, cm(empty)) }).
+			Should(MatchError(ContainSubstring("no params found")), "a namespace without Pipelines")
+		Expect(create(ctx, cm(ns))).To(Succeed(), "the namespace of a Pipeline")
+
+		By("even a Pipeline in kube-system does not open it")
+		system := p.DeepCopy()
+		system.Namespace, system.ResourceVersion = metav1.NamespaceSystem, ""
+		Expect(k8sClient.Create(ctx, system)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, system))).To(Succeed()) })
+		Expect(create(ctx, cm(metav1.NamespaceSystem))).To(MatchError(ContainSubstring("the operator writes nothing in the cluster's own namespace kube-system")))
+		Expect(operator.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: metav1.NamespaceSystem}},
+			client.DryRunAll)).To(MatchError(ContainSubstring("the operator writes nothing in the cluster's own namespace kube-system")))
+	})
+
+	It("deletes only the claims, volumes and other children it made", func(ctx SpecContext) {
+		const refused = "the operator deletes only what it made"
+		labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy}
+		claim := func(name string, l map[string]string) *corev1.PersistentVolumeClaim {
+			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		}
+		volume := func(name string, l map[string]string) *corev1.PersistentVolume {
+			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany},
+					PersistentVolumeSource: corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs.example.invalid", Path: "/"}}}}
+		}
+		tenants, made := claim("tenant-claim", nil), claim("operator-claim", labels)
+		admins, madePV := volume("guard-test-admins", nil), volume("guard-test-operators", labels)
+		Expect(k8sClient.Create(ctx, tenants)).To(Succeed())
+		Expect(k8sClient.Create(ctx, admins)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, admins))).To(Succeed()) })
+		Expect(operator.Create(ctx, made)).To(Succeed())
+		Expect(operator.Create(ctx, madePV)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, madePV))).To(Succeed()) })
+
+		Eventually(func() error { return operator.Delete(ctx, admins, client.DryRunAll) }).Should(MatchError(ContainSubstring(refused)))
+		Expect(operator.Delete(ctx, tenants, client.DryRunAll)).To(MatchError(ContainSubstring(refused)))
+		Expect(operator.Delete(ctx, made, client.DryRunAll)).To(Succeed())
+		Expect(operator.Delete(ctx, madePV, client.DryRunAll)).To(Succeed())
+	})
+
+	It("reads and renews its own Lease only", func(ctx SpecContext) {
+		Expect(leaderelection.ID).To(Equal("pipeline-operator.distri-infer.ndsl.cn"), "the Role names the Lease by this name")
+		lease := func(name string) *coordinationv1.Lease {
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}}
+		}
+		other := lease("another-operator")
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, other))).To(Succeed()) })
+		own := lease(leaderelection.ID)
+		Expect(operator.Create(ctx, own)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, own))).To(Succeed()) })
+		Expect(operator.Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+		own.Spec.HolderIdentity = ptr.To("replica-a")
+		Expect(operator.Update(ctx, own)).To(Succeed())
+
+		forbidden := func(err error) { GinkgoHelper(); Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err) }
+		forbidden(operator.Get(ctx, client.ObjectKeyFromObject(other), &coordinationv1.Lease{}))
+		other.Spec.HolderIdentity = ptr.To(operatorUser)
+		forbidden(operator.Update(ctx, other))
+		forbidden(operator.Delete(ctx, other))
+		forbidden(operator.Delete(ctx, own))
+		forbidden(operator.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace(operatorNamespace)))
+	})
+
+	It("under OLM, in the operators namespace it shares, reads no Secret and no other Lease, and updates no CRD", func(ctx SpecContext) {
+		data, err := os.ReadFile(testenv.RepoPath("bundle", "manifests", "pipeline-operator.clusterserviceversion.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		Expect(yaml.Unmarshal(data, csv)).To(Succeed())
+		const olmNamespace = "operators"
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: olmNamespace}}))).To(Succeed())
+		install := csv.Spec.InstallStrategy.StrategySpec
+		Expect(install.Permissions).To(HaveLen(1))
+		Expect(install.ClusterPermissions).To(HaveLen(1))
+		sa := install.Permissions[0].ServiceAccountName
+		subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: olmNamespace}}
+		// As OLM grants them: a Role in the install namespace, a ClusterRole.
+		for _, o := range []client.Object{
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "olm-csv-permissions", Namespace: olmNamespace}, Rules: install.Permissions[0].Rules},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-csv-permissions", Namespace: olmNamespace}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "olm-csv-permissions"}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "olm-csv-cluster-permissions"}, Rules: install.ClusterPermissions[0].Rules},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-csv-cluster-permissions"}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "olm-csv-cluster-permissions"}},
+		} {
+			Expect(k8sClient.Create(ctx, o)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
+		}
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + olmNamespace + ":" + sa,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + olmNamespace, "system:authenticated"}}
+		olmOperator, err := client.New(c, client.Options{Scheme: testScheme})
+		Expect(err).NotTo(HaveOccurred())
+
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "another-operators-secret", Namespace: olmNamespace}}
+		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, secret))).To(Succeed()) })
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "another-operators-lease", Namespace: olmNamespace}}
+		Expect(k8sClient.Create(ctx, lease)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, lease))).To(Succeed()) })
+
+		forbidden := func(err error) { GinkgoHelper(); Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err) }
+		// Its own Lease works, so that the RBAC above is what is refused below.
+		own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaderelection.ID, Namespace: olmNamespace}}
+		Eventually(func() error { return olmOperator.Create(ctx, own) }).Should(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, own))).To(Succeed()) })
+		Expect(olmOperator.Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+
+		forbidden(olmOperator.List(ctx, &corev1.SecretList{}, client.InNamespace(olmNamespace)))
+		forbidden(olmOperator.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}))
+		forbidden(olmOperator.Get(ctx, client.ObjectKeyFromObject(lease), &coordinationv1.Lease{}))
+		forbidden(olmOperator.Delete(ctx, lease))
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(olmOperator.Get(ctx, client.ObjectKey{Name: "pipelines.distri-infer.ndsl.cn"}, crd)).To(Succeed(), "the storage migration reads it")
+		forbidden(olmOperator.Update(ctx, crd))
+		forbidden(olmOperator.List(ctx, &admissionregistrationv1.ValidatingWebhookConfigurationList{}))
 	})
 
 	It("keeps the managed-by label the operator's: a tenant can neither create an object with it nor add it", func(ctx SpecContext) {
@@ -173,8 +344,49 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 	})
 
 	It("leaves everyone else to their own rights", func(ctx SpecContext) {
-		d := resources.StepDeployment(p, 0, "", "node-a")
+		d := resources.StepDeployment(p, 0, "", "node-a", "")
 		d.Spec.Template.Spec.WithServiceAccountName("admin").WithAutomountServiceAccountToken(true)
 		Expect(k8sClient.Apply(ctx, d, client.FieldOwner("guard-test"), client.DryRunAll)).To(Succeed())
+	})
+
+	// Last: it reconciles, then deletes, the suite's Pipeline.
+	It("reconciles a Pipeline and cleans it up as the operator, within its roles and every guard", func(ctx SpecContext) {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"}}
+		mgr, err := New(c, Options{MetricsAddr: "0", ProbeAddr: "0", MetricsRegistry: prometheus.NewRegistry(),
+			RouterImage: testenv.RouterImage, MaxConcurrentReconciles: 1})
+		Expect(err).NotTo(HaveOccurred())
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		DeferCleanup(func() { cancel(); Expect(<-done).To(Succeed()) })
+
+		key := client.ObjectKeyFromObject(p)
+		reconciled := func(g Gomega) {
+			got := &pipelinev1.Pipeline{}
+			g.Expect(k8sClient.Get(ctx, key, got)).To(Succeed())
+			cond := meta.FindStatusCondition(got.Status.Conditions, pipelinev1.ConditionReconciled)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
+		}
+		Eventually(reconciled).WithTimeout(time.Minute).Should(Succeed())
+		deployments := &appsv1.DeploymentList{}
+		Expect(k8sClient.List(ctx, deployments, client.InNamespace(ns))).To(Succeed())
+		Expect(deployments.Items).To(HaveLen(len(p.Spec.Steps)+1), "a Deployment per step and the router's")
+
+		By("deleting it: the operator deletes what it made, its volume included, and lets it go")
+		Expect(k8sClient.Delete(ctx, &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})).To(Succeed())
+		Eventually(func() error { return k8sClient.Get(ctx, key, &pipelinev1.Pipeline{}) }).WithTimeout(time.Minute).
+			Should(Satisfy(apierrors.IsNotFound))
+		Eventually(func(g Gomega) {
+			pvs := &corev1.PersistentVolumeList{}
+			g.Expect(k8sClient.List(ctx, pvs, client.MatchingLabels{resources.LabelManagedBy: resources.ManagedBy})).To(Succeed())
+			for _, pv := range pvs.Items {
+				// Deleted: without kube-controller-manager, pv-protection holds it Terminating.
+				g.Expect(pv.Labels[resources.LabelPipelineNamespace] != ns || !pv.DeletionTimestamp.IsZero()).To(BeTrue(),
+					"volume %s of the deleted Pipeline is not deleted", pv.Name)
+			}
+		}).Should(Succeed())
 	})
 })
