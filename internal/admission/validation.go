@@ -73,6 +73,7 @@ func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateResources(s.Resources, sp.Child("resources"))...)
+	errs = append(errs, validateStepPrivileges(s, sp)...)
 	if s.StopWhen != "" {
 		if _, err := router.CompileStopWhen(s.StopWhen); err != nil {
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))
@@ -137,8 +138,16 @@ func validateResources(r *corev1.ResourceRequirements, rp *field.Path) field.Err
 	return errs
 }
 
+// validateToleration checks toleration t at tp. A toleration without a key and with operator
+// Exists tolerates every taint (of its effect, when it names one): the control plane's, those
+// that keep nodes for other teams or special hardware, and the NoExecute taints that evict pods
+// from a node that fails. No step is given one: a step names each taint it tolerates by its key.
 func validateToleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if t.Key == "" && t.Operator == corev1.TolerationOpExists {
+		errs = append(errs, field.Forbidden(tp, "a toleration without a key tolerates every taint (the control plane's, "+
+			"those of nodes kept for others, the eviction of a failed node's pods): name the taint in key"))
+	}
 	if t.Key != "" {
 		for _, msg := range validation.IsQualifiedName(t.Key) {
 			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, "not a valid taint key: "+msg))
@@ -151,7 +160,7 @@ func validateToleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
 		}
 	case corev1.TolerationOpEqual, "":
 		if t.Key == "" {
-			errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "a toleration without a key must use operator Exists"))
+			errs = append(errs, field.Required(tp.Child("key"), "a toleration names the taint it tolerates"))
 		}
 	default:
 		errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator, []string{string(corev1.TolerationOpExists), string(corev1.TolerationOpEqual)}))

@@ -162,6 +162,46 @@ func TestValidateEnv(t *testing.T) {
 	}
 }
 
+// A toleration without a key and with operator Exists tolerates every taint: it is refused with
+// its own path, with or without an effect, in both versions' requests; a toleration of a named
+// taint is not.
+func TestValidateRefusesATolerationOfEveryTaint(t *testing.T) {
+	p := sampleV1(t)
+	p.Spec.Steps[0].Tolerations = []corev1.Toleration{
+		{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists},
+		{Operator: corev1.TolerationOpExists},
+	}
+	p.Spec.Steps[1].Tolerations = []corev1.Toleration{
+		{Key: "edge", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Operator: corev1.TolerationOpEqual, Value: "x"},
+	}
+	var got []string
+	for _, e := range ValidatePipeline(p) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		"spec.steps[0].tolerations[1]: Forbidden: a toleration without a key tolerates every taint",
+		"spec.steps[1].tolerations[1]: Forbidden: a toleration without a key tolerates every taint",
+		"spec.steps[1].tolerations[2].key: Required value: a toleration names the taint it tolerates",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("errors %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("error %q, want one that starts %q", got[i], want[i])
+		}
+	}
+	for _, version := range []string{"v1", "v1beta1"} {
+		_, err := (&Validator{}).ValidateCreate(requestIn(version), p)
+		if err == nil || !strings.Contains(err.Error(), "spec.steps[0].tolerations[1]: Forbidden: a toleration without a key tolerates every taint "+
+			"(the control plane's, those of nodes kept for others, the eviction of a failed node's pods): name the taint in key") {
+			t.Errorf("%s request: error %v, want the toleration of every taint named by its path", version, err)
+		}
+	}
+}
+
 // Every stopWhen is compiled with the router's own compiler: what the router would refuse at
 // start-up is refused at admission, with the compiler's message and the field's path.
 func TestValidateCompilesStopWhen(t *testing.T) {

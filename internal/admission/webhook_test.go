@@ -331,6 +331,18 @@ var _ = Describe("Pipeline admission", func() {
 		}).Should(BeTrue())
 	})
 
+	It("refuses a toleration of every taint in a v1beta1 request too, naming its field", func(ctx SpecContext) {
+		p := sampleV1beta1(ns)
+		p.Spec.Steps[1].Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}, {Operator: corev1.TolerationOpExists}}
+		expectInvalid(k8sClient.Create(ctx, p), "spec.steps[1].tolerations[1]: Forbidden", "a toleration without a key tolerates every taint")
+
+		By("an update that adds one is refused the same way")
+		p = sampleV1beta1(ns)
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		expectInvalid(k8sClient.Update(ctx, p), "spec.steps[0].tolerations[0]: Forbidden", "a toleration without a key tolerates every taint")
+	})
+
 	DescribeTable("refuses a bad Pipeline with a message that says what to fix",
 		func(ctx SpecContext, mutate func(p *pipelinev1.Pipeline), field, message string) {
 			p := sample(ns)
@@ -457,6 +469,12 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("a toleration with an unknown operator", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: "Maybe"}}
 		}, "spec.steps[0].tolerations[0].operator", "Unsupported value"),
+		Entry("a toleration of every taint", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}, {Operator: corev1.TolerationOpExists}}
+		}, "spec.steps[0].tolerations[1]: Forbidden", "a toleration without a key tolerates every taint"),
+		Entry("a toleration of every NoExecute taint", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+		}, "spec.steps[1].tolerations[0]: Forbidden", "a toleration without a key tolerates every taint"),
 		Entry("a storage type in v1beta1's spelling", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.Type = "nfs" },
 			"spec.modelStorage.type", "Unsupported value"),
 		Entry("type NFS without its member", func(p *pipelinev1.Pipeline) { p.Spec.ModelStorage.NFS = nil },

@@ -134,5 +134,5 @@ func TestDesiredStepPDB(t *testing.T) {
 
 func typedDeployment(t *testing.T, p *pipelinev1.Pipeline, i int) *appsv1.Deployment {
 	t.Helper()
-	return testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", ""))
+	return testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", "", ""))
 }

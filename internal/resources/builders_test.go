@@ -16,7 +16,7 @@ import (
 
 func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 	p := testenv.Sample(t, "vision")
-	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", ""))
 
 	if d.Name != "facedetection-pipeline-step-1" || d.Namespace != "vision" {
 		t.Errorf("deployment is %s/%s", d.Namespace, d.Name)
@@ -67,7 +67,7 @@ func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 		"PIPELINE_NAME": "facedetection-pipeline",
 		"STEP_NAME":     "step-1",
 		"STEP_INDEX":    "1",
-		"NEXT_STEP_URL": "http://facedetection-pipeline-step-2.vision.svc:80",
+		"NEXT_STEP_URL": "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80",
 	}
 	if diff := cmp.Diff(wantEnv, testenv.EnvMap(c.Env)); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
@@ -86,7 +86,7 @@ func TestDesiredStepDeploymentOfTheSample(t *testing.T) {
 
 func TestLastStepHasNoNextStep(t *testing.T) {
 	p := testenv.Sample(t, "default")
-	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", ""))
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "", ""))
 	env := d.Spec.Template.Spec.Containers[0].Env
 	found := false
 	for _, e := range env {
@@ -117,7 +117,7 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 	s.Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}}
 	p.Spec.ModelStorage.MountPath = "/data"
 
-	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", ""))
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "", ""))
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	if d.Name != "facedetection-pipeline-recognise" || *d.Spec.Replicas != 3 {
@@ -143,7 +143,7 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 		t.Errorf("tolerations %+v", pod.Tolerations)
 	}
 	// A step failed over to another node is pinned there, its other node labels kept.
-	moved := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "edge-b")).Spec.Template.Spec
+	moved := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, "", "edge-b", "")).Spec.Template.Spec
 	if diff := cmp.Diff(map[string]string{"accelerator": "npu"}, moved.NodeSelector); diff != "" {
 		t.Errorf("node selector of a moved step (-want +got):\n%s", diff)
 	}
@@ -155,8 +155,8 @@ func TestDesiredStepDeploymentExtensions(t *testing.T) {
 	}
 
 	// The previous step now forwards to the renamed step's Service on its port.
-	prev := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
-	if got := testenv.EnvMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc:7000" {
+	prev := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", ""))
+	if got := testenv.EnvMap(prev.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; got != "http://facedetection-pipeline-recognise.default.svc.cluster.local.:7000" {
 		t.Errorf("step 1 forwards to %q", got)
 	}
 }
@@ -171,7 +171,7 @@ func TestDesiredStepService(t *testing.T) {
 	if diff := cmp.Diff(want, svc.Spec.Ports); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
-	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", ""))
 	if diff := cmp.Diff(d.Spec.Selector.MatchLabels, svc.Spec.Selector); diff != "" {
 		t.Errorf("service does not select the deployment's pods (-deployment +service):\n%s", diff)
 	}
@@ -269,17 +269,37 @@ func TestDesiredStorage(t *testing.T) {
 // anyone who breaks into the step's image could otherwise use.
 func TestPodsMountNoServiceAccountToken(t *testing.T) {
 	p := testenv.RoutedSample(t)
-	config, err := RouterConfigJSON(p)
+	config, err := RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, d := range map[string]*appsv1.Deployment{
-		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "")),
-		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "")),
+		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", "")),
+		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "", "")),
 		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")),
 	} {
 		if got := d.Spec.Template.Spec.AutomountServiceAccountToken; got == nil || *got {
 			t.Errorf("%s pods: automountServiceAccountToken %v, want false", name, got)
+		}
+	}
+}
+
+// No step or router pod gets the kubelet's variables for every Service of its namespace
+// (enableServiceLinks): steps find each other by DNS, and a Service made in the namespace sets
+// nothing in their containers.
+func TestPodsEnableNoServiceLinks(t *testing.T) {
+	p := testenv.RoutedSample(t)
+	config, err := RouterConfigJSON(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]*appsv1.Deployment{
+		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", "")),
+		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "", "")),
+		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")),
+	} {
+		if got := d.Spec.Template.Spec.EnableServiceLinks; got == nil || *got {
+			t.Errorf("%s pods: enableServiceLinks %v, want false", name, got)
 		}
 	}
 }
@@ -318,15 +338,15 @@ func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 func TestWithTheRouterNoStepForwards(t *testing.T) {
 	p := testenv.RoutedSample(t)
 	for i := range p.Spec.Steps {
-		d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", ""))
+		d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, i, "", "", ""))
 		env := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)
 		if next, ok := env[pipelinev1.EnvNextStepURL]; !ok || next != "" {
 			t.Errorf("step %d: %s=%q (present %v), want present and empty", i+1, pipelinev1.EnvNextStepURL, next, ok)
 		}
 	}
 	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeChain}
-	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", ""))
-	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; next != StepURL(p, 1) {
-		t.Errorf("without the router step 1 forwards to %q, want %q", next, StepURL(p, 1))
+	d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", ""))
+	if next := testenv.EnvMap(d.Spec.Template.Spec.Containers[0].Env)[pipelinev1.EnvNextStepURL]; next != StepURL(p, 1, "") {
+		t.Errorf("without the router step 1 forwards to %q, want %q", next, StepURL(p, 1, ""))
 	}
 }

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"slices"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,16 @@ const (
 	componentStorage = "model-storage"
 	componentIngress = "ingress"
 )
+
+// operatorLabels are the keys of every label the operator puts on its children and their pods.
+var operatorLabels = []string{LabelPipeline, LabelStep, LabelPipelineNamespace, LabelName, labelInstance,
+	LabelComponent, labelPartOf, LabelManagedBy}
+
+// IsOperatorLabel reports whether key is the key of a label the operator puts on its children
+// or their pods: the cache keeps no other label of a child.
+func IsOperatorLabel(key string) bool {
+	return slices.Contains(operatorLabels, key)
+}
 
 // commonLabels are the labels of every child of p.
 func commonLabels(p *pipelinev1.Pipeline, component string) map[string]string {

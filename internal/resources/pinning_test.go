@@ -41,7 +41,7 @@ func TestPinningAffinity(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			p.Spec.Steps[0].Location = tt.location
 			p.Spec.Steps[0].NodeSelector = tt.nodeSelector
-			pod := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", tt.node)).Spec.Template.Spec
+			pod := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", tt.node, "")).Spec.Template.Spec
 			if diff := cmp.Diff(tt.want, pod.Affinity); diff != "" {
 				t.Errorf("step affinity (-want +got):\n%s", diff)
 			}

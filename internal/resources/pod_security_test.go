@@ -69,13 +69,22 @@ func TestStepSecurityContext(t *testing.T) {
 			s.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
 		},
 		want: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)},
+	}, {
+		// The pod keeps RuntimeDefault; the container's own profile takes precedence over it,
+		// and the namespace's Pod Security level judges it.
+		name:  "the step's own seccomp profile is the container's",
+		level: "",
+		step: func(s *pipelinev1.Step) {
+			s.SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+		},
+		want: &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			if tc.step != nil {
 				tc.step(&p.Spec.Steps[0])
 			}
-			d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, tc.level, ""))
+			d := testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, tc.level, "", ""))
 			pod := d.Spec.Template.Spec
 			wantPod := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 			if diff := cmp.Diff(wantPod, pod.SecurityContext); diff != "" {

@@ -18,6 +18,15 @@ type PodSecurityLevel string
 // capability dropped. The operator's step pods meet the other levels as they are.
 const PodSecurityRestricted PodSecurityLevel = "restricted"
 
+// podEnablesServiceLinks is enableServiceLinks of every pod the operator builds: false. The
+// kubelet otherwise gives each container variables for every Service of the namespace
+// (<NAME>_SERVICE_HOST, <NAME>_PORT, ...): they name Services the pod has no business with,
+// grow with their number, and let whoever may create a Service in the namespace set variables
+// in the step's container over those its image sets. Steps reach each other by DNS
+// (NEXT_STEP_URL, the router's configuration), and the Kubernetes API's KUBERNETES_SERVICE_HOST
+// and KUBERNETES_SERVICE_PORT are still set.
+const podEnablesServiceLinks = false
+
 // NamespacePodSecurity is the level a namespace with these labels enforces; empty when the
 // namespace sets none (the cluster's default applies).
 func NamespacePodSecurity(labels map[string]string) PodSecurityLevel {

@@ -63,7 +63,8 @@ const (
 // every step's timeout once per attempt and the back-off before each retry, and writing its
 // answer), capped at routerMaxDrain.
 func RouterDrainTimeout(p *pipelinev1.Pipeline) time.Duration {
-	return min(RouterConfig(p).LongestRequest(), routerMaxDrain)
+	// The steps' URLs do not count: any domain will do.
+	return min(RouterConfig(p, DefaultClusterDomain).LongestRequest(), routerMaxDrain)
 }
 
 // routerMemoryLimitTenths is the share, in tenths, of the router container's memory limit
@@ -122,8 +123,9 @@ func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 }
 
 // RouterConfig is the router's configuration: every step in order, called at
-// routerStepPath of its Service with its timeout, retries and stopWhen.
-func RouterConfig(p *pipelinev1.Pipeline) router.Config {
+// routerStepPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
+// retries and stopWhen.
+func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 	cfg := router.Config{
 		Pipeline: p.Namespace + "/" + p.Name,
 		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
@@ -141,7 +143,7 @@ func RouterConfig(p *pipelinev1.Pipeline) router.Config {
 	for i, s := range p.Spec.Steps {
 		step := router.Step{
 			Name:       StepName(p, i),
-			URL:        StepURL(p, i) + routerStepPath,
+			URL:        StepURL(p, i, domain) + routerStepPath,
 			StopWhen:   s.StopWhen,
 			Idempotent: s.Idempotent,
 		}
@@ -156,9 +158,10 @@ func RouterConfig(p *pipelinev1.Pipeline) router.Config {
 	return cfg
 }
 
-// RouterConfigJSON is the content of the router's ConfigMap key config.json.
-func RouterConfigJSON(p *pipelinev1.Pipeline) (string, error) {
-	data, err := json.MarshalIndent(RouterConfig(p), "", "  ")
+// RouterConfigJSON is the content of the router's ConfigMap key config.json, in a cluster whose
+// DNS domain is domain.
+func RouterConfigJSON(p *pipelinev1.Pipeline, domain ClusterDomain) (string, error) {
+	data, err := json.MarshalIndent(RouterConfig(p, domain), "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("marshal router config: %w", err)
 	}
@@ -224,6 +227,8 @@ func RouterDeployment(p *pipelinev1.Pipeline, image, config, node string) *appsv
 		WithSecurityContext(StepPodSecurityContext()).
 		// Nothing in the pod calls the Kubernetes API: no ServiceAccount token to steal.
 		WithAutomountServiceAccountToken(false).
+		// No variables naming every Service of the namespace (see podEnablesServiceLinks).
+		WithEnableServiceLinks(podEnablesServiceLinks).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
 			WithName(routerConfigVolume).

@@ -27,8 +27,8 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 		"the sample with router fields on the first step": {
 			mutate: func(*pipelinev1.Pipeline) {},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
-				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
-				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc:80/"},
+				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/"},
 			}},
 		},
 		"named steps, a port and a body limit": {
@@ -41,8 +41,8 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 			},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
 				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
-					{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
-					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc:8000/"},
+					{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc.cluster.local.:8000/"},
 				}},
 		},
 		"a step that must not get a request twice, and a request deadline": {
@@ -51,15 +51,15 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.DataPath.Router.RequestTimeoutSeconds = ptr.To[int32](30)
 			},
 			want: router.Config{Pipeline: "vision/facedetection-pipeline", RequestTimeoutSeconds: 30, Steps: []router.Step{
-				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
-				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc:80/", Idempotent: ptr.To(false)},
+				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/", Idempotent: ptr.To(false)},
 			}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
 			tc.mutate(p)
-			data, err := RouterConfigJSON(p)
+			data, err := RouterConfigJSON(p, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 			for i, s := range cfg.Steps {
-				if want := StepURL(p, i) + routerStepPath; s.URL != want {
+				if want := StepURL(p, i, "") + routerStepPath; s.URL != want {
 					t.Errorf("step %d url %q, want its Service %q", i, s.URL, want)
 				}
 			}
@@ -81,7 +81,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 
 func TestDesiredRouterConfigMap(t *testing.T) {
 	p := testenv.RoutedSample(t)
-	data, err := RouterConfigJSON(p)
+	data, err := RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	p := testenv.RoutedSample(t)
 	p.Spec.DataPath.Router.Replicas = ptr.To[int32](2)
 	p.Spec.DataPath.Router.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
-	data, err := RouterConfigJSON(p)
+	data, err := RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 func TestRouterConfigHashFollowsTheConfig(t *testing.T) {
 	base := testenv.RoutedSample(t)
 	hash := func(p *pipelinev1.Pipeline) string {
-		data, err := RouterConfigJSON(p)
+		data, err := RouterConfigJSON(p, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +372,7 @@ func TestRouterDisruptionBudget(t *testing.T) {
 func TestRouterDeploymentPinning(t *testing.T) {
 	base := testenv.RoutedSample(t)
 	base.Spec.DataPath.Router.FallbackLocations = []string{"edge-b", "edge-c"}
-	data, err := RouterConfigJSON(base)
+	data, err := RouterConfigJSON(base, "")
 	if err != nil {
 		t.Fatal(err)
 	}

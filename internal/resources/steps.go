@@ -24,27 +24,30 @@ const (
 	ModelVolumeName = "models"
 )
 
-// StepURL is the in-cluster URL of the Service of step i.
-func StepURL(p *pipelinev1.Pipeline, i int) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", StepObjectName(p, i), p.Namespace, StepPort(p, i))
+// StepURL is the in-cluster URL of the Service of step i in a cluster whose DNS domain is
+// domain: http://<service>.<namespace>.svc.<domain>.:<port>, an absolute name (see
+// ClusterDomain.ServiceHost).
+func StepURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
+	return fmt.Sprintf("http://%s:%d", domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
 }
 
 // nextStepURL is the URL step i forwards to: the next step's Service; empty for the last step,
 // and for every step when the router calls them.
-func nextStepURL(p *pipelinev1.Pipeline, i int) string {
+func nextStepURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
 	// With the router, the router calls every step: a step that also forwarded by itself would
 	// have the later steps run twice. Every step then sees what the last one sees, no next step.
 	if i+1 >= len(p.Spec.Steps) || RouterEnabled(p) {
 		return ""
 	}
-	return StepURL(p, i+1)
+	return StepURL(p, i+1, domain)
 }
 
-// stepEnv is the environment of step i: the env entries that were v1beta1 args
-// (Pipeline.LeadingEnv), in their order, then the variables the operator injects, then the step's
-// other env entries, in their order. A Pipeline made in v1beta1 keeps the order v1beta1 gave its
-// step's container (args sorted by name, the injected variables, env), and with it its pods.
-func stepEnv(p *pipelinev1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration {
+// stepEnv is the environment of step i in a cluster whose DNS domain is domain: the env entries
+// that were v1beta1 args (Pipeline.LeadingEnv), in their order, then the variables the operator
+// injects, then the step's other env entries, in their order. A Pipeline made in v1beta1 keeps
+// the order v1beta1 gave its step's container (args sorted by name, the injected variables,
+// env), and with it its pods.
+func stepEnv(p *pipelinev1.Pipeline, i int, domain ClusterDomain) []*corev1ac.EnvVarApplyConfiguration {
 	s := p.Spec.Steps[i]
 	leading := p.LeadingEnv(i)
 	env := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(pipelinev1.InjectedEnv)+len(s.Env))
@@ -59,7 +62,7 @@ func stepEnv(p *pipelinev1.Pipeline, i int) []*corev1ac.EnvVarApplyConfiguration
 		corev1ac.EnvVar().WithName(pipelinev1.EnvPipelineName).WithValue(p.Name),
 		corev1ac.EnvVar().WithName(pipelinev1.EnvStepName).WithValue(StepName(p, i)),
 		corev1ac.EnvVar().WithName(pipelinev1.EnvStepIndex).WithValue(strconv.Itoa(i+1)),
-		corev1ac.EnvVar().WithName(pipelinev1.EnvNextStepURL).WithValue(nextStepURL(p, i)),
+		corev1ac.EnvVar().WithName(pipelinev1.EnvNextStepURL).WithValue(nextStepURL(p, i, domain)),
 	)
 	for _, e := range s.Env {
 		if !slices.Contains(leading, e.Name) {
@@ -81,9 +84,10 @@ func leadingEnvVar(e corev1.EnvVar) *corev1ac.EnvVarApplyConfiguration {
 // StepDeployment is the Deployment of step i: its pods are pinned to the node named node (the
 // node the step's location, or the fallback it failed over to, resolves to; empty is the name
 // location), mount the model claim read-only and receive the step's configuration as
-// environment variables. level is the Pod Security level the
-// Pipeline's namespace enforces; the pods are admitted there.
-func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node string) *appsv1ac.DeploymentApplyConfiguration {
+// environment variables (NEXT_STEP_URL names the next step's Service in the cluster's DNS domain,
+// domain). level is the Pod Security level the Pipeline's namespace enforces; the pods are
+// admitted there.
+func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node string, domain ClusterDomain) *appsv1ac.DeploymentApplyConfiguration {
 	s := p.Spec.Steps[i]
 	labels := StepLabels(p, i)
 	port := StepPort(p, i)
@@ -95,7 +99,7 @@ func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node 
 			WithName(portName).
 			WithContainerPort(port).
 			WithProtocol(corev1.ProtocolTCP)).
-		WithEnv(stepEnv(p, i)...).
+		WithEnv(stepEnv(p, i, domain)...).
 		WithVolumeMounts(corev1ac.VolumeMount().
 			WithName(ModelVolumeName).
 			WithMountPath(mountPath(p)).
@@ -109,6 +113,8 @@ func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node 
 		WithSecurityContext(StepPodSecurityContext()).
 		// Nothing in the pod calls the Kubernetes API: no ServiceAccount token to steal.
 		WithAutomountServiceAccountToken(false).
+		// No variables naming every Service of the namespace (see podEnablesServiceLinks).
+		WithEnableServiceLinks(podEnablesServiceLinks).
 		WithContainers(container).
 		WithVolumes(corev1ac.Volume().
 			WithName(ModelVolumeName).

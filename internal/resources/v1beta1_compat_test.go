@@ -42,7 +42,7 @@ var injected = []corev1.EnvVar{
 	{Name: pipelinev1.EnvPipelineName, Value: "envs"},
 	{Name: pipelinev1.EnvStepName, Value: "detect"},
 	{Name: pipelinev1.EnvStepIndex, Value: "1"},
-	{Name: pipelinev1.EnvNextStepURL, Value: "http://envs-step-2.ns1.svc:8081"},
+	{Name: pipelinev1.EnvNextStepURL, Value: "http://envs-step-2.ns1.svc.cluster.local.:8081"},
 }
 
 func TestStepEnvOfAPipelineMadeInV1beta1(t *testing.T) {
@@ -82,7 +82,7 @@ func TestStepEnvOfAPipelineMadeInV1beta1(t *testing.T) {
 		t.Errorf("container port %d, want 7000 (args.listenPort)", got)
 	}
 	// The apply configuration, too, is the one v1beta1 sent: an arg's empty value is written.
-	data, err := json.Marshal(StepDeployment(p, 0, "", ""))
+	data, err := json.Marshal(StepDeployment(p, 0, "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +55,7 @@ type target struct {
 	url string
 	// direct is true for an http URL: small bodies go over the client's own connections.
 	direct bool
-	// addr is host:port to dial; host the Host header; path the request target.
+	// addr is host:port to dial; host the Host header (see hostHeader); path the request target.
 	addr, host, path string
 }
 
@@ -63,13 +64,30 @@ func newTarget(raw string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	t := target{url: raw, direct: u.Scheme == "http", host: u.Host, path: u.RequestURI()}
+	t := target{url: raw, direct: u.Scheme == "http", host: hostHeader(u), path: u.RequestURI()}
 	port := u.Port()
 	if port == "" {
 		port = "80"
 	}
 	t.addr = net.JoinHostPort(u.Hostname(), port)
 	return t, nil
+}
+
+// hostHeader is the Host header of the calls to u: its host and port, an absolute name without
+// its trailing dot. The step is dialled by the absolute name (the operator names a step's
+// Service <service>.<namespace>.svc.<domain>., so that no DNS search domain is tried first),
+// and the header names it as a client given the name without the dot would: virtual hosts and
+// proxies in front of a step (a service mesh's, an nginx server_name) match it as they always did.
+func hostHeader(u *url.URL) string {
+	h := u.Hostname()
+	if !strings.HasSuffix(h, ".") {
+		return u.Host
+	}
+	h = strings.TrimSuffix(h, ".")
+	if p := u.Port(); p != "" {
+		return net.JoinHostPort(h, p)
+	}
+	return h
 }
 
 func newStepClient() *stepClient {
@@ -109,6 +127,7 @@ func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration,
 		return nil, err
 	}
 	req.Header = header.Clone()
+	req.Host = t.host
 	if in.contentType != "" {
 		req.Header["Content-Type"] = []string{in.contentType}
 	}

@@ -13,9 +13,9 @@ import (
 const documentedConfig = `{
   "pipeline": "namespace/name",
   "steps": [
-    {"name": "step-1", "url": "http://facedetection-pipeline-step-1.default.svc:9080/infer",
+    {"name": "step-1", "url": "http://facedetection-pipeline-step-1.default.svc.cluster.local.:9080/infer",
      "timeoutSeconds": 5, "retries": 2, "stopWhen": "size(response.faces) == 0"},
-    {"name": "step-2", "url": "http://facedetection-pipeline-step-2.default.svc:80/",
+    {"name": "step-2", "url": "http://facedetection-pipeline-step-2.default.svc.cluster.local.:80/",
      "timeoutSeconds": 10, "retries": 0}
   ],
   "propagateHeaders": ["X-User"],
@@ -33,7 +33,7 @@ func TestParseConfigReadsTheDocumentedConfig(t *testing.T) {
 	}
 	s := cfg.Steps[0]
 	if s.Name != "step-1" || s.Timeout() != 5*time.Second || s.Retries != 2 || s.StopWhen != "size(response.faces) == 0" ||
-		s.URL != "http://facedetection-pipeline-step-1.default.svc:9080/infer" {
+		s.URL != "http://facedetection-pipeline-step-1.default.svc.cluster.local.:9080/infer" {
 		t.Fatalf("step 1 read as %+v", s)
 	}
 	if cfg.Steps[1].Timeout() != 10*time.Second || cfg.Steps[1].StopWhen != "" {

@@ -41,12 +41,37 @@ func propagatedHeaderNames(extra []string) []string {
 	return names
 }
 
-// requestID is the caller's X-Request-Id, or a new one when it sent none.
+// maxRequestIDLength is the longest X-Request-Id of a caller the router keeps.
+const maxRequestIDLength = 128
+
+// requestID is the caller's X-Request-Id when it is one the router may pass on (see
+// validRequestID), else a new one: a caller that sent none, or one of another form, gets the
+// router's.
 func requestID(h http.Header) string {
-	if id := h.Get(HeaderRequestID); id != "" {
+	if id := h.Get(HeaderRequestID); validRequestID(id) {
 		return id
 	}
 	return newRequestID()
+}
+
+// validRequestID reports whether a caller's request id is kept: 1 to maxRequestIDLength
+// characters, each a letter, a digit or one of "._:-" (a UUID, a ULID, a trace or span id, a
+// "<host>:<counter>"). The id goes back in the answer's header and error body, to every step
+// and into the router's log, so nothing that could be read as markup, a quote, a separator
+// of a header or log line, or a control character is kept, and a caller cannot make each of
+// those copies long.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // newRequestID is a random (version 4) UUID. It identifies a request in logs and traces and

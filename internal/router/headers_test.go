@@ -1,11 +1,18 @@
 package router
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 func TestNewRequestIDIsAVersion4UUID(t *testing.T) {
@@ -49,4 +56,210 @@ func TestRouterSendsItsUserAgentUnlessTheCallersIsPassedOn(t *testing.T) {
 	if want := []string{"pipeline-router", "face-client/2", "pipeline-router"}; !slices.Equal(got, want) {
 		t.Errorf("the step saw User-Agent %q, want %q", got, want)
 	}
+}
+
+func TestValidRequestID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"req-42":                               true,
+		"0f6c3a52-6a7e-4b8e-9d3c-2f1e8b7a5c41": true,
+		"01HZX3KQ7M2V9C8R5T4N6B1YWE":           true,
+		"host-7.example:1234_a":                true,
+		strings.Repeat("a", 128):               true,
+		"":                                     false,
+		strings.Repeat("a", 129):               false,
+		"with space":                           false,
+		"<script>":                             false,
+		`"quoted"`:                             false,
+		"a/b":                                  false,
+		"a;b=c":                                false,
+		"a\tb":                                 false,
+		"a\x00b":                               false,
+		"a\x7fb":                               false,
+		"caf\u00e9":                            false,
+		"a,b":                                  false,
+	} {
+		if got := validRequestID(id); got != want {
+			t.Errorf("validRequestID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// The router keeps a caller's X-Request-Id only in a safe form: it goes back in the answer's
+// header and error body and on to every step. Any other gets a new id in its place, the same
+// everywhere.
+func TestRouterKeepsOnlyASafeRequestID(t *testing.T) {
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	s := newStep(t, func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Header.Values(HeaderRequestID)...)
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}})
+	for _, tc := range []struct {
+		name string
+		sent []string
+		keep bool
+	}{
+		{name: "a UUID", sent: []string{"0f6c3a52-6a7e-4b8e-9d3c-2f1e8b7a5c41"}, keep: true},
+		{name: "letters, digits and ._:-", sent: []string{"edge-7.cam_2:000123"}, keep: true},
+		{name: "the longest kept", sent: []string{strings.Repeat("r", 128)}, keep: true},
+		{name: "none", sent: nil},
+		{name: "empty", sent: []string{""}},
+		{name: "too long", sent: []string{strings.Repeat("r", 129)}},
+		{name: "markup", sent: []string{"<img src=x onerror=alert(1)>"}},
+		{name: "a space and a quote", sent: []string{`req 42"`}},
+		{name: "a log field", sent: []string{"42 level=ERROR msg=forged"}},
+		{name: "not ASCII", sent: []string{"req-\u00e9"}},
+		{name: "a second value after a bad first", sent: []string{"<bad>", "req-42"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			a := post(t, tr.url, "text/plain", "in", http.Header{HeaderRequestID: tc.sent})
+			if a.status != http.StatusOK {
+				t.Fatalf("answer %d %q", a.status, a.body)
+			}
+			got := a.header.Values(HeaderRequestID)
+			if len(got) != 1 {
+				t.Fatalf("the answer carries %s %q, want one value", HeaderRequestID, got)
+			}
+			if tc.keep && got[0] != tc.sent[0] {
+				t.Errorf("the answer carries %s %q, want the caller's %q", HeaderRequestID, got[0], tc.sent[0])
+			}
+			if !tc.keep && !uuid.MatchString(got[0]) {
+				t.Errorf("the answer carries %s %q, want a new UUID in place of %q", HeaderRequestID, got[0], tc.sent)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(seen, got) {
+				t.Errorf("the step saw %s %q, the caller %q", HeaderRequestID, seen, got)
+			}
+		})
+	}
+
+	// An error answer carries the same id in its body.
+	req, err := http.NewRequest(http.MethodGet, tr.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(HeaderRequestID, "<bad>")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var e errorBody
+	if err := json.NewDecoder(res.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if id := res.Header.Get(HeaderRequestID); res.StatusCode != http.StatusMethodNotAllowed || !uuid.MatchString(id) || e.RequestID != id {
+		t.Errorf("answer %d with %s %q, body requestId %q; want 405 and one new UUID in both", res.StatusCode, HeaderRequestID, id, e.RequestID)
+	}
+}
+
+// The operator names a step's Service by its absolute DNS name (with the trailing dot). The router
+// asks DNS for that name alone and names the step in the Host header without the dot, as for the
+// name without it, on its own connections (small bodies) as through net/http (large ones).
+func TestRouterCallsAnAbsoluteNameWithTheDotOffTheHostHeader(t *testing.T) {
+	const name = "p-one.team-a.svc.cluster.local."
+	hosts := make(chan string, 2)
+	s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	})
+	_, port, err := net.SplitHostPort(s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns := newLoopbackDNS(t, name)
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: "http://" + name + ":" + port + "/"}}})
+	tr.client.dialer.Resolver = dns.resolver()
+	for _, size := range []int{16, directBodyLimit + 1} {
+		body := strings.Repeat("x", size)
+		a := post(t, tr.url, "text/plain", body, nil)
+		if a.status != http.StatusOK || a.body != body {
+			t.Fatalf("%d bytes: answer %d of %d bytes: %.200s", size, a.status, len(a.body), a.body)
+		}
+		if got, want := <-hosts, strings.TrimSuffix(name, ".")+":"+port; got != want {
+			t.Errorf("%d bytes: the step saw Host %q, want %q", size, got, want)
+		}
+	}
+	for _, q := range dns.questions() {
+		if q != name {
+			t.Errorf("DNS was asked for %q; want only %q", q, name)
+		}
+	}
+}
+
+// loopbackDNS is a DNS server on 127.0.0.1 that answers name with 127.0.0.1 and records the
+// names it is asked for.
+type loopbackDNS struct {
+	conn  net.PacketConn
+	mu    sync.Mutex
+	asked []string
+}
+
+func newLoopbackDNS(t *testing.T, name string) *loopbackDNS {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &loopbackDNS{conn: conn}
+	t.Cleanup(func() { _ = conn.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			d.mu.Lock()
+			d.asked = append(d.asked, q.Name.String())
+			d.mu.Unlock()
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true,
+				RCode: dnsmessage.RCodeSuccess})
+			_ = b.StartQuestions()
+			_ = b.Question(q)
+			_ = b.StartAnswers()
+			if q.Type == dnsmessage.TypeA && strings.EqualFold(q.Name.String(), name) {
+				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1},
+					dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}})
+			}
+			out, err := b.Finish()
+			if err == nil {
+				_, _ = conn.WriteTo(out, from)
+			}
+		}
+	}()
+	return d
+}
+
+// resolver asks d whatever DNS server the system names: no query leaves the machine.
+func (d *loopbackDNS) resolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, "udp", d.conn.LocalAddr().String())
+	}}
+}
+
+func (d *loopbackDNS) questions() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.asked)
 }

@@ -54,6 +54,9 @@ type Observed struct {
 	StorageHeld bool
 	// Err is the error that stopped the pass, if any.
 	Err error
+	// ClusterDomain is the cluster's DNS domain, in which the status names the steps' Services
+	// (status.steps[].url); empty is resources.DefaultClusterDomain.
+	ClusterDomain resources.ClusterDomain
 }
 
 // autoscaler is the HorizontalPodAutoscaler of step i, nil when missing or not asked for.
@@ -115,7 +118,7 @@ func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
 	available := 0
 	for i := range p.Spec.Steps {
 		st.Models = append(st.Models, p.Spec.Steps[i].Model)
-		s := computeStepState(p, i, obs.Deployments[i], obs.Services[i])
+		s := computeStepState(p, i, obs.Deployments[i], obs.Services[i], obs.ClusterDomain)
 		scalingStatus(p, i, &s.status, obs.Deployments[i], obs.autoscaler(i))
 		st.Steps = append(st.Steps, s.status)
 		switch {

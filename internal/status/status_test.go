@@ -195,11 +195,11 @@ func TestComputeStatusSteps(t *testing.T) {
 	o.Services[1] = nil
 	st := Compute(p, o)
 	want := []pipelinev1.StepStatus{{
-		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc:9080",
+		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc.cluster.local.:9080",
 		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](1),
 		DeploymentState: pipelinev1.DeploymentStateAvailable, ServiceState: pipelinev1.ServiceStateReady,
 	}, {
-		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc:80",
+		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc.cluster.local.:80",
 		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](0),
 		DeploymentState: pipelinev1.DeploymentStatePending, ServiceState: pipelinev1.ServiceStatePending,
 	}}
@@ -216,6 +216,23 @@ func TestComputeStatusSteps(t *testing.T) {
 	}
 	if !reflect.DeepEqual(st.ReadySteps, ptr.To[int32](1)) || !reflect.DeepEqual(st.TotalSteps, ptr.To[int32](2)) {
 		t.Errorf("readySteps %v, totalSteps %v; want 1, 2", ptr.Deref(st.ReadySteps, -1), ptr.Deref(st.TotalSteps, -1))
+	}
+}
+
+// The URL of each step names its Service in the cluster's DNS domain, the one the manager is
+// given, as NEXT_STEP_URL does.
+func TestComputeStatusStepURLsInTheClusterDomain(t *testing.T) {
+	p := testenv.Sample(t, "edge")
+	o := convergedWorld()
+	o.ClusterDomain = "k8s.corp.example"
+	st := Compute(p, o)
+	for i, want := range []string{
+		"http://facedetection-pipeline-step-1.edge.svc.k8s.corp.example.:9080",
+		"http://facedetection-pipeline-step-2.edge.svc.k8s.corp.example.:80",
+	} {
+		if got := st.Steps[i].URL; got != want || got != resources.StepURL(p, i, o.ClusterDomain) {
+			t.Errorf("step %d: url %q, want %q", i+1, got, want)
+		}
 	}
 }
 

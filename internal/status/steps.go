@@ -19,12 +19,13 @@ type stepState struct {
 	waiting string
 }
 
-// computeStepState derives the state of step i from its Deployment and Service.
-func computeStepState(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service) stepState {
+// computeStepState derives the state of step i from its Deployment and Service, whose URL
+// is named in the cluster's DNS domain, domain.
+func computeStepState(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service, domain resources.ClusterDomain) stepState {
 	s := stepState{status: pipelinev1.StepStatus{
 		Name:            resources.StepName(p, i),
 		DeploymentName:  resources.StepObjectName(p, i),
-		URL:             resources.StepURL(p, i),
+		URL:             resources.StepURL(p, i, domain),
 		Replicas:        ptr.To(resources.StepReplicas(p, i)),
 		ReadyReplicas:   ptr.To[int32](0),
 		DeploymentState: pipelinev1.DeploymentStatePending,

@@ -188,9 +188,11 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 		}
 		u, err := url.Parse(next)
 		Expect(err).NotTo(HaveOccurred(), next)
-		host := strings.Split(u.Hostname(), ".")
-		Expect(host).To(HaveLen(3), next)
-		Expect(host[1:]).To(Equal([]string{ns, "svc"}))
+		// An absolute name, in the cluster's domain: no DNS search domain is tried first.
+		Expect(u.Hostname()).To(HaveSuffix("."), next)
+		host := strings.Split(strings.TrimSuffix(u.Hostname(), "."), ".")
+		Expect(host).To(HaveLen(5), next)
+		Expect(host[1:]).To(Equal([]string{ns, "svc", "cluster", "local"}))
 		svc := &corev1.Service{}
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: host[0]}, svc)).To(Succeed())
 		Expect(strconv.Itoa(int(svc.Spec.Ports[0].Port))).To(Equal(u.Port()))

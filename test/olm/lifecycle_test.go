@@ -285,7 +285,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
-	It("upgrades to this release, which keeps the Pipeline running, names it in v1 as its children's owner without restarting a pod, migrates it to v1 and serves it as v1", func() {
+	It("upgrades to this release, which names the Pipeline in v1 as its children's owner, rolls each step's pods once, migrates it to v1 and serves it as v1", func() {
 		By("the previous release's children name their Pipeline in v1beta1; the apiserver's changes are followed from here on")
 		history := recordHistory(ctx, steady.Namespace)
 		DeferCleanup(history.stop)
@@ -334,8 +334,9 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			HaveField("Path", HaveValue(Equal("/convert")))))
 		Expect(crd.Spec.Conversion.Webhook.ClientConfig.CABundle).NotTo(BeEmpty(), "OLM's CA")
 
-		By("the Pipeline stays running and reads as v1 and as v1beta1")
-		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1.PipelinePhaseRunning))
+		By("each step rolls its pods once (absolute step URLs, no Service links), and the Pipeline runs again and reads as v1 and as v1beta1")
+		Eventually(func() []string { _, deleted, _, _ := history.outcome(); return deleted }).Should(HaveLen(2), history.summary)
+		Eventually(phaseOf(ctx, steady)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		v1 := &pipelinev1.Pipeline{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(steady), v1)).To(Succeed())
 		Expect(v1.Spec.ModelStorage.NFS).To(HaveValue(HaveField("Server", "192.168.20.235")))
@@ -350,11 +351,11 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			g.Expect(v1beta1.Spec.Steps[0].Args).To(HaveKeyWithValue(pipelinev1beta1.ListenPortArg, pipelinev1beta1.ArgValue("9080")))
 		}).Should(Succeed())
 
-		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, and restarts no pod")
+		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, and replaces each step's pod once")
 		Eventually(history.controlledByPipelines).Should(And(HaveLen(len(owners)), HaveEach(pipelinev1.GroupVersion.String())))
 		Consistently(history.mostOwnerChanges, "5s", "500ms").Should(BeNumerically("<=", 1), history.summary)
 		history.stop()
-		expectRewrittenOnce(history)
+		expectRolledOnce(history)
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(volume), volume)).To(Succeed())
 		Expect(volume.UID).To(Equal(volumeUID), "the PersistentVolume is the same")
 		timings = append(timings, fmt.Sprintf("upgrade from the previous release: %d writes of the operator to the Pipeline's children (%s)",

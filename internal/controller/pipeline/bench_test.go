@@ -188,7 +188,7 @@ func benchFloor(t *testing.T, n int) time.Duration {
 		}
 		desired := []apiruntime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, "")}
 		for s := range p.Spec.Steps {
-			desired = append(desired, resources.StepDeployment(p, s, "", ""), resources.StepService(p, s))
+			desired = append(desired, resources.StepDeployment(p, s, "", "", ""), resources.StepService(p, s))
 		}
 		for _, d := range desired {
 			u, err := apply.Stamped(d)

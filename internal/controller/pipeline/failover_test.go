@@ -205,7 +205,7 @@ var _ = Describe("Node health and failover", func() {
 			"Step 2 (step-2) moved from node " + location + ", not ready for 2s or more, to node " + fallback)))
 		Expect(failovers(p, "step-2")()).To(Equal(before + 1))
 		Expect(serviceOf(ctx, p, 1).Spec.Selector).To(Equal(resources.StepSelector(p, 1)), "the Service does not move")
-		Expect(envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL]).To(Equal(resources.StepURL(p, 1)))
+		Expect(envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL]).To(Equal(resources.StepURL(p, 1, "")))
 
 		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))

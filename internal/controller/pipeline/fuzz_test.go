@@ -261,7 +261,7 @@ func FuzzPipeline(f *testing.F) {
 			for _, msg := range validation.IsDNS1035Label(resources.StepObjectName(p, i)) {
 				t.Fatalf("step %d: object name %q: %s", i, resources.StepObjectName(p, i), msg)
 			}
-			children = append(children, resources.StepDeployment(p, i, resources.PodSecurityRestricted, ""), resources.StepService(p, i))
+			children = append(children, resources.StepDeployment(p, i, resources.PodSecurityRestricted, "", ""), resources.StepService(p, i))
 		}
 		if resources.IngressSpec(p) != nil {
 			children = append(children, resources.Ingress(p))

@@ -68,7 +68,7 @@ var _ = Describe("Steps pinned by node name", func() {
 		Expect(gathered(metrics.MetricStepFailovers, series)).To(BeZero())
 
 		By("the step's Deployment is as the earlier version applied it: a node selector on the hostname label")
-		legacy := resources.StepDeployment(p, 1, "", location)
+		legacy := resources.StepDeployment(p, 1, "", location, "")
 		legacy.Spec.Template.Spec.Affinity = nil
 		legacy.Spec.Template.Spec.WithNodeSelector(map[string]string{corev1.LabelHostname: location})
 		stamped, err := apply.Stamped(legacy)

@@ -191,7 +191,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(d1.Spec.Template.Spec.Containers[0].Env[0].Name).To(Equal("listenPort"),
 			"an arg of the v1beta1 seed stays before the variables the operator sets (its conversion data says so)")
 		Expect(d1.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort).To(Equal(int32(9080)))
-		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc:80", ns)))
+		Expect(envOf(d1)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, fmt.Sprintf("http://facedetection-pipeline-step-2.%s.svc.cluster.local.:80", ns)))
 		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvNextStepURL, ""))
 		Expect(envOf(d2)).To(HaveKeyWithValue(pipelinev1.EnvModelPath, "/models/facedetection-2"))
 		Expect(d1.Labels).To(HaveKeyWithValue("step", "1"))
@@ -385,7 +385,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(deploymentOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
 		Expect(serviceOf(ctx, p, 2).Name).To(Equal("facedetection-pipeline-align"))
 		Eventually(func() string { return envOf(deploymentOf(ctx, p, 1))[pipelinev1.EnvNextStepURL] }).
-			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
+			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc.cluster.local.:80", ns)))
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
 
 		By("reordering steps: the Deployments keep their names and their forwarding follows the order")
@@ -395,7 +395,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		})
 		p = getPipeline(ctx, p)
 		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL] }).
-			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc:80", ns)))
+			Should(Equal(fmt.Sprintf("http://facedetection-pipeline-align.%s.svc.cluster.local.:80", ns)))
 		Eventually(func() map[string]string { return deploymentOf(ctx, p, 1).Labels }).Should(HaveKeyWithValue("step", "2"))
 		Eventually(func() string { return envOf(deploymentOf(ctx, p, 2))[pipelinev1.EnvNextStepURL] }).Should(BeEmpty())
 

@@ -42,7 +42,7 @@ func admitPod(ctx context.Context, ns string, template corev1.PodTemplateSpec) e
 // stepTemplate is the pod template the operator builds for step i of p at level.
 func stepTemplate(p *pipelinev1.Pipeline, i int, level resources.PodSecurityLevel) corev1.PodTemplateSpec {
 	GinkgoHelper()
-	return testenv.Typed[appsv1.Deployment](GinkgoT(), resources.StepDeployment(p, i, level, "")).Spec.Template
+	return testenv.Typed[appsv1.Deployment](GinkgoT(), resources.StepDeployment(p, i, level, "", "")).Spec.Template
 }
 
 var _ = Describe("Pod Security of the step pods", func() {
@@ -91,6 +91,25 @@ var _ = Describe("Pod Security of the step pods", func() {
 		p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 		err := admitPod(ctx, restricted, stepTemplate(p, 0, resources.PodSecurityRestricted))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a privileged container is not admitted: %v", err)
+
+		By("refusing, at restricted, a step whose own securityContext lets it run as root")
+		p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{
+			RunAsUser:                ptr.To[int64](0),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+		err = admitPod(ctx, restricted, stepTemplate(p, 0, resources.PodSecurityRestricted))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a container that may run as root is not admitted: %v", err)
+
+		By("refusing, at baseline, a step whose own seccomp profile is Unconfined: it takes precedence over the pod's")
+		baseline := namespaceEnforcing(ctx, "baseline")
+		p.Namespace = baseline
+		p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+		template := stepTemplate(p, 0, "")
+		Expect(template.Spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+		err = admitPod(ctx, baseline, template)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "an Unconfined container is not admitted: %v", err)
+		Expect(err.Error()).To(ContainSubstring("seccompProfile"))
 	})
 
 	It("follows the level of the Pipeline's namespace, and its changes", func() {

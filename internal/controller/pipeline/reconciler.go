@@ -24,6 +24,7 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
@@ -46,6 +47,10 @@ type Reconciler struct {
 	// RouterImage is the image the router of a Pipeline with dataPath.mode Router runs from
 	// (the manager's resources.EnvRouterImage); empty deploys no router and says so in the status.
 	RouterImage string
+	// ClusterDomain is the cluster's DNS domain, in which the operator names the steps'
+	// Services (NEXT_STEP_URL, the router's configuration, status.steps[].url); empty is
+	// resources.DefaultClusterDomain.
+	ClusterDomain resources.ClusterDomain
 }
 
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;patch
@@ -102,6 +107,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	s := newScope(p)
+	s.obs.ClusterDomain = r.ClusterDomain
 	if err := r.planRouter(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -34,7 +34,7 @@ func (r *Reconciler) planRouter(ctx context.Context, s *scope) error {
 			"router: the operator knows no router image (its %s environment variable is empty): the router is not deployed "+
 				"and the entry stays on the first step", resources.EnvRouterImage)}
 	} else {
-		if s.routerConfigErr = resources.RouterConfig(p).Validate(); s.routerConfigErr == nil {
+		if s.routerConfigErr = resources.RouterConfig(p, r.ClusterDomain).Validate(); s.routerConfigErr == nil {
 			return nil
 		}
 		d := &appsv1.Deployment{}
@@ -77,7 +77,7 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 		s.addProblem(pipelinev1.ReasonRouterConfigInvalid, "router: its configuration is refused: %v", s.routerConfigErr)
 		return r.observeRouter(ctx, s)
 	}
-	config, err := resources.RouterConfigJSON(p)
+	config, err := resources.RouterConfigJSON(p, r.ClusterDomain)
 	if err != nil {
 		return err
 	}

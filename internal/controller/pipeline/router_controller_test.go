@@ -104,7 +104,7 @@ var _ = Describe("The pipeline router", func() {
 		Expect(cfg.Steps).To(HaveLen(2))
 		for i, s := range cfg.Steps {
 			Expect(s.Name).To(Equal(p.Spec.Steps[i].Name))
-			Expect(s.URL).To(Equal(resources.StepURL(p, i) + "/"))
+			Expect(s.URL).To(Equal(resources.StepURL(p, i, "") + "/"))
 		}
 		Expect(cfg.Steps[0].TimeoutSeconds).To(BeEquivalentTo(5))
 		Expect(cfg.Steps[1].StopWhen).To(Equal("status == 404"))
@@ -168,7 +168,7 @@ var _ = Describe("The pipeline router", func() {
 		Eventually(routerState(ctx, p)).Should(BeEmpty())
 		By("having the steps forward by themselves again")
 		Eventually(func() string { return envOf(deploymentOf(ctx, p, 0))[pipelinev1.EnvNextStepURL] }).
-			Should(Equal(resources.StepURL(p, 1)))
+			Should(Equal(resources.StepURL(p, 1, "")))
 		rollOut(ctx, p)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})

@@ -49,7 +49,7 @@ func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	pl, owned, err := r.applyPlaced(ctx, s, what, pl, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName))
+	pl, owned, err := r.applyPlaced(ctx, s, what, pl, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName, r.ClusterDomain))
 	if owned {
 		// Also when the update was refused: the Deployment exists, and the status describes it.
 		s.obs.Deployments[i] = d
