@@ -125,10 +125,15 @@ type Step struct {
 	// env are the environment variables of the step's container, after the ones the operator
 	// sets (MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX, NEXT_STEP_URL): an
 	// entry of one of those names replaces the operator's value. v1beta1's args are entries
-	// with a value. Names must be non-empty without '=' or whitespace: the admission webhook
-	// checks it (a CEL rule over names of unbounded length would exceed the CRD's cost budget).
+	// with a value. Names are at most 256 characters, values at most 32 KiB (the kernel takes at
+	// most 128 KiB per variable, and the Pipeline holds every value), the names, keys and paths
+	// of valueFrom at most 253 or 512. Names must be non-empty without '=' or whitespace: the
+	// admission webhook checks it (a pattern over every name would exceed the CRD's cost budget).
 	// +optional
 	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:XValidation:rule="self.all(e, size(e.name) <= 256)",message="env names must be at most 256 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.value) || size(e.value) <= 32768)",message="env values must be at most 32768 characters (32 KiB): larger configuration belongs in the model storage"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || ((!has(e.valueFrom.configMapKeyRef) || (size(e.valueFrom.configMapKeyRef.key) <= 253 && (!has(e.valueFrom.configMapKeyRef.name) || size(e.valueFrom.configMapKeyRef.name) <= 253))) && (!has(e.valueFrom.secretKeyRef) || (size(e.valueFrom.secretKeyRef.key) <= 253 && (!has(e.valueFrom.secretKeyRef.name) || size(e.valueFrom.secretKeyRef.name) <= 253))) && (!has(e.valueFrom.fieldRef) || (size(e.valueFrom.fieldRef.fieldPath) <= 512 && (!has(e.valueFrom.fieldRef.apiVersion) || size(e.valueFrom.fieldRef.apiVersion) <= 253))) && (!has(e.valueFrom.resourceFieldRef) || (size(e.valueFrom.resourceFieldRef.resource) <= 253 && (!has(e.valueFrom.resourceFieldRef.containerName) || size(e.valueFrom.resourceFieldRef.containerName) <= 253))) && (!has(e.valueFrom.fileKeyRef) || (size(e.valueFrom.fileKeyRef.key) <= 253 && size(e.valueFrom.fileKeyRef.volumeName) <= 253 && size(e.valueFrom.fileKeyRef.path) <= 512))))",message="env valueFrom: names and keys must be at most 253 characters, fieldRef.fieldPath and fileKeyRef.path at most 512"
 	// +listType=map
 	// +listMapKey=name
 	Env []corev1.EnvVar `json:"env,omitempty"`
@@ -146,16 +151,20 @@ type Step struct {
 
 	// resources are the compute resources of the step's container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="resources: at most 16 limits and 16 requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resources.claims is not supported: the operator declares no resource claims in the pod for the container to use"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// nodeSelector adds node labels the step's pods require, besides location.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && size(self[k]) <= 63)",message="nodeSelector keys must be at most 317 characters (a label key) and values at most 63 (a label value)"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// tolerations let the step's pods run on tainted nodes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (!has(t.key) || size(t.key) <= 317) && (!has(t.value) || size(t.value) <= 63) && (!has(t.operator) || size(t.operator) <= 16) && (!has(t.effect) || size(t.effect) <= 16))",message="tolerations: key must be at most 317 characters (a label key), value at most 63 (a label value), operator and effect at most 16"
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
@@ -163,6 +172,9 @@ type Step struct {
 	// the operator's defaults (allowPrivilegeEscalation false; in a namespace that enforces the
 	// restricted Pod Security level also runAsNonRoot true and every capability dropped).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || ((!has(self.capabilities.add) || size(self.capabilities.add) <= 64) && (!has(self.capabilities.drop) || size(self.capabilities.drop) <= 64))",message="securityContext.capabilities: at most 64 capabilities to add and 64 to drop"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.seLinuxOptions) || ((!has(self.seLinuxOptions.user) || size(self.seLinuxOptions.user) <= 256) && (!has(self.seLinuxOptions.role) || size(self.seLinuxOptions.role) <= 256) && (!has(self.seLinuxOptions.type) || size(self.seLinuxOptions.type) <= 256) && (!has(self.seLinuxOptions.level) || size(self.seLinuxOptions.level) <= 256))) && (!has(self.procMount) || size(self.procMount) <= 16)",message="securityContext: seLinuxOptions fields must be at most 256 characters, procMount at most 16"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.seccompProfile) || (size(self.seccompProfile.type) <= 32 && (!has(self.seccompProfile.localhostProfile) || size(self.seccompProfile.localhostProfile) <= 4096))) && (!has(self.appArmorProfile) || (size(self.appArmorProfile.type) <= 32 && (!has(self.appArmorProfile.localhostProfile) || size(self.appArmorProfile.localhostProfile) <= 4096))) && (!has(self.windowsOptions) || ((!has(self.windowsOptions.gmsaCredentialSpecName) || size(self.windowsOptions.gmsaCredentialSpecName) <= 256) && (!has(self.windowsOptions.gmsaCredentialSpec) || size(self.windowsOptions.gmsaCredentialSpec) <= 65536) && (!has(self.windowsOptions.runAsUserName) || size(self.windowsOptions.runAsUserName) <= 256)))",message="securityContext: seccompProfile and appArmorProfile types must be at most 32 characters and localhost profiles at most 4096; windowsOptions names at most 256 and gmsaCredentialSpec at most 65536"
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 
 	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
@@ -493,6 +505,8 @@ type Router struct {
 
 	// resources are the compute resources of the router's container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="resources: at most 16 limits and 16 requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resources.claims is not supported: the operator declares no resource claims in the pod for the container to use"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// maxBodyBytes is the largest request body, and the largest step answer, the router

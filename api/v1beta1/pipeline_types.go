@@ -99,6 +99,7 @@ type Step struct {
 	// Service port.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 256)",message="args keys must be at most 256 characters"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[!-<>-~]+$'))",message="args keys must be printable ASCII characters without spaces or '='"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['MODEL_NAME', 'MODEL_PATH', 'PIPELINE_NAME', 'STEP_NAME', 'STEP_INDEX', 'NEXT_STEP_URL']))",message="args must not set MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX or NEXT_STEP_URL: the operator sets them"
 	// +kubebuilder:validation:XValidation:rule="!('listenPort' in self) || self['listenPort'].matches('^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')",message="args.listenPort must be a port number from 1 to 65535"
@@ -129,12 +130,17 @@ type Step struct {
 
 	// resources are the compute resources of the step's container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="resources: at most 16 limits and 16 requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resources.claims is not supported: the operator declares no resource claims in the pod for the container to use"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors="urn:alm:descriptor:com.tectonic.ui:resourceRequirements"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// env are extra environment variables of the step's container, set after args.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, size(e.name) <= 256)",message="env names must be at most 256 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.value) || size(e.value) <= 32768)",message="env values must be at most 32768 characters (32 KiB): larger configuration belongs in the model storage"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || ((!has(e.valueFrom.configMapKeyRef) || (size(e.valueFrom.configMapKeyRef.key) <= 253 && (!has(e.valueFrom.configMapKeyRef.name) || size(e.valueFrom.configMapKeyRef.name) <= 253))) && (!has(e.valueFrom.secretKeyRef) || (size(e.valueFrom.secretKeyRef.key) <= 253 && (!has(e.valueFrom.secretKeyRef.name) || size(e.valueFrom.secretKeyRef.name) <= 253))) && (!has(e.valueFrom.fieldRef) || (size(e.valueFrom.fieldRef.fieldPath) <= 512 && (!has(e.valueFrom.fieldRef.apiVersion) || size(e.valueFrom.fieldRef.apiVersion) <= 253))) && (!has(e.valueFrom.resourceFieldRef) || (size(e.valueFrom.resourceFieldRef.resource) <= 253 && (!has(e.valueFrom.resourceFieldRef.containerName) || size(e.valueFrom.resourceFieldRef.containerName) <= 253))) && (!has(e.valueFrom.fileKeyRef) || (size(e.valueFrom.fileKeyRef.key) <= 253 && size(e.valueFrom.fileKeyRef.volumeName) <= 253 && size(e.valueFrom.fileKeyRef.path) <= 512))))",message="env valueFrom: names and keys must be at most 253 characters, fieldRef.fieldPath and fileKeyRef.path at most 512"
 	// +listType=map
 	// +listMapKey=name
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Environment Variables",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
@@ -143,12 +149,14 @@ type Step struct {
 	// nodeSelector adds node labels the step's pods require, besides location.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && size(self[k]) <= 63)",message="nodeSelector keys must be at most 317 characters (a label key) and values at most 63 (a label value)"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node Selector",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// tolerations let the step's pods run on tainted nodes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (!has(t.key) || size(t.key) <= 317) && (!has(t.value) || size(t.value) <= 63) && (!has(t.operator) || size(t.operator) <= 16) && (!has(t.effect) || size(t.effect) <= 16))",message="tolerations: key must be at most 317 characters (a label key), value at most 63 (a label value), operator and effect at most 16"
 	// +listType=atomic
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors="urn:alm:descriptor:com.tectonic.ui:advanced"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
@@ -158,6 +166,9 @@ type Step struct {
 	// restricted Pod Security level also runAsNonRoot true and every capability dropped); the
 	// pod keeps its RuntimeDefault seccomp profile either way.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || ((!has(self.capabilities.add) || size(self.capabilities.add) <= 64) && (!has(self.capabilities.drop) || size(self.capabilities.drop) <= 64))",message="securityContext.capabilities: at most 64 capabilities to add and 64 to drop"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.seLinuxOptions) || ((!has(self.seLinuxOptions.user) || size(self.seLinuxOptions.user) <= 256) && (!has(self.seLinuxOptions.role) || size(self.seLinuxOptions.role) <= 256) && (!has(self.seLinuxOptions.type) || size(self.seLinuxOptions.type) <= 256) && (!has(self.seLinuxOptions.level) || size(self.seLinuxOptions.level) <= 256))) && (!has(self.procMount) || size(self.procMount) <= 16)",message="securityContext: seLinuxOptions fields must be at most 256 characters, procMount at most 16"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.seccompProfile) || (size(self.seccompProfile.type) <= 32 && (!has(self.seccompProfile.localhostProfile) || size(self.seccompProfile.localhostProfile) <= 4096))) && (!has(self.appArmorProfile) || (size(self.appArmorProfile.type) <= 32 && (!has(self.appArmorProfile.localhostProfile) || size(self.appArmorProfile.localhostProfile) <= 4096))) && (!has(self.windowsOptions) || ((!has(self.windowsOptions.gmsaCredentialSpecName) || size(self.windowsOptions.gmsaCredentialSpecName) <= 256) && (!has(self.windowsOptions.gmsaCredentialSpec) || size(self.windowsOptions.gmsaCredentialSpec) <= 65536) && (!has(self.windowsOptions.runAsUserName) || size(self.windowsOptions.runAsUserName) <= 256)))",message="securityContext: seccompProfile and appArmorProfile types must be at most 32 characters and localhost profiles at most 4096; windowsOptions names at most 256 and gmsaCredentialSpec at most 65536"
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 
 	// timeoutSeconds is the router's deadline for one call to the step, in seconds (30 when
@@ -238,6 +249,8 @@ type Router struct {
 
 	// resources are the compute resources of the router's container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="resources: at most 16 limits and 16 requests"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resources.claims is not supported: the operator declares no resource claims in the pod for the container to use"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Router Resources",xDescriptors="urn:alm:descriptor:com.tectonic.ui:resourceRequirements"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -285,6 +298,8 @@ type HeaderName string
 // +kubebuilder:validation:XValidation:rule="self.type != 'modelStorageClass' || !has(self.csiParameter) || size(self.csiParameter) == 0",message="modelStorage of type modelStorageClass takes its source from the ModelStorageClass: remove csiParameter"
 // +kubebuilder:validation:XValidation:rule="!has(self.modelStorageClassName) || self.type == 'modelStorageClass'",message="modelStorageClassName is only read by modelStorage.type modelStorageClass: set that type or remove modelStorageClassName"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.type) || oldSelf.type != 'storageClass' || (has(self.type) && self.type == 'storageClass' && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName) && (has(self.capacity) ? self.capacity : '1Gi') == (has(oldSelf.capacity) ? oldSelf.capacity : '1Gi') && (has(self.accessModes) && size(self.accessModes) > 0 ? self.accessModes : ['ReadOnlyMany']) == (has(oldSelf.accessModes) && size(oldSelf.accessModes) > 0 ? oldSelf.accessModes : ['ReadOnlyMany']) && (has(self.csiParameter) ? self.csiParameter : {}) == (has(oldSelf.csiParameter) ? oldSelf.csiParameter : {}))",message="modelStorage of type storageClass cannot change its type, storageClassName, capacity, accessModes or csiParameter (only mountPath): its claim holds the models and a new claim would start empty. To move the models: create a claim as you need it, copy the models into it, and point a Pipeline at it with modelStorage.type existingClaim and claimName"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || !has(self.csiParameter) || ((!('server' in self.csiParameter) || size(self.csiParameter.server) <= 253) && (!('share' in self.csiParameter) || size(self.csiParameter.share) <= 1024))",message="csiParameter.server must be at most 253 characters and csiParameter.share at most 1024 (they are nfs.server and nfs.path)"
+// +kubebuilder:validation:XValidation:rule="self.type != 'csi' || !has(self.csiParameter) || ('driver' in self.csiParameter ? size(self.csiParameter.driver) <= 63 : size(self.csiParameter) <= 31)",message="modelStorage of type csi takes a csiParameter.driver of at most 63 characters and at most 31 volume attributes besides it"
 type ModelStorage struct {
 	// type is how the model storage is provided: nfs, csi, storageClass, existingClaim or
 	// modelStorageClass.
@@ -298,6 +313,7 @@ type ModelStorage struct {
 	// server and share).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && size(self[k]) <= 4096)",message="csiParameter keys must be at most 253 characters and values at most 4096"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Parameters"
 	CSIParameter map[string]string `json:"csiParameter,omitempty"`
 

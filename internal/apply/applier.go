@@ -25,7 +25,8 @@ import (
 // Applier writes the children of Pipelines: it creates them, applies them server-side under
 // FieldManager when they differ from what the operator wants, and deletes them. Its reads go
 // through Client, the manager's cache, which holds the children stripped by the transforms of
-// cache.go; upToDate compares against exactly that.
+// cache.go; upToDate compares against exactly that, or against the child read from the
+// apiserver when the cache holds only its summary (Get).
 type Applier struct {
 	// Client reads through the manager's cache and writes to the apiserver.
 	Client client.Client
@@ -63,7 +64,7 @@ func (a *Applier) Apply(ctx context.Context, p *pipelinev1.Pipeline, current cli
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
 	kind := u.GetKind()
 
-	err = a.Client.Get(ctx, key, current)
+	err = a.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) {
 		// The cache holds only the operator's objects. A plain create fails on an object of the
 		// same name, so the operator never takes over someone else's object, at no extra request.
@@ -109,13 +110,24 @@ func (a *Applier) Apply(ctx context.Context, p *pipelinev1.Pipeline, current cli
 	return Result{Owned: true, Updated: true}, nil
 }
 
-// Child reads the object key names into obj from the cache and reports whether it is a child
-// of p; a missing object is not an error.
+// Child reads the object key names into obj (see Get) and reports whether it is a child of p; a
+// missing object is not an error.
 func (a *Applier) Child(ctx context.Context, p *pipelinev1.Pipeline, key client.ObjectKey, obj client.Object) (bool, error) {
-	if err := a.Client.Get(ctx, key, obj); err != nil {
+	if err := a.Get(ctx, key, obj); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return resources.OwnedBy(p, obj), nil
+}
+
+// Get reads the object key names into obj from the cache, or from the apiserver when the cache
+// holds only its summary (IsSummary): a child larger than MaxCachedChildBytes costs a read per
+// pass instead of its size in the cache.
+func (a *Applier) Get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	if err := a.Client.Get(ctx, key, obj); err != nil || !IsSummary(obj) {
+		return err
+	}
+	zero(obj)
+	return a.APIReader.Get(ctx, key, obj)
 }
 
 // Delete deletes a child that the spec no longer describes. p receives the events; when p is

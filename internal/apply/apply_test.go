@@ -45,7 +45,7 @@ func TestContains(t *testing.T) {
 // stay atomic.
 func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 	p := testenv.Sample(t, "default")
-	a, err := newAppliedObject(resources.StepDeployment(p, 0, "", ""))
+	a, err := newAppliedObject(resources.StepDeployment(p, 0, "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 
 	// An atomic list the operator sets must match as a whole: the apply would replace it.
 	p.Spec.Steps[0].Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpExists}}
-	b, err := newAppliedObject(resources.StepDeployment(p, 0, "", ""))
+	b, err := newAppliedObject(resources.StepDeployment(p, 0, "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestContainsMergesLikeTheAPIServer(t *testing.T) {
 
 func TestUpToDate(t *testing.T) {
 	p := testenv.Sample(t, "default")
-	a, err := newAppliedObject(resources.StepDeployment(p, 0, "", ""))
+	a, err := newAppliedObject(resources.StepDeployment(p, 0, "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestUpToDate(t *testing.T) {
 
 	// A spec that drops a field changes the hash even though the old object contains the new one.
 	p.Spec.Steps[0].Env = nil // the listenPort entry, v1beta1's arg
-	b, err := newAppliedObject(resources.StepDeployment(p, 0, "", ""))
+	b, err := newAppliedObject(resources.StepDeployment(p, 0, "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestUpToDate(t *testing.T) {
 
 func TestCachedDeploymentsStayComparable(t *testing.T) {
 	p := testenv.Sample(t, "default")
-	a, err := newAppliedObject(resources.StepDeployment(p, 0, resources.PodSecurityRestricted, ""))
+	a, err := newAppliedObject(resources.StepDeployment(p, 0, resources.PodSecurityRestricted, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestCachedDeploymentsStayComparable(t *testing.T) {
 
 	// A step's own security context stays its own.
 	p.Spec.Steps[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
-	own := testenv.Typed[appsv1.Deployment](t, must(newAppliedObject(resources.StepDeployment(p, 0, resources.PodSecurityRestricted, ""))).content)
+	own := testenv.Typed[appsv1.Deployment](t, must(newAppliedObject(resources.StepDeployment(p, 0, resources.PodSecurityRestricted, "", ""))).content)
 	obj, err = StripDeployment(own)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -25,12 +26,18 @@ import (
 // Transforms are the cache transforms of every kind of child, which the manager's cache applies
 // to what it holds: the up-to-date check compares the desired children against what they leave.
 // A child kind the operator writes must be here.
+//
+// What the cache keeps of a child does not depend on what others write into it: of an object
+// no Pipeline controls only its identity (ownedOnly), of a child only the metadata the operator
+// writes or reads (trimMetadata), and of a child still larger than MaxCachedChildBytes only a
+// summary (summarize), in whose stead the operator reads the child from the apiserver
+// (Applier.Get).
 func Transforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
 		&appsv1.Deployment{}:                     ownedOnly(StripDeployment),
 		&corev1.Service{}:                        ownedOnly(KeepCreatedMarker),
 		&corev1.PersistentVolumeClaim{}:          ownedOnly(KeepCreatedMarker),
-		&corev1.PersistentVolume{}:               KeepCreatedMarker,
+		&corev1.PersistentVolume{}:               bounded(KeepCreatedMarker),
 		&networkingv1.Ingress{}:                  ownedOnly(KeepCreatedMarker),
 		&corev1.ConfigMap{}:                      ownedOnly(digestData),
 		&autoscalingv2.HorizontalPodAutoscaler{}: ownedOnly(KeepCreatedMarker),
@@ -42,26 +49,205 @@ func Transforms() map[client.Object]toolscache.TransformFunc {
 // controller: the cache selects children by the managed-by label, which anyone who may create
 // an object can set, and an object nobody proved the operator's must cost it next to no memory.
 // The stub has no labels and no owner, so the operator neither lists it as a child nor writes
-// over it (Apply reports a conflict on a name it does not own). PersistentVolumes need no such
-// proof: only a cluster administrator, or the operator, may create them.
+// over it (Apply reports a conflict on a name it does not own). A child is bounded by keep.
+// PersistentVolumes need no such proof: only a cluster administrator, or the operator, may
+// create them.
 func ownedOnly(keep toolscache.TransformFunc) toolscache.TransformFunc {
+	keepBounded := bounded(keep)
 	return func(obj any) (any, error) {
 		m, ok := obj.(client.Object)
 		if !ok || controlledByPipeline(m) {
-			return keep(obj)
+			return keepBounded(obj)
 		}
 		return identity(m), nil
 	}
 }
 
-// controlledByPipeline reports whether obj's controller reference names a Pipeline.
+// controlledByPipeline reports whether obj's controller reference names a Pipeline. A
+// reference no Pipeline could have written (a name longer than a Pipeline's, an API version or
+// uid longer than any) does not: whoever controls the object, it is not the operator.
 func controlledByPipeline(obj metav1.Object) bool {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != pipelineKind {
+	if ref == nil || ref.Kind != pipelineKind || len(ref.Name) > maxPipelineNameLength ||
+		len(ref.UID) > maxReferenceLength || len(ref.APIVersion) > maxReferenceLength {
 		return false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	return err == nil && gv.Group == pipelinev1.GroupVersion.Group
+}
+
+// maxPipelineNameLength is the longest name of a Pipeline (its CRD's rule on metadata.name);
+// maxReferenceLength bounds the API version and uid of an owner reference to a Pipeline.
+const (
+	maxPipelineNameLength = 63
+	maxReferenceLength    = 64
+)
+
+// MaxCachedChildBytes is the largest child, in its protobuf encoding after the transforms, that
+// the cache keeps whole: a few times the largest child the builders make from a Pipeline of
+// ordinary size (about 1.5 KiB for a step's Deployment). A larger one, whether its Pipeline
+// asks for that much (long env values) or someone wrote into it, is kept as a summary.
+const MaxCachedChildBytes = 16 << 10
+
+// AnnotationCachedSummary marks, in the cache, the summary of a child larger than
+// MaxCachedChildBytes: its identity, its controller, the operator's labels, its status and, of a
+// claim, its class and volume. Readers that need more read the child from the apiserver
+// (Applier.Get). Nothing writes it to the apiserver.
+const AnnotationCachedSummary = "distri-infer.ndsl.cn/cached-summary"
+
+// IsSummary reports whether obj, read from the cache, is only the summary of a child larger
+// than MaxCachedChildBytes (see AnnotationCachedSummary).
+func IsSummary(obj metav1.Object) bool {
+	_, ok := obj.GetAnnotations()[AnnotationCachedSummary]
+	return ok
+}
+
+// bounded is the transform of an object that may be a child: its metadata trimmed to the
+// operator's (trimMetadata), then keep, and a summary instead when the result is still larger
+// than MaxCachedChildBytes. A summary stays one when the informer passes it through again.
+func bounded(keep toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		m, ok := obj.(client.Object)
+		if !ok {
+			return keep(obj)
+		}
+		trimMetadata(m)
+		if IsSummary(m) {
+			return summarize(m), nil
+		}
+		kept, err := keep(obj)
+		if err != nil {
+			return kept, err
+		}
+		if s, ok := kept.(sized); ok && s.Size() > MaxCachedChildBytes {
+			return summarize(m), nil
+		}
+		return kept, nil
+	}
+}
+
+// sized is an API object that knows the length of its protobuf encoding.
+type sized interface{ Size() int }
+
+// maxOwnAnnotationBytes bounds the value of an annotation the operator writes on a child: hashes
+// and digests, at most 64 characters. A longer value is not the operator's, and is dropped.
+const maxOwnAnnotationBytes = 128
+
+// childAnnotations are the annotations the operator writes on children, or the cache on the
+// children it holds; podAnnotations those it writes on the pod template of a Deployment.
+var (
+	childAnnotations = []string{AnnotationAppliedHash, AnnotationCachedDataDigest, AnnotationCachedSummary}
+	podAnnotations   = []string{resources.AnnotationRouterConfigHash}
+)
+
+// trimMetadata drops from the metadata of obj, a child the operator may own, what it neither
+// writes nor reads, whoever wrote it: others' labels and annotations (its own too when longer
+// than it writes them), owner references other than the controller's, finalizers and the name
+// prefix; and from the pod template of a Deployment every label and annotation but the
+// operator's. The up-to-date check compares only the operator's own metadata.
+func trimMetadata(obj client.Object) {
+	obj.SetLabels(operatorLabels(obj.GetLabels()))
+	obj.SetAnnotations(ownAnnotations(obj.GetAnnotations(), childAnnotations))
+	obj.SetOwnerReferences(controllerOnly(obj.GetOwnerReferences()))
+	obj.SetFinalizers(nil)
+	obj.SetGenerateName("")
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		t := &d.Spec.Template
+		t.ObjectMeta = metav1.ObjectMeta{Labels: operatorLabels(t.Labels), Annotations: ownAnnotations(t.Annotations, podAnnotations)}
+	}
+}
+
+// operatorLabels are the labels of l that the operator puts on children; nil when none is.
+func operatorLabels(l map[string]string) map[string]string {
+	return filtered(l, func(k, _ string) bool { return resources.IsOperatorLabel(k) })
+}
+
+// ownAnnotations are the annotations of a whose keys are in keys, with a value no longer than
+// maxOwnAnnotationBytes; nil when none is.
+func ownAnnotations(a map[string]string, keys []string) map[string]string {
+	return filtered(a, func(k, v string) bool { return len(v) <= maxOwnAnnotationBytes && slices.Contains(keys, k) })
+}
+
+// filtered is m with only the entries keep accepts: m itself when it accepts all of them, nil
+// when it accepts none.
+func filtered(m map[string]string, keep func(k, v string) bool) map[string]string {
+	n := 0
+	for k, v := range m {
+		if keep(k, v) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(m):
+		return m
+	}
+	out := make(map[string]string, n)
+	for k, v := range m {
+		if keep(k, v) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// controllerOnly is the controller reference of refs, alone; nil without one.
+func controllerOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for i, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			if len(refs) == 1 {
+				return refs
+			}
+			return refs[i : i+1 : i+1]
+		}
+	}
+	return nil
+}
+
+// summarize is the summary of child obj, whose metadata trimMetadata trimmed: its identity, its
+// controller reference, the operator's labels, the mark of its create (KeepCreatedMarker), the
+// mark AnnotationCachedSummary, and what readers of the cache use without reading the whole
+// child: its status (the predicates of the watches compare it), and the class and volume of a
+// claim (the stale pass keeps claims a StorageClass provisioned). A status that alone makes
+// the summary larger than MaxCachedChildBytes is left out too.
+func summarize(obj client.Object) client.Object {
+	s := identity(obj)
+	s.SetLabels(obj.GetLabels())
+	s.SetOwnerReferences(obj.GetOwnerReferences())
+	s.SetAnnotations(map[string]string{AnnotationCachedSummary: "true"})
+	if hasCreatedFields(obj) {
+		s.SetManagedFields(createdMarker)
+	}
+	withStatus := s.DeepCopyObject().(client.Object)
+	summarized(withStatus, obj)
+	if w, ok := withStatus.(sized); ok && w.Size() > MaxCachedChildBytes {
+		return s
+	}
+	return withStatus
+}
+
+// summarized copies into s, the summary of obj, the fields of obj that summarize keeps besides
+// its metadata.
+func summarized(s, obj client.Object) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		s.(*appsv1.Deployment).Status = o.Status
+	case *corev1.Service:
+		s.(*corev1.Service).Status = o.Status
+	case *corev1.PersistentVolumeClaim:
+		c := s.(*corev1.PersistentVolumeClaim)
+		c.Spec.StorageClassName, c.Spec.VolumeName, c.Status = o.Spec.StorageClassName, o.Spec.VolumeName, o.Status
+	case *corev1.PersistentVolume:
+		v := s.(*corev1.PersistentVolume)
+		v.Spec.ClaimRef, v.Status = o.Spec.ClaimRef, o.Status
+	case *networkingv1.Ingress:
+		s.(*networkingv1.Ingress).Status = o.Status
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		s.(*autoscalingv2.HorizontalPodAutoscaler).Status = o.Status
+	case *policyv1.PodDisruptionBudget:
+		s.(*policyv1.PodDisruptionBudget).Status = o.Status
+	}
 }
 
 const pipelineKind = "Pipeline"

@@ -26,7 +26,7 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 		Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}}
 	p.Spec.Steps[1].Location = ""
 	p.Spec.Steps[1].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4}
-	config, err := resources.RouterConfigJSON(p)
+	config, err := resources.RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +34,8 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config, "node-a"), resources.RouterService(p),
 		resources.StepHPA(p, 1), resources.StepPDB(p, 1), resources.RouterPDB(p)}
 	for i := range p.Spec.Steps {
-		children = append(children, resources.StepDeployment(p, i, "", "node-a"),
-			resources.StepDeployment(p, i, resources.PodSecurityRestricted, ""), resources.StepService(p, i))
+		children = append(children, resources.StepDeployment(p, i, "", "node-a", ""),
+			resources.StepDeployment(p, i, resources.PodSecurityRestricted, "", ""), resources.StepService(p, i))
 	}
 	return children
 }
@@ -171,7 +171,7 @@ func TestTransformsKeepOnlyTheIdentityOfObjectsNoPipelineControls(t *testing.T) 
 // change of the data is still seen.
 func TestTransformsKeepADigestOfConfigMapData(t *testing.T) {
 	p := testenv.RoutedSample(t)
-	config, err := resources.RouterConfigJSON(p)
+	config, err := resources.RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}

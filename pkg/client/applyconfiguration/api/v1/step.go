@@ -48,8 +48,10 @@ type StepApplyConfiguration struct {
 	// env are the environment variables of the step's container, after the ones the operator
 	// sets (MODEL_NAME, MODEL_PATH, PIPELINE_NAME, STEP_NAME, STEP_INDEX, NEXT_STEP_URL): an
 	// entry of one of those names replaces the operator's value. v1beta1's args are entries
-	// with a value. Names must be non-empty without '=' or whitespace: the admission webhook
-	// checks it (a CEL rule over names of unbounded length would exceed the CRD's cost budget).
+	// with a value. Names are at most 256 characters, values at most 32 KiB (the kernel takes at
+	// most 128 KiB per variable, and the Pipeline holds every value), the names, keys and paths
+	// of valueFrom at most 253 or 512. Names must be non-empty without '=' or whitespace: the
+	// admission webhook checks it (a pattern over every name would exceed the CRD's cost budget).
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// replicas is the number of pods of the step; 1 when unset. Excludes autoscaling.
 	Replicas *int32 `json:"replicas,omitempty"`
