@@ -50,6 +50,11 @@ func main() {
 	flag.BoolVar(&o.EnableHTTP2, "enable-http2", false,
 		"Enable HTTP/2 for the metrics server (off: HTTP/2 stream cancellation and rapid reset CVEs).")
 	flag.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Pipelines reconciled in parallel (chosen by make bench: docs/performance.md).")
+	flag.StringVar(&o.ClusterDomain, "cluster-domain", string(resources.DefaultClusterDomain),
+		"DNS domain of the cluster's Services (the kubelets' --cluster-domain). The step URLs the operator hands out "+
+			"(NEXT_STEP_URL, the router's configuration, status.steps[].url) name each Service by its absolute name, "+
+			"<service>.<namespace>.svc.<domain>. with the trailing dot, so that no DNS search domain is tried first. "+
+			"Changing it rolls every step and router once.")
 	webhooks.bind(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -76,7 +76,11 @@ type ModelStorageClassSpec struct {
 
 	// readOnly makes the volume source read-only (the NFS or CSI source of every
 	// PersistentVolume made from the class). Defaults to true. Steps always mount the claim
-	// read-only. It cannot change: create a new class instead.
+	// read-only, but any pod of a selected namespace may mount the claim the operator makes
+	// there: false lets every such pod, in every namespace the class selects, write the same
+	// export, and change the models of all the others. Set false only for storage that every
+	// selected namespace may change for all of them. It cannot change: create a new class
+	// instead.
 	// +optional
 	// +kubebuilder:default=true
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Read Only",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
@@ -106,7 +110,7 @@ type ModelStorageClassStatus struct{}
 // +kubebuilder:printcolumn:name="NFS Server",type=string,JSONPath=`.spec.nfs.server`
 // +kubebuilder:printcolumn:name="NFS Path",type=string,JSONPath=`.spec.nfs.path`
 // +kubebuilder:printcolumn:name="CSI Driver",type=string,JSONPath=`.spec.csi.driver`
-// +kubebuilder:printcolumn:name="Read Only",type=boolean,JSONPath=`.spec.readOnly`,priority=1
+// +kubebuilder:printcolumn:name="Read Only",type=boolean,JSONPath=`.spec.readOnly`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Model Storage Class",resources={{PersistentVolume,v1}}
 type ModelStorageClass struct {

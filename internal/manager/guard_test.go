@@ -354,7 +354,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		c := rest.CopyConfig(cfg)
 		c.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"}}
-		mgr, err := New(c, Options{MetricsAddr: "0", ProbeAddr: "0", MetricsRegistry: prometheus.NewRegistry(),
+		mgr, err := New(c, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: prometheus.NewRegistry(),
 			RouterImage: testenv.RouterImage, MaxConcurrentReconciles: 1})
 		Expect(err).NotTo(HaveOccurred())
 		mctx, cancel := context.WithCancel(ctx)

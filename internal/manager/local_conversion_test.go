@@ -38,7 +38,7 @@ func TestIntegrationLocalConversion(t *testing.T) {
 	g.Expect(l.Close()).To(Succeed())
 	const crdName = "pipelines.distri-infer.ndsl.cn"
 	// A registry of its own: the suite's managers register the operator's metrics in the global one.
-	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", MetricsRegistry: prometheus.NewRegistry(), Webhooks: WebhookOptions{
+	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: prometheus.NewRegistry(), Webhooks: WebhookOptions{
 		LocalConversion: true, Port: port, ConversionCRD: crdName, CertDir: t.TempDir(),
 	}})
 	g.Expect(err).NotTo(HaveOccurred())

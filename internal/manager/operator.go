@@ -20,6 +20,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -69,9 +70,16 @@ type Options struct {
 	Webhooks WebhookOptions
 	// RouterImage is the image routers run from (resources.EnvRouterImage); empty deploys none.
 	RouterImage string
+	// ClusterDomain is the cluster's DNS domain (the kubelets' --cluster-domain), in which the
+	// operator names the steps' Services: a DNS subdomain, with or without a trailing dot; empty
+	// is resources.DefaultClusterDomain.
+	ClusterDomain string
 	// MetricsRegistry receives the operator's metrics; nil is controller-runtime's global
 	// registry, which the metrics endpoint serves.
 	MetricsRegistry prometheus.Registerer
+	// SeveralInProcess lets a process build more than one manager (tests): controller-runtime
+	// otherwise refuses a second controller of the same name.
+	SeveralInProcess bool
 }
 
 // WebhookOptions configure the webhook server and where its certificate comes from. The server
@@ -121,6 +129,13 @@ func Scheme() *runtime.Scheme {
 // New builds the manager with every controller and webhook registered, ready to start.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	log := ctrl.Log.WithName("setup")
+	domain := resources.DefaultClusterDomain
+	if o.ClusterDomain != "" {
+		var err error
+		if domain, err = resources.ParseClusterDomain(o.ClusterDomain); err != nil {
+			return nil, err
+		}
+	}
 	var tlsOpts []func(*tls.Config)
 	if !o.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
@@ -144,6 +159,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  apply.CacheOptions(),
 	}
+	if o.SeveralInProcess {
+		mgrOpts.Controller.SkipNameValidation = ptr.To(true)
+	}
 	if o.LeaderElect {
 		leaderelection.Enable(&mgrOpts, leaderelection.ID, o.LeaderElectionNamespace, o.Lease)
 	}
@@ -157,11 +175,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("register the metrics: %w", err)
 	}
 	r := &pipeline.Reconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("pipeline-operator"),
-		Metrics:     m,
-		RouterImage: o.RouterImage,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("pipeline-operator"),
+		Metrics:       m,
+		RouterImage:   o.RouterImage,
+		ClusterDomain: domain,
 	}
 	if r.RouterImage == "" {
 		log.Info("No router image: Pipelines with dataPath.mode Router get no router until it is set", "env", resources.EnvRouterImage)

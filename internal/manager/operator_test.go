@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 )
@@ -78,5 +81,16 @@ func TestMetricsCertificate(t *testing.T) {
 				t.Error("a certificate is served before the Secret holds one")
 			}
 		})
+	}
+}
+
+// TestNewRefusesAnInvalidClusterDomain checks that a --cluster-domain that is no DNS subdomain
+// stops the manager before it starts, naming the value, rather than making URLs no pod resolves.
+func TestNewRefusesAnInvalidClusterDomain(t *testing.T) {
+	for _, domain := range []string{"cluster..local", "Cluster.Local", "cluster.local/x", "."} {
+		if _, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, Options{ClusterDomain: domain}); err == nil ||
+			!strings.Contains(err.Error(), "cluster domain") {
+			t.Errorf("cluster domain %q: error %v, want one naming the cluster domain", domain, err)
+		}
 	}
 }

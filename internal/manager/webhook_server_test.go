@@ -42,7 +42,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 
 	wio := env.WebhookInstallOptions
 	registry := prometheus.NewRegistry()
-	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", MetricsRegistry: registry, Webhooks: WebhookOptions{
+	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: registry, Webhooks: WebhookOptions{
 		Enabled: true, ConversionCRD: "pipelines.distri-infer.ndsl.cn",
 		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
 	}})
@@ -161,7 +161,7 @@ func postInsecure(addr, path string, body io.Reader) (int, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }

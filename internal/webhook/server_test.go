@@ -37,7 +37,9 @@ func boundedServer(t *testing.T, limits Limits) (*Server, string, *atomic.Int64)
 	_ = l.Close()
 	cert := testCertificate(t)
 	s, err := NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){
-		func(c *tls.Config) { c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil } },
+		func(c *tls.Config) {
+			c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }
+		},
 	}}, limits, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -98,12 +100,14 @@ func post(t *testing.T, addr, path string, body io.Reader, length int64) (int, s
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-func refused(s *Server, reason string) float64 { return testutil.ToFloat64(s.refused.WithLabelValues(reason)) }
+func refused(s *Server, reason string) float64 {
+	return testutil.ToFloat64(s.refused.WithLabelValues(reason))
+}
 
 func TestServerBoundsBodies(t *testing.T) {
 	limits := DefaultLimits()

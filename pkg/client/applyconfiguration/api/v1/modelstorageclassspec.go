@@ -38,7 +38,11 @@ type ModelStorageClassSpecApplyConfiguration struct {
 	MountOptions []string `json:"mountOptions,omitempty"`
 	// readOnly makes the volume source read-only (the NFS or CSI source of every
 	// PersistentVolume made from the class). Defaults to true. Steps always mount the claim
-	// read-only. It cannot change: create a new class instead.
+	// read-only, but any pod of a selected namespace may mount the claim the operator makes
+	// there: false lets every such pod, in every namespace the class selects, write the same
+	// export, and change the models of all the others. Set false only for storage that every
+	// selected namespace may change for all of them. It cannot change: create a new class
+	// instead.
 	ReadOnly *bool `json:"readOnly,omitempty"`
 	// namespaceSelector selects the namespaces whose Pipelines may use the class, by the
 	// namespaces' labels: {} selects every namespace. An administrator may change it at any
