@@ -150,7 +150,7 @@ func TestServerBodyBudgetAndSlowClients(t *testing.T) {
 	// Slow clients that trickle their bodies hold next to nothing: a request sent at once passes.
 	for range 20 {
 		slow := sendPartial(t, addr, 1<<20, 10)
-		defer slow.Close()
+		defer func() { _ = slow.Close() }()
 	}
 	if code, body := post(t, addr, "/validate", strings.NewReader("{}"), 2); code != 200 || body != "2" {
 		t.Fatalf("a request beside 20 slow clients: %d %q", code, body)
@@ -158,7 +158,7 @@ func TestServerBodyBudgetAndSlowClients(t *testing.T) {
 
 	// One that sent most of the budget and stopped fills it: the next is refused, not queued.
 	hog := sendPartial(t, addr, 1<<20, 1<<20-64<<10)
-	defer hog.Close()
+	defer func() { _ = hog.Close() }()
 	// (Until the server has read what the hog sent, the request passes.)
 	code, body := 0, ""
 	for deadline := time.Now().Add(10 * time.Second); code != http.StatusServiceUnavailable && time.Now().Before(deadline); {
