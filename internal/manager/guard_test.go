@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,8 +91,10 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		ns = newNamespace(ctx)
 		p.Namespace = ns
-		// The operator writes only where a Pipeline is.
-		Expect(k8sClient.Create(ctx, p.DeepCopy())).To(Succeed())
+		// The operator creates only objects a Pipeline controls: the children below name it.
+		created := p.DeepCopy()
+		Expect(k8sClient.Create(ctx, created)).To(Succeed())
+		p.UID = created.UID
 		operatorNamespace, operatorUser = sa.Namespace, user
 	})
 
@@ -160,28 +163,41 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(create(ctx, svc)).To(MatchError(ContainSubstring("the operator's Services have no external IPs")))
 	})
 
-	It("writes only in namespaces that hold a Pipeline, and never in the cluster's own", func(ctx SpecContext) {
+	It("creates only objects a Pipeline controls, changes only what it made, and writes nothing in the cluster's own namespaces", func(ctx SpecContext) {
+		labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy}
 		cm := func(namespace string) *corev1ac.ConfigMapApplyConfiguration {
-			return corev1ac.ConfigMap("guard-test", namespace).
-				WithLabels(map[string]string{resources.LabelManagedBy: resources.ManagedBy}).WithData(map[string]string{"k": "v"})
+			return corev1ac.ConfigMap("guard-test", namespace).WithLabels(labels).WithData(map[string]string{"k": "v"})
 		}
-		empty := newNamespace(ctx)
-		Eventually(func() error { return create(ctx, cm(empty)) }).
-			Should(MatchError(ContainSubstring("no params found")), "a namespace without Pipelines")
-		Expect(create(ctx, cm(ns))).To(Succeed(), "the namespace of a Pipeline")
+		owned := func(namespace string) *corev1ac.ConfigMapApplyConfiguration {
+			return cm(namespace).WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(pipelinev1.GroupVersion.String()).
+				WithKind("Pipeline").WithName(p.Name).WithUID(p.UID).WithController(true))
+		}
+		Eventually(func() error { return create(ctx, cm(ns)) }).
+			Should(MatchError(ContainSubstring("the operator creates only objects a Pipeline controls")))
+		Expect(create(ctx, owned(ns))).To(Succeed())
 
-		By("even a Pipeline in kube-system does not open it")
-		system := p.DeepCopy()
-		system.Namespace, system.ResourceVersion = metav1.NamespaceSystem, ""
-		Expect(k8sClient.Create(ctx, system)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, system))).To(Succeed()) })
-		Expect(create(ctx, cm(metav1.NamespaceSystem))).To(MatchError(ContainSubstring("the operator writes nothing in the cluster's own namespace kube-system")))
+		By("never in kube-system, owned or not")
+		const system = "the operator writes nothing in the cluster's own namespace kube-system"
+		Expect(create(ctx, owned(metav1.NamespaceSystem))).To(MatchError(ContainSubstring(system)))
 		Expect(operator.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: metav1.NamespaceSystem}},
-			client.DryRunAll)).To(MatchError(ContainSubstring("the operator writes nothing in the cluster's own namespace kube-system")))
+			client.DryRunAll)).To(MatchError(ContainSubstring(system)))
+
+		By("a tenant's own object is not the operator's to change")
+		own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tenant-config", Namespace: newNamespace(ctx)}, Data: map[string]string{"k": "v"}}
+		Expect(k8sClient.Create(ctx, own)).To(Succeed(), "others write in a namespace without Pipelines as their rights allow")
+		// The operator writes by patches (it has no update right).
+		changed := own.DeepCopy()
+		changed.Data["k"] = "changed"
+		Expect(operator.Patch(ctx, changed, client.MergeFrom(own), client.DryRunAll)).
+			To(MatchError(ContainSubstring("the operator changes and deletes only what it made")))
+		changed.Labels = labels
+		Expect(operator.Patch(ctx, changed, client.MergeFrom(own), client.DryRunAll)).
+			To(MatchError(ContainSubstring("the operator changes and deletes only what it made")), "nor by labelling it")
+		Expect(operator.Delete(ctx, own, client.DryRunAll)).To(MatchError(ContainSubstring("the operator changes and deletes only what it made")))
 	})
 
 	It("deletes only the claims, volumes and other children it made", func(ctx SpecContext) {
-		const refused = "the operator deletes only what it made"
+		const refused = "the operator changes and deletes only what it made"
 		labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy}
 		claim := func(name string, l map[string]string) *corev1.PersistentVolumeClaim {
 			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l},
@@ -195,6 +211,8 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 					PersistentVolumeSource: corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs.example.invalid", Path: "/"}}}}
 		}
 		tenants, made := claim("tenant-claim", nil), claim("operator-claim", labels)
+		made.OwnerReferences = []metav1.OwnerReference{{APIVersion: pipelinev1.GroupVersion.String(), Kind: "Pipeline",
+			Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}
 		admins, madePV := volume("guard-test-admins", nil), volume("guard-test-operators", labels)
 		Expect(k8sClient.Create(ctx, tenants)).To(Succeed())
 		Expect(k8sClient.Create(ctx, admins)).To(Succeed())
@@ -319,6 +337,8 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 
 		By("the operator labels what it makes, and anyone may update an object that carries the label already")
 		made := labelled("operator-made")
+		made.OwnerReferences = []metav1.OwnerReference{{APIVersion: pipelinev1.GroupVersion.String(), Kind: "Pipeline",
+			Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}
 		Expect(operator.Create(ctx, made)).To(Succeed())
 		made.Data["k"] = "changed"
 		Expect(tenant.Update(ctx, made)).To(Succeed())
