@@ -45,8 +45,9 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		operator    client.Client
 		ns          string
 		p           = testenv.RoutedSample(GinkgoT())
-		// operatorNamespace is the manager's namespace and operatorUser its ServiceAccount's name.
-		operatorNamespace, operatorUser string
+		// operatorNamespace is the manager's namespace, operatorServiceAccount its ServiceAccount
+		// and operatorUser that ServiceAccount's user name.
+		operatorNamespace, operatorServiceAccount, operatorUser string
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -83,11 +84,8 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			Expect(k8sClient.Create(ctx, o)).To(Succeed())
 			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
 		}
-		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: user,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.Namespace, "system:authenticated"}}
 		var err error
-		operator, err = client.New(c, client.Options{Scheme: testScheme})
+		operator, err = client.New(asServiceAccount(sa.Namespace, sa.Name), client.Options{Scheme: testScheme})
 		Expect(err).NotTo(HaveOccurred())
 		ns = newNamespace(ctx)
 		p.Namespace = ns
@@ -95,7 +93,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		created := p.DeepCopy()
 		Expect(k8sClient.Create(ctx, created)).To(Succeed())
 		p.UID = created.UID
-		operatorNamespace, operatorUser = sa.Namespace, user
+		operatorNamespace, operatorServiceAccount, operatorUser = sa.Namespace, sa.Name, user
 	})
 
 	// create asks, as the operator and without writing, for obj.
@@ -275,10 +273,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			Expect(k8sClient.Create(ctx, o)).To(Succeed())
 			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
 		}
-		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + olmNamespace + ":" + sa,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + olmNamespace, "system:authenticated"}}
-		olmOperator, err := client.New(c, client.Options{Scheme: testScheme})
+		olmOperator, err := client.New(asServiceAccount(olmNamespace, sa), client.Options{Scheme: testScheme})
 		Expect(err).NotTo(HaveOccurred())
 
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "another-operators-secret", Namespace: olmNamespace}}
@@ -371,10 +366,7 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 
 	// Last: it reconciles, then deletes, the suite's Pipeline.
 	It("reconciles a Pipeline and cleans it up as the operator, within its roles and every guard", func(ctx SpecContext) {
-		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"}}
-		mgr, err := New(c, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: prometheus.NewRegistry(),
+		mgr, err := New(asServiceAccount(operatorNamespace, operatorServiceAccount), Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: prometheus.NewRegistry(),
 			RouterImage: testenv.RouterImage, MaxConcurrentReconciles: 1})
 		Expect(err).NotTo(HaveOccurred())
 		mctx, cancel := context.WithCancel(ctx)

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"net"
 	"testing"
 	"time"
@@ -42,15 +41,7 @@ func TestIntegrationLocalConversion(t *testing.T) {
 		LocalConversion: true, Port: port, ConversionCRD: crdName, CertDir: t.TempDir(),
 	}})
 	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctx := runManager(t, mgr)
 
 	g.Eventually(func(g Gomega) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

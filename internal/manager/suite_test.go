@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -55,4 +56,29 @@ func newNamespace(ctx context.Context) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "manager-test-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	return ns.Name
+}
+
+// runManager starts mgr until the test ends, and returns the context it runs in; the test fails
+// if the manager ends with an error.
+func runManager(t *testing.T, mgr ctrl.Manager) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return ctx
+}
+
+// asServiceAccount is the suite's configuration acting as the ServiceAccount name of namespace,
+// with the groups the apiserver gives ServiceAccounts.
+func asServiceAccount(namespace, name string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	return c
 }

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -47,15 +46,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
 	}})
 	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctx := runManager(t, mgr)
 	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
 		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))

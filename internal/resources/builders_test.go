@@ -265,20 +265,27 @@ func TestDesiredStorage(t *testing.T) {
 	}
 }
 
-// No step or router pod calls the Kubernetes API: none mounts a ServiceAccount token, which
-// anyone who breaks into the step's image could otherwise use.
-func TestPodsMountNoServiceAccountToken(t *testing.T) {
+// builtPods are the pod specs the builders give a step, a step in a restricted namespace and
+// the router of the routed sample, by what they are.
+func builtPods(t *testing.T) map[string]corev1.PodSpec {
+	t.Helper()
 	p := testenv.RoutedSample(t)
 	config, err := RouterConfigJSON(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, d := range map[string]*appsv1.Deployment{
-		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", "")),
-		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "", "")),
-		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")),
-	} {
-		if got := d.Spec.Template.Spec.AutomountServiceAccountToken; got == nil || *got {
+	return map[string]corev1.PodSpec{
+		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", "")).Spec.Template.Spec,
+		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "", "")).Spec.Template.Spec,
+		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")).Spec.Template.Spec,
+	}
+}
+
+// No step or router pod calls the Kubernetes API: none mounts a ServiceAccount token, which
+// anyone who breaks into the step's image could otherwise use.
+func TestPodsMountNoServiceAccountToken(t *testing.T) {
+	for name, pod := range builtPods(t) {
+		if got := pod.AutomountServiceAccountToken; got == nil || *got {
 			t.Errorf("%s pods: automountServiceAccountToken %v, want false", name, got)
 		}
 	}
@@ -288,17 +295,8 @@ func TestPodsMountNoServiceAccountToken(t *testing.T) {
 // (enableServiceLinks): steps find each other by DNS, and a Service made in the namespace sets
 // nothing in their containers.
 func TestPodsEnableNoServiceLinks(t *testing.T) {
-	p := testenv.RoutedSample(t)
-	config, err := RouterConfigJSON(p, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, d := range map[string]*appsv1.Deployment{
-		"step":            testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 0, "", "", "")),
-		"restricted step": testenv.Typed[appsv1.Deployment](t, StepDeployment(p, 1, PodSecurityRestricted, "", "")),
-		"router":          testenv.Typed[appsv1.Deployment](t, RouterDeployment(p, testenv.RouterImage, config, "")),
-	} {
-		if got := d.Spec.Template.Spec.EnableServiceLinks; got == nil || *got {
+	for name, pod := range builtPods(t) {
+		if got := pod.EnableServiceLinks; got == nil || *got {
 			t.Errorf("%s pods: enableServiceLinks %v, want false", name, got)
 		}
 	}
