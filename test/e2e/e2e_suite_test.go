@@ -167,13 +167,16 @@ var _ = BeforeSuite(func() {
 	Expect(local.PrepWithoutInstalling()).To(Succeed())
 	restoreWebhooks = pointWebhooksAt(local)
 
+	// The manager's own webhook server, with its bounds.
+	webhookServer, err := pipelinewebhook.NewServer(webhook.Options{
+		Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
+	}, pipelinewebhook.DefaultLimits(), nil)
+	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   apply.CacheOptions(),
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
-		}),
+		Scheme:        scheme,
+		Metrics:       metricsserver.Options{BindAddress: "0"},
+		Cache:         apply.CacheOptions(),
+		WebhookServer: webhookServer,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pipelineadmission.SetupConversionWebhookWithManager(mgr)).To(Succeed())
