@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -55,6 +56,16 @@ func main() {
 			"(NEXT_STEP_URL, the router's configuration, status.steps[].url) name each Service by its absolute name, "+
 			"<service>.<namespace>.svc.<domain>. with the trailing dot, so that no DNS search domain is tried first. "+
 			"Changing it rolls every step and router once.")
+	stepPolicies := flag.Bool("step-network-policies", true,
+		"Give every Pipeline whose entry calls other steps a NetworkPolicy that admits to those steps only the Pipeline's "+
+			"router (dataPath.mode Router) or its own steps (Chain); the entry stays open. Off: no such policy, and those "+
+			"made before are deleted, so that any pod may call any step. Enforced only by a network plugin that enforces "+
+			"NetworkPolicy (docs/security.md).")
+	grace := flag.Duration("storage-revocation-grace", pipeline.DefaultStorageRevocationGrace,
+		"How long the steps of a Pipeline keep modelStorageClass storage after its ModelStorageClass is deleted or stops "+
+			"selecting the namespace (reported at once in the ModelStorageAuthorized condition). Then the operator withdraws it: "+
+			"the steps are scaled to zero and the model volume and claim deleted (the data on the share is not touched); "+
+			"they are made again when the class grants the storage again. 0 withdraws at once.")
 	webhooks.bind(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -67,6 +78,8 @@ func main() {
 		os.Exit(1)
 	}
 	o.Webhooks = webhooks.WebhookOptions
+	o.StorageRevocationGrace = grace
+	o.DisableStepNetworkPolicies = !*stepPolicies
 	if limit, err := manager.SetMemoryLimit(os.LookupEnv); err != nil {
 		log.Error(err, "invalid environment")
 		os.Exit(1)

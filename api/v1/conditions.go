@@ -20,6 +20,20 @@ const (
 	// ConditionStalled is True when the Pipeline cannot go on without a person (phase Failed),
 	// the kstatus convention for a failure.
 	ConditionStalled = "Stalled"
+	// ConditionModelStorageAuthorized says, for modelStorageClass storage only, whether the
+	// ModelStorageClass exists and selects the Pipeline's namespace. It turns False the moment
+	// the class is deleted or stops selecting the namespace, with the reason of the Degraded
+	// condition; its lastTransitionTime starts the grace after which the operator withdraws the
+	// storage (stops the steps, deletes the model volume and claim).
+	ConditionModelStorageAuthorized = "ModelStorageAuthorized"
+)
+
+// Reasons of the ModelStorageAuthorized condition; when False, it carries
+// ReasonModelStorageClassNotFound or ReasonModelStorageClassNotPermitted.
+const (
+	// ReasonModelStorageClassSelects means the ModelStorageClass exists and selects the
+	// Pipeline's namespace.
+	ReasonModelStorageClassSelects = "ModelStorageClassSelects"
 )
 
 // Reasons of the Ready condition; when False, it carries the reason of the Degraded condition
@@ -61,11 +75,13 @@ const (
 	ReasonStorageFailed = "StorageFailed"
 	ReasonClaimNotFound = "ClaimNotFound"
 	// ReasonModelStorageClassNotFound means the ModelStorageClass that modelStorage
-	// .modelStorageClass.name names does not exist: the operator creates no volume or claim for the storage.
+	// .modelStorageClass.name names does not exist: the operator creates no volume or claim for
+	// the storage, and withdraws those it made once the revocation grace has passed.
 	ReasonModelStorageClassNotFound = "ModelStorageClassNotFound"
 	// ReasonModelStorageClassNotPermitted means the namespaceSelector of the ModelStorageClass
-	// that modelStorage.modelStorageClass.name names does not select the Pipeline's namespace: the operator
-	// creates no volume or claim for the storage, and keeps those it already made.
+	// that modelStorage.modelStorageClass.name names does not select the Pipeline's namespace: the
+	// operator creates no volume or claim for the storage, keeps those it made during the
+	// revocation grace, and then withdraws them (the steps are stopped).
 	ReasonModelStorageClassNotPermitted = "ModelStorageClassNotPermitted"
 	ReasonNameConflict                  = "NameConflict"
 	// ReasonRouterFailed means the router's Deployment exceeded its progress deadline or

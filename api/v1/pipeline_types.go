@@ -70,6 +70,7 @@ type PipelineSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
+// +kubebuilder:validation:XValidation:rule="!has(self.modelLoadTimeoutSeconds) || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol' && !has(self.startupProbe))",message="modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol: set protocol to OpenInferenceProtocol and declare no startupProbe, or remove modelLoadTimeoutSeconds"
 type Step struct {
 	// name identifies the step: it names the step's Deployment and Service
 	// (<pipeline>-<name>) and is its STEP_NAME. Unique among the steps.
@@ -204,6 +205,124 @@ type Step struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	StopWhen string `json:"stopWhen,omitempty"`
+
+	// command is the entrypoint of the step's container, as a Kubernetes container's command:
+	// it replaces the image's ENTRYPOINT, runs without a shell, and $(VAR) names a variable of
+	// the container's environment. Without command and args the image's own entrypoint and
+	// arguments run.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// args are the arguments of the step container's entrypoint, as a Kubernetes container's
+	// args: they replace the image's CMD, and $(VAR) names a variable of the container's
+	// environment. These are not v1beta1's args, which are environment variables (env entries
+	// in v1).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// readinessProbe is the readiness probe of the step's container, as written: until it
+	// succeeds the step's Service sends the pod nothing and the pod does not count as available.
+	// One handler (exec, httpGet, tcpSocket or grpc); a port is a number or http, the name of
+	// the container's port. The admission webhook checks the handler, the ports and the lengths
+	// of exec.command and httpGet.httpHeaders entries.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.exec) || !has(self.exec.command) || size(self.exec.command) <= 64) && (!has(self.httpGet) || ((!has(self.httpGet.httpHeaders) || size(self.httpGet.httpHeaders) <= 16) && (!has(self.httpGet.path) || size(self.httpGet.path) <= 2048) && (!has(self.httpGet.host) || size(self.httpGet.host) <= 253) && (!has(self.httpGet.scheme) || size(self.httpGet.scheme) <= 16) && (!has(self.httpGet.protocol) || size(self.httpGet.protocol) <= 16) && (type(self.httpGet.port) != string || size(self.httpGet.port) <= 15))) && (!has(self.tcpSocket) || ((!has(self.tcpSocket.host) || size(self.tcpSocket.host) <= 253) && (type(self.tcpSocket.port) != string || size(self.tcpSocket.port) <= 15))) && (!has(self.grpc) || ((!has(self.grpc.service) || size(self.grpc.service) <= 253) && (!has(self.grpc.mode) || size(self.grpc.mode) <= 16)))",message="readinessProbe: at most 64 exec.command items and 16 httpGet.httpHeaders; httpGet.path at most 2048 characters, hosts and grpc.service at most 253, a named port at most 15, httpGet.scheme, httpGet.protocol and grpc.mode at most 16"
+	ReadinessProbe *corev1.Probe `json:"readinessProbe,omitempty"`
+
+	// livenessProbe is the liveness probe of the step's container, as written: the kubelet
+	// restarts the container when it fails. The rules of readinessProbe apply; successThreshold
+	// is 1.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.exec) || !has(self.exec.command) || size(self.exec.command) <= 64) && (!has(self.httpGet) || ((!has(self.httpGet.httpHeaders) || size(self.httpGet.httpHeaders) <= 16) && (!has(self.httpGet.path) || size(self.httpGet.path) <= 2048) && (!has(self.httpGet.host) || size(self.httpGet.host) <= 253) && (!has(self.httpGet.scheme) || size(self.httpGet.scheme) <= 16) && (!has(self.httpGet.protocol) || size(self.httpGet.protocol) <= 16) && (type(self.httpGet.port) != string || size(self.httpGet.port) <= 15))) && (!has(self.tcpSocket) || ((!has(self.tcpSocket.host) || size(self.tcpSocket.host) <= 253) && (type(self.tcpSocket.port) != string || size(self.tcpSocket.port) <= 15))) && (!has(self.grpc) || ((!has(self.grpc.service) || size(self.grpc.service) <= 253) && (!has(self.grpc.mode) || size(self.grpc.mode) <= 16)))",message="livenessProbe: at most 64 exec.command items and 16 httpGet.httpHeaders; httpGet.path at most 2048 characters, hosts and grpc.service at most 253, a named port at most 15, httpGet.scheme, httpGet.protocol and grpc.mode at most 16"
+	LivenessProbe *corev1.Probe `json:"livenessProbe,omitempty"`
+
+	// startupProbe is the startup probe of the step's container, as written: the other probes
+	// wait until it succeeds, so a model that loads for minutes needs no long liveness delay.
+	// The rules of readinessProbe apply; successThreshold is 1.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.exec) || !has(self.exec.command) || size(self.exec.command) <= 64) && (!has(self.httpGet) || ((!has(self.httpGet.httpHeaders) || size(self.httpGet.httpHeaders) <= 16) && (!has(self.httpGet.path) || size(self.httpGet.path) <= 2048) && (!has(self.httpGet.host) || size(self.httpGet.host) <= 253) && (!has(self.httpGet.scheme) || size(self.httpGet.scheme) <= 16) && (!has(self.httpGet.protocol) || size(self.httpGet.protocol) <= 16) && (type(self.httpGet.port) != string || size(self.httpGet.port) <= 15))) && (!has(self.tcpSocket) || ((!has(self.tcpSocket.host) || size(self.tcpSocket.host) <= 253) && (type(self.tcpSocket.port) != string || size(self.tcpSocket.port) <= 15))) && (!has(self.grpc) || ((!has(self.grpc.service) || size(self.grpc.service) <= 253) && (!has(self.grpc.mode) || size(self.grpc.mode) <= 16)))",message="startupProbe: at most 64 exec.command items and 16 httpGet.httpHeaders; httpGet.path at most 2048 characters, hosts and grpc.service at most 253, a named port at most 15, httpGet.scheme, httpGet.protocol and grpc.mode at most 16"
+	StartupProbe *corev1.Probe `json:"startupProbe,omitempty"`
+
+	// podMetadata are labels and annotations of the step's pods (the pod template of its
+	// Deployment only: not the Deployment, its Service or other children). The operator's own
+	// labels and every key under distri-infer.ndsl.cn/ are refused.
+	// +optional
+	PodMetadata *StepPodMetadata `json:"podMetadata,omitempty"`
+
+	// runtimeClassName is the RuntimeClass of the step's pods (a GPU runtime, a sandbox).
+	// Without it the cluster's default runtime runs them.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+
+	// sharedMemorySize is the size of /dev/shm in the step's container: a memory-backed
+	// emptyDir of that size limit, mounted there (model servers that share tensors between
+	// processes, such as Triton and PyTorch data loaders, need more than the runtime's 64 MiB).
+	// Its use counts as the container's memory. Greater than zero and at most 64Gi (the
+	// admission webhook checks it). Without it /dev/shm is the container runtime's.
+	// +optional
+	SharedMemorySize *resource.Quantity `json:"sharedMemorySize,omitempty"`
+
+	// imagePullSecrets are Secrets, in the Pipeline's namespace, holding the credentials to
+	// pull the step's image from a private registry.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(s, !has(s.name) || size(s.name) <= 253)",message="imagePullSecrets names must be at most 253 characters"
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// terminationGracePeriodSeconds is how long the step's pods may take to stop after
+	// SIGTERM, in seconds, before they are killed: long enough for the requests in flight.
+	// Without it Kubernetes' default applies (30 seconds).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// protocol is what the step's server speaks. HTTP (the default) is any HTTP server: the
+	// router posts each request to the root of the step's Service and passes the answer on as
+	// it is, and the step has only the probes it declares. OpenInferenceProtocol is the Open
+	// Inference Protocol (KServe v2: Triton, MLServer, KServe runtimes): where the step declares
+	// no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a liveness probe
+	// on /v2/health/live and a startup probe on /v2/models/<name>/ready patient for
+	// modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
+	// POST /v2/models/<name>/infer.
+	// +optional
+	Protocol StepProtocol `json:"protocol,omitempty"`
+
+	// modelLoadTimeoutSeconds is how long the default startup probe of protocol
+	// OpenInferenceProtocol waits for the model to load before the container is restarted
+	// (600 when unset). Only with protocol OpenInferenceProtocol and no startupProbe of the step's.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=86400
+	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: absent means the default patience.
+}
+
+// StepPodMetadata are labels and annotations the pods of a step carry besides the operator's.
+type StepPodMetadata struct {
+	// labels are added to the labels of the step's pods. Keys and values must be Kubernetes
+	// label keys and values; the operator's labels (pipeline, step and its app.kubernetes.io
+	// labels) and keys under distri-infer.ndsl.cn/ are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && size(self[k]) <= 63)",message="podMetadata.labels keys must be at most 317 characters (a label key) and values at most 63 (a label value)"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are the annotations of the step's pods. Keys must be Kubernetes annotation
+	// keys, and keys under distri-infer.ndsl.cn/ are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && size(self[k]) <= 4096)",message="podMetadata.annotations keys must be at most 317 characters (an annotation key) and values at most 4096"
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // StepAutoscaling makes a HorizontalPodAutoscaler scale a step's pods between minReplicas and
@@ -772,7 +891,60 @@ type StepStatus struct {
 	// sets autoscaling.
 	// +optional
 	Autoscaling *StepAutoscalingStatus `json:"autoscaling,omitempty"`
+
+	// state says whether the step serves: Ready once every pod it asks for is ready (its model
+	// server reports the model loaded, when it declares a readiness probe), Loading while its
+	// pods run but are not all ready, Pending before they run, Failed when they cannot become
+	// ready (crash loop, image pull failure, progress deadline exceeded), Stopped when it asks
+	// for no pods.
+	// +optional
+	State StepState `json:"state,omitempty"`
+
+	// reason is why the step is in its state, in CamelCase (for example ModelLoading,
+	// CrashLoopBackOff, Unschedulable).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+
+	// message says, for a person, what the step waits for or what failed.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
+
+// StepProtocol is what a step's server speaks.
+// +kubebuilder:validation:Enum=HTTP;OpenInferenceProtocol
+type StepProtocol string
+
+const (
+	// StepProtocolHTTP is any HTTP server, called at the root of its Service.
+	StepProtocolHTTP StepProtocol = "HTTP"
+	// StepProtocolOpenInference is the Open Inference Protocol (KServe v2).
+	StepProtocolOpenInference StepProtocol = "OpenInferenceProtocol"
+)
+
+// StepState says whether a step serves.
+// +kubebuilder:validation:Enum=Pending;Loading;Ready;Failed;Stopped
+type StepState string
+
+const (
+	// StepStatePending means the step's pods do not run yet (not created, not scheduled, or
+	// their images still being pulled).
+	StepStatePending StepState = "Pending"
+	// StepStateLoading means the step's pods run but not all are ready: a model server is
+	// still loading its model.
+	StepStateLoading StepState = "Loading"
+	// StepStateReady means every pod the step asks for is ready.
+	StepStateReady StepState = "Ready"
+	// StepStateFailed means the step's pods cannot become ready without a person: a container
+	// in a crash loop (a startup probe that never passes ends so too), an image that cannot be
+	// pulled, or a rollout past its progress deadline.
+	StepStateFailed StepState = "Failed"
+	// StepStateStopped means the step asks for no pods (its model storage was withdrawn).
+	StepStateStopped StepState = "Stopped"
+)
 
 // StepAutoscalingStatus is what the HorizontalPodAutoscaler of an autoscaled step reports.
 type StepAutoscalingStatus struct {
@@ -931,6 +1103,7 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readySteps`
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.totalSteps`
+// +kubebuilder:printcolumn:name="Step States",type=string,JSONPath=`.status.steps[*].state`
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.steps`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1},{HorizontalPodAutoscaler,v2},{PodDisruptionBudget,v1}}

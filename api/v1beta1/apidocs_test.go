@@ -53,6 +53,10 @@ var pipelineEmbedded = map[string]bool{
 	"status.conditions":            true,
 }
 
+// v1Embedded are the fields of a v1 Pipeline whose type is a Kubernetes type embedded in it.
+var v1Embedded = with(pipelineEmbedded, "spec.dataPath.router.resources", "spec.steps[].readinessProbe",
+	"spec.steps[].livenessProbe", "spec.steps[].startupProbe", "spec.steps[].imagePullSecrets")
+
 // with is m and the keys more.
 func with(m map[string]bool, more ...string) map[string]bool {
 	out := map[string]bool{}
@@ -80,7 +84,7 @@ var documentedCRDs = []struct {
 	crdFile:  "../../config/crd/bases/distri-infer.ndsl.cn_pipelines.yaml",
 	start:    v1Section,
 	end:      v1beta1Section,
-	embedded: with(pipelineEmbedded, "spec.dataPath.router.resources"),
+	embedded: v1Embedded,
 }, {
 	kind:     "Pipeline",
 	version:  "v1beta1",

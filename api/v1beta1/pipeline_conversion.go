@@ -496,7 +496,10 @@ func invert[F, T comparable](m map[F]T) map[T]F {
 // (v1beta1's args.listenPort, when port is unset, gives it), and one list of environment
 // variables: v1beta1's args, sorted by name, then its env (an env entry replaces the arg of
 // its name, as it does in the container). A v1 step converts to a v1beta1 step with its name,
-// port and env as they are.
+// port and env as they are. The fields of a v1 step that v1beta1 has not (command, args, probes,
+// podMetadata, ...) are kept with the whole v1 step; the step's v1beta1 form, its args
+// included, is kept alongside, so that a step made in v1beta1 and given such fields in v1 keeps
+// both through a round trip.
 
 // stepData is what a v1 step keeps of the v1beta1 step it was converted from: enough to make
 // it again from the v1 step, or the whole step when that is not enough.
@@ -519,7 +522,7 @@ func stepsTo(steps []Step, kept map[int]pipelinev1.Step) ([]pipelinev1.Step, map
 	for i := range steps {
 		s := steps[i]
 		h := stepTo(s, i)
-		if k, ok := kept[i]; ok && apiequality.Semantic.DeepEqual(stepFrom(k), s) {
+		if k, ok := kept[i]; ok && (apiequality.Semantic.DeepEqual(stepFrom(k), s) || sameButV1Only(k, h)) {
 			h = k
 		}
 		if back := stepFrom(h); !apiequality.Semantic.DeepEqual(back, s) {
@@ -544,7 +547,7 @@ func stepsFrom(steps []pipelinev1.Step, kept map[int]stepData) ([]Step, map[int]
 		h := steps[i]
 		s := stepFrom(h)
 		if k, ok := kept[i]; ok {
-			if restored := restoreStep(s, k); apiequality.Semantic.DeepEqual(stepTo(restored, i), h) {
+			if restored := restoreStep(s, k); sameButV1Only(h, stepTo(restored, i)) {
 				s = restored
 			}
 		}
@@ -557,6 +560,12 @@ func stepsFrom(steps []pipelinev1.Step, kept map[int]stepData) ([]Step, map[int]
 		out = append(out, s)
 	}
 	return out, lost
+}
+
+// sameButV1Only reports whether v1 steps a and b differ at most in the fields v1beta1 has not:
+// their v1beta1 forms are equal.
+func sameButV1Only(a, b pipelinev1.Step) bool {
+	return apiequality.Semantic.DeepEqual(stepFrom(a), stepFrom(b))
 }
 
 // stepTo converts step s, at index i, to v1.

@@ -58,9 +58,13 @@ func checkKept(t *testing.T, kept int) {
 func TestFuzzRoundTripV1(t *testing.T) {
 	f := newFiller(2)
 	kept := 0
+	withField := map[string]int{}
 	for i := range fuzzRounds {
 		var in pipelinev1.Pipeline
 		f.Fill(&in)
+		for _, name := range v1OnlyStepFields(&in) {
+			withField[name]++
+		}
 		var spoke Pipeline
 		if err := spoke.ConvertFrom(in.DeepCopy()); err != nil {
 			t.Fatalf("object %d: ConvertFrom: %v", i, err)
@@ -78,6 +82,36 @@ func TestFuzzRoundTripV1(t *testing.T) {
 		}
 	}
 	checkKept(t, kept)
+	for _, name := range v1OnlyStepFieldNames {
+		if withField[name] < fuzzRounds/10 {
+			t.Errorf("only %d of %d objects have a step with %s: the fill functions no longer make it", withField[name], fuzzRounds, name)
+		}
+	}
+}
+
+// v1OnlyStepFieldNames are the fields of a v1 step that v1beta1 has not.
+var v1OnlyStepFieldNames = []string{"command", "args", "readinessProbe", "livenessProbe", "startupProbe", "podMetadata",
+	"runtimeClassName", "sharedMemorySize", "imagePullSecrets", "terminationGracePeriodSeconds"}
+
+// v1OnlyStepFields are the fields of v1OnlyStepFieldNames that a step of p sets.
+func v1OnlyStepFields(p *pipelinev1.Pipeline) []string {
+	var out []string
+	for _, name := range v1OnlyStepFieldNames {
+		for _, s := range p.Spec.Steps {
+			set := map[string]bool{
+				"command": len(s.Command) > 0, "args": len(s.Args) > 0, "readinessProbe": s.ReadinessProbe != nil,
+				"livenessProbe": s.LivenessProbe != nil, "startupProbe": s.StartupProbe != nil,
+				"podMetadata":      s.PodMetadata != nil && (len(s.PodMetadata.Labels) > 0 || len(s.PodMetadata.Annotations) > 0),
+				"runtimeClassName": s.RuntimeClassName != "", "sharedMemorySize": s.SharedMemorySize != nil,
+				"imagePullSecrets": len(s.ImagePullSecrets) > 0, "terminationGracePeriodSeconds": s.TerminationGracePeriodSeconds != nil,
+			}
+			if set[name] {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func viaJSON[T any](t *testing.T, obj T) T {

@@ -7,7 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
@@ -185,6 +187,7 @@ func TestConvertV1RoundTrip(t *testing.T) {
 			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{}}
 		},
 		"status without counts": func(p *pipelinev1.Pipeline) { p.Status.ReadySteps, p.Status.TotalSteps = nil, ptrTo[int32](2) },
+		"model server fields":   func(p *pipelinev1.Pipeline) { p.Spec.Steps[0] = modelServerStep(p.Spec.Steps[0]) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := toV1(t, seedPipeline())
@@ -236,5 +239,79 @@ func TestConvertRouterFallbackLocations(t *testing.T) {
 	}
 	if out := fromV1(t, hub); !apiequality.Semantic.DeepEqual(out, in) {
 		t.Errorf("back to v1beta1 (-want +got):\n%s", cmp.Diff(in, out))
+	}
+}
+
+// modelServerStep is step s with every field a model server needs, which v1beta1 has not.
+func modelServerStep(s pipelinev1.Step) pipelinev1.Step {
+	s.Command = []string{"tritonserver"}
+	s.Args = []string{"--model-repository=$(MODEL_PATH)"}
+	s.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/v2/health/ready", Port: intstr.FromString("http")}}, PeriodSeconds: 5}
+	s.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8000)}}}
+	s.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, FailureThreshold: 60}
+	s.PodMetadata = &pipelinev1.StepPodMetadata{Labels: map[string]string{"team": "vision"},
+		Annotations: map[string]string{"prometheus.io/scrape": "true"}}
+	s.RuntimeClassName = "nvidia"
+	q := resource.MustParse("2Gi")
+	s.SharedMemorySize = &q
+	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+	s.TerminationGracePeriodSeconds = ptrTo[int64](120)
+	return s
+}
+
+// A v1 step with the fields v1beta1 has not reads in v1beta1 as the step without them, the whole
+// v1 step kept in the conversion data: written back unchanged, or with another step edited, it
+// keeps every field; edited itself in v1beta1, the edit wins and the fields v1beta1 cannot show
+// are gone.
+func TestConvertV1ModelServerStep(t *testing.T) {
+	in := toV1(t, seedPipeline())
+	delete(in.Annotations, ConversionDataAnnotation)
+	in.Spec.Steps[0].Name, in.Spec.Steps[1].Name = "detect", "recognize"
+	in.Spec.Steps[0] = modelServerStep(in.Spec.Steps[0])
+
+	spoke := fromV1(t, in)
+	if s := spoke.Spec.Steps[0]; s.Name != "detect" || s.Image != "nginx:latest" || len(s.Args) != 0 {
+		t.Errorf("v1beta1 step %+v", s)
+	}
+	if data := spoke.Annotations[ConversionDataAnnotation]; !strings.Contains(data, `"readinessProbe"`) || !strings.Contains(data, `"podMetadata"`) {
+		t.Errorf("the v1 step is not kept in the conversion data: %s", data)
+	}
+	if out := toV1(t, spoke); !apiequality.Semantic.DeepEqual(out, in) {
+		t.Errorf("written back unchanged (-want +got):\n%s", cmp.Diff(in, out))
+	}
+
+	other := spoke.DeepCopy()
+	other.Spec.Steps[1].Image = "nginx:1.27"
+	want := in.DeepCopy()
+	want.Spec.Steps[1].Image = "nginx:1.27"
+	if out := toV1(t, other); !apiequality.Semantic.DeepEqual(out, want) {
+		t.Errorf("another step edited in v1beta1 (-want +got):\n%s", cmp.Diff(want, out))
+	}
+
+	edited := spoke.DeepCopy()
+	edited.Spec.Steps[0].Image = "nginx:1.27"
+	if s := toV1(t, edited).Spec.Steps[0]; s.Image != "nginx:1.27" || s.ReadinessProbe != nil || s.Command != nil || s.PodMetadata != nil {
+		t.Errorf("the step edited in v1beta1 is %+v, want the edit and none of the fields v1beta1 cannot show", s)
+	}
+}
+
+// A step made in v1beta1 with args, given the fields v1beta1 has not in v1, keeps both through
+// v1beta1: read there it shows its args again, and written back it is the v1 step it was, with
+// the conversion data that keeps its args first in the container's environment.
+func TestConvertV1beta1StepGivenModelServerFieldsInV1(t *testing.T) {
+	in := toV1(t, seedPipeline())
+	in.Spec.Steps[0] = modelServerStep(in.Spec.Steps[0])
+
+	spoke := fromV1(t, in)
+	if s := spoke.Spec.Steps[0]; s.Name != "" || s.Args[ListenPortArg] != "9080" || len(s.Env) != 0 || s.Port != nil {
+		t.Errorf("v1beta1 step %+v, want the seed's step as it was written", s)
+	}
+	out := toV1(t, spoke)
+	if !apiequality.Semantic.DeepEqual(out, in) {
+		t.Errorf("back to v1 (-want +got):\n%s", cmp.Diff(in, out))
+	}
+	if lead := out.LeadingEnv(0); len(lead) != 1 || lead[0] != ListenPortArg {
+		t.Errorf("leading env %v, want the former arg listenPort", lead)
 	}
 }

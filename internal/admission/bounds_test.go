@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,6 +83,55 @@ var _ = Describe("The bounds of a Pipeline", func() {
 				step(p).SecurityContext = &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{
 					GMSACredentialSpec: ptr.To(strings.Repeat("c", over(65536, at)))}}
 			}, "spec.steps[0].securityContext", "gmsaCredentialSpec at most 65536"},
+			{"command items", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).Command = make([]string, over(64, at))
+				for i := range step(p).Command {
+					step(p).Command[i] = "c"
+				}
+			}, "spec.steps[0].command", "must have at most 64 items"},
+			{"args item", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).Args = []string{strings.Repeat("a", over(4096, at))}
+			}, "spec.steps[0].args[0]", "may not be more than 4096 bytes"},
+			{"probe headers", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}}
+				for i := range over(16, at) {
+					step(p).ReadinessProbe.HTTPGet.HTTPHeaders = append(step(p).ReadinessProbe.HTTPGet.HTTPHeaders,
+						corev1.HTTPHeader{Name: fmt.Sprintf("X-H%d", i), Value: "v"})
+				}
+			}, "spec.steps[0].readinessProbe", "readinessProbe: at most 64 exec.command items and 16 httpGet.httpHeaders"},
+			{"probe command", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: make([]string, over(64, at))}}}
+				for i := range step(p).StartupProbe.Exec.Command {
+					step(p).StartupProbe.Exec.Command[i] = "c"
+				}
+			}, "spec.steps[0].startupProbe", "startupProbe: at most 64 exec.command items"},
+			{"probe path", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/" + strings.Repeat("p", over(2048, at)-1), Port: intstr.FromString("http")}}}
+			}, "spec.steps[0].livenessProbe", "httpGet.path at most 2048 characters"},
+			{"pod labels", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).PodMetadata = &pipelinev1.StepPodMetadata{Labels: map[string]string{}}
+				for i := range over(64, at) {
+					step(p).PodMetadata.Labels[fmt.Sprintf("example.com/l%d", i)] = "v"
+				}
+			}, "spec.steps[0].podMetadata.labels", "must have at most 64 items"},
+			{"pod annotation value", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).PodMetadata = &pipelinev1.StepPodMetadata{Annotations: map[string]string{"example.com/a": strings.Repeat("v", over(4096, at))}}
+			}, "spec.steps[0].podMetadata.annotations", "podMetadata.annotations keys must be at most 317 characters (an annotation key) and values at most 4096"},
+			{"runtimeClassName", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).RuntimeClassName = dnsName(over(253, at))
+			}, "spec.steps[0].runtimeClassName", "may not be more than 253 bytes"},
+			{"imagePullSecrets", func(p *pipelinev1.Pipeline, at bool) {
+				for i := range over(16, at) {
+					step(p).ImagePullSecrets = append(step(p).ImagePullSecrets, corev1.LocalObjectReference{Name: fmt.Sprintf("registry-%d", i)})
+				}
+			}, "spec.steps[0].imagePullSecrets", "must have at most 16 items"},
+			{"imagePullSecrets name", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).ImagePullSecrets = []corev1.LocalObjectReference{{Name: dnsName(over(253, at))}}
+			}, "spec.steps[0].imagePullSecrets", "imagePullSecrets names must be at most 253 characters"},
+			{"terminationGracePeriodSeconds", func(p *pipelinev1.Pipeline, at bool) {
+				step(p).TerminationGracePeriodSeconds = ptr.To(int64(over(3600, at)))
+			}, "spec.steps[0].terminationGracePeriodSeconds", "should be less than or equal to 3600"},
 			{"image", func(p *pipelinev1.Pipeline, at bool) {
 				if !at { // no image reference is that long: the webhook refuses those that come near
 					step(p).Image = "registry.example.com/" + strings.Repeat("a", 513-len("registry.example.com/"))

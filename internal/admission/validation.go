@@ -74,6 +74,7 @@ func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validateResources(s.Resources, sp.Child("resources"))...)
 	errs = append(errs, validateStepPrivileges(s, sp)...)
+	errs = append(errs, validateModelServer(s, sp)...)
 	if s.StopWhen != "" {
 		if _, err := router.CompileStopWhen(s.StopWhen); err != nil {
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))
@@ -358,6 +359,10 @@ func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)
 			if injectedEnv.Has(e.Name) {
 				out = append(out, fmt.Sprintf("step %s: env %s replaces the value the operator sets", name, e.Name))
 			}
+		}
+		if s.Protocol == pipelinev1.StepProtocolOpenInference && i < len(p.Spec.Steps)-1 && !p.Spec.RouterEnabled() {
+			out = append(out, fmt.Sprintf("step %s speaks the Open Inference Protocol, whose servers answer and do not forward: "+
+				"in dataPath.mode Chain the next step gets no request from it; set dataPath.mode to Router", name))
 		}
 	}
 	out = append(out, routerWarnings(p, nodeExists)...)

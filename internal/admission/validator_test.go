@@ -555,3 +555,24 @@ func TestStorageChangeWarnings(t *testing.T) {
 		})
 	}
 }
+
+// A step of the Open Inference Protocol that a later step follows in mode Chain would forward
+// nothing: warned, and not in mode Router or as the last step.
+func TestWarningsOpenInferenceInAChain(t *testing.T) {
+	p := sampleV1(t)
+	p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInference
+	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
+	want := "step step-1 speaks the Open Inference Protocol, whose servers answer and do not forward: " +
+		"in dataPath.mode Chain the next step gets no request from it; set dataPath.mode to Router"
+	got := warnings(p, nil, nil, fieldNames{})
+	if !slices.Contains(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	if slices.ContainsFunc(got, func(w string) bool { return strings.HasPrefix(w, "step step-2 speaks") }) {
+		t.Errorf("the last step is warned: %q", got)
+	}
+	routerOn(p, &pipelinev1.Router{})
+	if got := warnings(p, nil, nil, fieldNames{}); slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "Open Inference") }) {
+		t.Errorf("warned in mode Router: %q", got)
+	}
+}

@@ -395,6 +395,16 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("fallbackLocations without location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Location, p.Spec.Steps[0].FallbackLocations = "", []string{"edge-b"}
 		}, "spec.steps[0]", "fallbackLocations needs location"),
+		Entry("modelLoadTimeoutSeconds without the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].ModelLoadTimeoutSeconds = ptr.To[int32](900)
+		}, "spec.steps[1]", "modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol"),
+		Entry("modelLoadTimeoutSeconds beside the step's own startupProbe", func(p *pipelinev1.Pipeline) {
+			s := &p.Spec.Steps[1]
+			s.Protocol, s.ModelLoadTimeoutSeconds = pipelinev1.StepProtocolOpenInference, ptr.To[int32](900)
+			s.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+		}, "spec.steps[1]", "declare no startupProbe, or remove modelLoadTimeoutSeconds"),
+		Entry("an unknown protocol", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Protocol = "gRPC" },
+			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol"`),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].FallbackLocations = []string{p.Spec.Steps[0].Location}
 		}, "spec.steps[0]", "fallbackLocations must not repeat location"),

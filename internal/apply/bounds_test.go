@@ -26,7 +26,7 @@ import (
 )
 
 // created is the child a describes as the apiserver returns it after the operator's create: the
-// applied content, and the create's managedFields.
+// applied content, and the create's managedFields, which own every field of it.
 func created(t *testing.T, a *appliedObject) client.Object {
 	t.Helper()
 	obj, err := clientgoscheme.Scheme.New(a.unstructured().GroupVersionKind())
@@ -36,9 +36,21 @@ func created(t *testing.T, a *appliedObject) client.Object {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.content, obj); err != nil {
 		t.Fatal(err)
 	}
+	typed, err := typeConverter().ObjectToTyped(a.unstructured())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := typed.ToFieldSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := fields.ToJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
 	live := obj.(client.Object)
 	live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}})
+		FieldsV1: metav1.NewFieldsV1(string(raw))}})
 	return live
 }
 

@@ -39,6 +39,7 @@ func Transforms() map[client.Object]toolscache.TransformFunc {
 		&corev1.PersistentVolumeClaim{}:          ownedOnly(KeepCreatedMarker),
 		&corev1.PersistentVolume{}:               bounded(KeepCreatedMarker),
 		&networkingv1.Ingress{}:                  ownedOnly(KeepCreatedMarker),
+		&networkingv1.NetworkPolicy{}:            ownedOnly(KeepCreatedMarker),
 		&corev1.ConfigMap{}:                      ownedOnly(digestData),
 		&autoscalingv2.HorizontalPodAutoscaler{}: ownedOnly(KeepCreatedMarker),
 		&policyv1.PodDisruptionBudget{}:          ownedOnly(KeepCreatedMarker),
@@ -144,7 +145,8 @@ var (
 // writes nor reads, whoever wrote it: others' labels and annotations (its own too when longer
 // than it writes them), owner references other than the controller's, finalizers and the name
 // prefix; and from the pod template of a Deployment every label and annotation but the
-// operator's. The up-to-date check compares only the operator's own metadata.
+// operator's and those of the step's podMetadata that its apply owns (trimPodMetadata). The
+// up-to-date check compares only the operator's own metadata.
 func trimMetadata(obj client.Object) {
 	obj.SetLabels(operatorLabels(obj.GetLabels()))
 	obj.SetAnnotations(ownAnnotations(obj.GetAnnotations(), childAnnotations))
@@ -152,8 +154,7 @@ func trimMetadata(obj client.Object) {
 	obj.SetFinalizers(nil)
 	obj.SetGenerateName("")
 	if d, ok := obj.(*appsv1.Deployment); ok {
-		t := &d.Spec.Template
-		t.ObjectMeta = metav1.ObjectMeta{Labels: operatorLabels(t.Labels), Annotations: ownAnnotations(t.Annotations, podAnnotations)}
+		trimPodMetadata(d)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 
 // CacheOptions limit the manager's cache to the objects the operator manages, without their
 // managedFields (children keep a shared marker, see Transforms): the cluster's other
-// Deployments, Services, ConfigMaps, volumes, Ingresses, autoscalers and disruption budgets cost it no memory.
+// Deployments, Services, ConfigMaps, volumes, Ingresses, NetworkPolicies, autoscalers and disruption budgets
+// cost it no memory.
 // Cached Deployments also drop the pod defaults the apiserver fills in: the operator compares
 // only the fields it sets, and never writes a cached object back. Of children, and of
 // Pipelines (TrimPipeline), the cache keeps no metadata the operator neither writes nor reads,

@@ -57,8 +57,8 @@ func hasCreatedFields(obj metav1.Object) bool {
 // hand-over.
 const ReplicasHandOverManager = FieldManager + "-replicas-handover"
 
-// handOverReplicas keeps the replicas of an existing Deployment whose step became autoscaled:
-// u, the operator's configuration, no longer sets them. When the operator's apply still owns
+// handOverReplicas keeps the replicas (other than zero) of an existing Deployment whose step
+// became autoscaled: u, the operator's configuration, no longer sets them. When the operator's apply still owns
 // the field, ReplicasHandOverManager applies the live count first, so that the field keeps an
 // owner and its value when the operator's apply lets it go. The autoscaler's first scale (an
 // update of the scale subresource) then takes the field over. The Deployment is read from the
@@ -74,7 +74,10 @@ func (a *Applier) handOverReplicas(ctx context.Context, u *unstructured.Unstruct
 	if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(u), live); err != nil {
 		return fmt.Errorf("get deployment: %w", err)
 	}
-	if !ownsReplicas(live.ManagedFields, FieldManager) || live.Spec.Replicas == nil {
+	// A Deployment at zero (a step whose model storage was withdrawn) is not kept there: an
+	// autoscaler does not scale a target up from zero. The field goes, and the apiserver's
+	// default of one pod hands it to the autoscaler.
+	if !ownsReplicas(live.ManagedFields, FieldManager) || live.Spec.Replicas == nil || *live.Spec.Replicas == 0 {
 		return nil
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{

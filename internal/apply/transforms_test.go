@@ -32,12 +32,19 @@ func everyChild(t *testing.T) []runtime.ApplyConfiguration {
 	}
 	children := []runtime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, ""), resources.Ingress(p),
 		resources.RouterConfigMap(p, config), resources.RouterDeployment(p, testenv.RouterImage, config, "node-a"), resources.RouterService(p),
-		resources.StepHPA(p, 1), resources.StepPDB(p, 1), resources.RouterPDB(p)}
+		resources.StepHPA(p, 1), resources.StepPDB(p, 1), resources.RouterPDB(p), resources.StepsNetworkPolicy(p)}
+	// The steps' NetworkPolicy in mode Chain too, whose selector has an expression.
+	chain := p.DeepCopy()
+	chain.Spec.DataPath = nil
+	children = append(children, resources.StepsNetworkPolicy(chain))
 	for i := range p.Spec.Steps {
 		children = append(children, resources.StepDeployment(p, i, "", "node-a", ""),
 			resources.StepDeployment(p, i, resources.PodSecurityRestricted, "", ""), resources.StepService(p, i))
 	}
-	return children
+	// A step with every field of a model server, podMetadata among them.
+	server := p.DeepCopy()
+	server.Spec.Steps[0] = testenv.ModelServerStep(server.Spec.Steps[0])
+	return append(children, resources.StepDeployment(server, 0, "", "node-a", ""))
 }
 
 // The up-to-date check compares what the operator wants with what the cache holds, after the
@@ -56,18 +63,9 @@ func TestEveryCachedChildIsUpToDateWithWhatWasApplied(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := a.unstructured()
-		// The child as the apiserver returns it after the operator's create: the applied
-		// content, and the create's managedFields.
-		obj, err := clientgoscheme.Scheme.New(u.GroupVersionKind())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.content, obj); err != nil {
-			t.Fatal(err)
-		}
-		live := obj.(client.Object)
-		live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}})
+		// The child as the apiserver returns it after the operator's create.
+		live := created(t, a)
+		obj := live.(runtime.Object)
 
 		transform, ok := transforms[reflect.TypeOf(obj)]
 		if !ok {

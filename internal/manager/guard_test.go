@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,6 +118,10 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		Expect(create(ctx, resources.StepDeployment(p, 1, resources.PodSecurityRestricted, "", ""))).To(Succeed())
 		Expect(create(ctx, resources.RouterDeployment(p, testenv.RouterImage, config, "node-b"))).To(Succeed())
 		Expect(create(ctx, resources.PV(p, "", resources.InlineVolumeSource(p)))).To(Succeed())
+		Expect(create(ctx, resources.StepsNetworkPolicy(p))).To(Succeed())
+		chain := p.DeepCopy()
+		chain.Spec.DataPath = nil
+		Expect(create(ctx, resources.StepsNetworkPolicy(chain))).To(Succeed())
 	})
 
 	It("refuses the operator anything else, with the reason", func(ctx SpecContext) {
@@ -159,6 +165,35 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		svc := resources.StepService(p, 0)
 		svc.Spec.WithExternalIPs("203.0.113.10")
 		Expect(create(ctx, svc)).To(MatchError(ContainSubstring("the operator's Services have no external IPs")))
+
+		By("NetworkPolicies: a policy only adds what it admits, so one that admitted more would open pods others isolated")
+		const ownNamespace = "the operator's NetworkPolicies admit only pods of their own namespace"
+		for _, c := range []struct {
+			message string
+			change  func(*networkingv1ac.NetworkPolicySpecApplyConfiguration)
+		}{
+			{"the operator's NetworkPolicies select only step pods", func(spec *networkingv1ac.NetworkPolicySpecApplyConfiguration) {
+				spec.WithPodSelector(metav1ac.LabelSelector())
+			}},
+			{ownNamespace, func(spec *networkingv1ac.NetworkPolicySpecApplyConfiguration) {
+				spec.Ingress[0].WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector()))
+			}},
+			{ownNamespace, func(spec *networkingv1ac.NetworkPolicySpecApplyConfiguration) {
+				spec.Ingress[0].WithFrom(networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR("0.0.0.0/0")))
+			}},
+			{ownNamespace, func(spec *networkingv1ac.NetworkPolicySpecApplyConfiguration) {
+				spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule()) // from anyone
+			}},
+			{"the operator's NetworkPolicies have no egress rule", func(spec *networkingv1ac.NetworkPolicySpecApplyConfiguration) {
+				spec.WithEgress(networkingv1ac.NetworkPolicyEgressRule())
+			}},
+		} {
+			np := resources.StepsNetworkPolicy(p)
+			c.change(np.Spec)
+			err := create(ctx, np)
+			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", c.message, err)
+			Expect(err).To(MatchError(ContainSubstring(c.message)))
+		}
 	})
 
 	It("creates only objects a Pipeline controls, changes only what it made, and writes nothing in the cluster's own namespaces", func(ctx SpecContext) {
@@ -386,6 +421,10 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		deployments := &appsv1.DeploymentList{}
 		Expect(k8sClient.List(ctx, deployments, client.InNamespace(ns))).To(Succeed())
 		Expect(deployments.Items).To(HaveLen(len(p.Spec.Steps)+1), "a Deployment per step and the router's")
+		policy := &networkingv1.NetworkPolicy{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.StepsNetworkPolicyName(p)}, policy)).To(Succeed(),
+			"the steps' NetworkPolicy, within the operator's roles and the guard")
+		Expect(policy.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(resources.RouterSelector(p)))
 
 		By("deleting it: the operator deletes what it made, its volume included, and lets it go")
 		Expect(k8sClient.Delete(ctx, &pipelinev1.Pipeline{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})).To(Succeed())

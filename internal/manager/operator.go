@@ -74,6 +74,13 @@ type Options struct {
 	// operator names the steps' Services: a DNS subdomain, with or without a trailing dot; empty
 	// is resources.DefaultClusterDomain.
 	ClusterDomain string
+	// StorageRevocationGrace is how long steps keep model storage that its ModelStorageClass no
+	// longer grants before the operator withdraws it; nil is
+	// pipeline.DefaultStorageRevocationGrace, zero withdraws at once.
+	StorageRevocationGrace *time.Duration
+	// DisableStepNetworkPolicies gives the steps no NetworkPolicy, and deletes those made before:
+	// any pod may then call any step (--step-network-policies=false).
+	DisableStepNetworkPolicies bool
 	// MetricsRegistry receives the operator's metrics; nil is controller-runtime's global
 	// registry, which the metrics endpoint serves.
 	MetricsRegistry prometheus.Registerer
@@ -126,15 +133,23 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// check refuses options no manager can run with, and returns the cluster's DNS domain.
+func (o Options) check() (resources.ClusterDomain, error) {
+	if g := o.StorageRevocationGrace; g != nil && *g < 0 {
+		return "", fmt.Errorf("the storage revocation grace must not be negative, got %s", *g)
+	}
+	if o.ClusterDomain == "" {
+		return resources.DefaultClusterDomain, nil
+	}
+	return resources.ParseClusterDomain(o.ClusterDomain)
+}
+
 // New builds the manager with every controller and webhook registered, ready to start.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	log := ctrl.Log.WithName("setup")
-	domain := resources.DefaultClusterDomain
-	if o.ClusterDomain != "" {
-		var err error
-		if domain, err = resources.ParseClusterDomain(o.ClusterDomain); err != nil {
-			return nil, err
-		}
+	domain, err := o.check()
+	if err != nil {
+		return nil, err
 	}
 	var tlsOpts []func(*tls.Config)
 	if !o.EnableHTTP2 {
@@ -181,9 +196,16 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Metrics:       m,
 		RouterImage:   o.RouterImage,
 		ClusterDomain: domain,
+
+		StorageRevocationGrace:     o.StorageRevocationGrace,
+		DisableStepNetworkPolicies: o.DisableStepNetworkPolicies,
 	}
 	if r.RouterImage == "" {
 		log.Info("No router image: Pipelines with dataPath.mode Router get no router until it is set", "env", resources.EnvRouterImage)
+	}
+	if r.DisableStepNetworkPolicies {
+		log.Info("Step NetworkPolicies are off: any pod of the cluster may call any step of a Pipeline directly, " +
+			"around its router; the policies made before are deleted (see docs/security.md)")
 	}
 	if err := r.SetupWithManager(mgr, pipeline.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles)); err != nil {
 		return nil, fmt.Errorf("set up the Pipeline controller: %w", err)

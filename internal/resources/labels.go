@@ -3,6 +3,7 @@ package resources
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -31,6 +32,9 @@ const (
 
 	componentStorage = "model-storage"
 	componentIngress = "ingress"
+
+	// stepLabelName is the app.kubernetes.io/name of the children of steps and of their pods.
+	stepLabelName = "pipeline-step"
 )
 
 // operatorLabels are the keys of every label the operator puts on its children and their pods.
@@ -38,16 +42,33 @@ var operatorLabels = []string{LabelPipeline, LabelStep, LabelPipelineNamespace, 
 	LabelComponent, labelPartOf, LabelManagedBy}
 
 // IsOperatorLabel reports whether key is the key of a label the operator puts on its children
-// or their pods: the cache keeps no other label of a child.
+// or their pods: the cache keeps no other label of a child (but, on a step's pod template, those
+// of the step's podMetadata).
 func IsOperatorLabel(key string) bool {
 	return slices.Contains(operatorLabels, key)
+}
+
+// ReservedKeyPrefix is the prefix of the label and annotation keys the operator keeps for
+// itself: a step's podMetadata may not use it.
+const ReservedKeyPrefix = "distri-infer.ndsl.cn/"
+
+// IsReservedLabel reports whether a step's podMetadata may not set the label key: one of the
+// operator's labels, which select and name the step's pods, or a key under ReservedKeyPrefix.
+func IsReservedLabel(key string) bool {
+	return IsOperatorLabel(key) || strings.HasPrefix(key, ReservedKeyPrefix)
+}
+
+// IsReservedAnnotation reports whether a step's podMetadata may not set the annotation key: a
+// key under ReservedKeyPrefix.
+func IsReservedAnnotation(key string) bool {
+	return strings.HasPrefix(key, ReservedKeyPrefix)
 }
 
 // commonLabels are the labels of every child of p.
 func commonLabels(p *pipelinev1.Pipeline, component string) map[string]string {
 	return map[string]string{
 		LabelPipeline:  p.Name,
-		LabelName:      "pipeline-step",
+		LabelName:      stepLabelName,
 		labelInstance:  p.Name,
 		LabelComponent: component,
 		labelPartOf:    p.Name,

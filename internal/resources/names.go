@@ -1,7 +1,7 @@
 // Package resources builds the children of a Pipeline as pure functions of its spec: their
 // names and labels, the model PersistentVolume and claim, the Deployment, Service, autoscaler
-// and disruption budget of each step, the Ingress, and the router's configuration, Deployment
-// and Service. Nothing here reads or writes the cluster.
+// and disruption budget of each step, the Ingress, the router's configuration, Deployment and
+// Service, and the NetworkPolicy of the steps. Nothing here reads or writes the cluster.
 package resources
 
 import (

@@ -41,7 +41,6 @@ const (
 	RouterServicePort    = int32(80)
 	componentRouter      = "router"
 	routerLabelName      = "pipeline-router"
-	routerStepPath       = "/"
 	routerProbePeriod    = int32(10)
 	routerLivenessDelay  = int32(5)
 	routerReadinessDelay = int32(1)
@@ -123,7 +122,7 @@ func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 }
 
 // RouterConfig is the router's configuration: every step in order, called at
-// routerStepPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
+// InferPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
 // retries and stopWhen.
 func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 	cfg := router.Config{
@@ -143,7 +142,7 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 	for i, s := range p.Spec.Steps {
 		step := router.Step{
 			Name:       StepName(p, i),
-			URL:        StepURL(p, i, domain) + routerStepPath,
+			URL:        StepURL(p, i, domain) + InferPath(p, i),
 			StopWhen:   s.StopWhen,
 			Idempotent: s.Idempotent,
 		}

@@ -71,7 +71,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 			for i, s := range cfg.Steps {
-				if want := StepURL(p, i, "") + routerStepPath; s.URL != want {
+				if want := StepURL(p, i, "") + InferPath(p, i); s.URL != want {
 					t.Errorf("step %d url %q, want its Service %q", i, s.URL, want)
 				}
 			}

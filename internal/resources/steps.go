@@ -22,7 +22,16 @@ const (
 	containerName   = "step"
 	portName        = "http"
 	ModelVolumeName = "models"
+	// SharedMemoryVolumeName is the memory-backed emptyDir of a step with sharedMemorySize,
+	// mounted at SharedMemoryPath.
+	SharedMemoryVolumeName = "shared-memory"
+	// SharedMemoryPath is where a step with sharedMemorySize gets its shared memory.
+	SharedMemoryPath = "/dev/shm"
 )
+
+// StepPortName is the name of the port of a step's container (and of its Service): a probe of
+// the step names its port so.
+const StepPortName = portName
 
 // StepURL is the in-cluster URL of the Service of step i in a cluster whose DNS domain is
 // domain: http://<service>.<namespace>.svc.<domain>.:<port>, an absolute name (see
@@ -108,6 +117,7 @@ func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node 
 	if s.Resources != nil {
 		container.WithResources(Convert[corev1ac.ResourceRequirementsApplyConfiguration](*s.Resources))
 	}
+	withServerFields(container, p, i)
 
 	pod := corev1ac.PodSpec().
 		WithSecurityContext(StepPodSecurityContext()).
@@ -130,10 +140,19 @@ func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node 
 	for _, t := range s.Tolerations {
 		pod.WithTolerations(Convert[corev1ac.TolerationApplyConfiguration](t))
 	}
+	withServerPodFields(pod, s)
 
+	template := corev1ac.PodTemplateSpec()
+	if m := s.PodMetadata; m != nil {
+		// The step's own labels first: the operator's, which select and name the pods, win.
+		template.WithLabels(userPodMetadata(m.Labels, IsReservedLabel))
+		if a := userPodMetadata(m.Annotations, IsReservedAnnotation); len(a) > 0 {
+			template.WithAnnotations(a)
+		}
+	}
 	spec := appsv1ac.DeploymentSpec().
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(StepSelector(p, i))).
-		WithTemplate(corev1ac.PodTemplateSpec().
+		WithTemplate(template.
 			WithLabels(labels).
 			WithSpec(pod))
 	// The HorizontalPodAutoscaler of an autoscaled step owns its replicas (see handOverReplicas).
@@ -144,6 +163,72 @@ func StepDeployment(p *pipelinev1.Pipeline, i int, level PodSecurityLevel, node 
 		WithLabels(labels).
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(spec)
+}
+
+// withServerFields gives the container of step i what a model server may ask for: its command
+// and arguments as the step writes them, and its probes (StepProbes: the step's, and its
+// protocol's where it declares none). A step that sets none of them gets none, and runs its
+// image's entrypoint.
+func withServerFields(c *corev1ac.ContainerApplyConfiguration, p *pipelinev1.Pipeline, i int) {
+	s := &p.Spec.Steps[i]
+	if len(s.Command) > 0 {
+		c.WithCommand(s.Command...)
+	}
+	if len(s.Args) > 0 {
+		c.WithArgs(s.Args...)
+	}
+	readiness, liveness, startup := StepProbes(p, i)
+	if readiness != nil {
+		c.WithReadinessProbe(Convert[corev1ac.ProbeApplyConfiguration](*readiness))
+	}
+	if liveness != nil {
+		c.WithLivenessProbe(Convert[corev1ac.ProbeApplyConfiguration](*liveness))
+	}
+	if startup != nil {
+		c.WithStartupProbe(Convert[corev1ac.ProbeApplyConfiguration](*startup))
+	}
+	if s.SharedMemorySize != nil {
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(SharedMemoryVolumeName).WithMountPath(SharedMemoryPath))
+	}
+}
+
+// withServerPodFields gives the step's pod what a model server may ask for: a RuntimeClass,
+// shared memory (a memory-backed emptyDir of sharedMemorySize), the Secrets to pull its image
+// with and its termination grace period. A step that sets none of them gets none.
+func withServerPodFields(pod *corev1ac.PodSpecApplyConfiguration, s pipelinev1.Step) {
+	if s.RuntimeClassName != "" {
+		pod.WithRuntimeClassName(s.RuntimeClassName)
+	}
+	if s.SharedMemorySize != nil {
+		pod.WithVolumes(corev1ac.Volume().
+			WithName(SharedMemoryVolumeName).
+			WithEmptyDir(corev1ac.EmptyDirVolumeSource().
+				WithMedium(corev1.StorageMediumMemory).
+				WithSizeLimit(*s.SharedMemorySize)))
+	}
+	for _, secret := range s.ImagePullSecrets {
+		pod.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(secret.Name))
+	}
+	if s.TerminationGracePeriodSeconds != nil {
+		pod.WithTerminationGracePeriodSeconds(*s.TerminationGracePeriodSeconds)
+	}
+}
+
+// userPodMetadata are the entries of m, a step's podMetadata labels or annotations, whose keys
+// reserved does not claim for the operator (the admission webhook refuses those; a Pipeline
+// stored without it does not get them on its pods either). Nil when none is left.
+func userPodMetadata(m map[string]string, reserved func(string) bool) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if reserved(k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // StepService is the Service in front of step i's pods: ClusterIP, or for the entry

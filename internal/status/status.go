@@ -52,11 +52,36 @@ type Observed struct {
 	// ModelStorageClass is missing or does not select the namespace): Reconciled is False with
 	// the reason, and the spec is observed (a verdict on it, as for a refused child).
 	StorageHeld bool
+	// Pods are indexed like spec.steps: the pods of a step whose state needs them (NeedsPods);
+	// nil when the pass did not look.
+	Pods [][]corev1.Pod
+	// StorageAccess is, for modelStorageClass storage, whether the class grants the storage
+	// and whether it was withdrawn; nil for other storage.
+	StorageAccess *StorageAccess
 	// Err is the error that stopped the pass, if any.
 	Err error
 	// ClusterDomain is the cluster's DNS domain, in which the status names the steps' Services
 	// (status.steps[].url); empty is resources.DefaultClusterDomain.
 	ClusterDomain resources.ClusterDomain
+}
+
+// StorageAccess is what the ModelStorageClass of a Pipeline grants its namespace.
+type StorageAccess struct {
+	// Authorized is true when the class exists and selects the namespace.
+	Authorized bool
+	// Reason and Message say why not (ModelStorageClassNotFound or NotPermitted), or that it does.
+	Reason, Message string
+	// Withdrawn is true once the storage was revoked for longer than the grace: the steps are
+	// stopped and the model volume and claim deleted.
+	Withdrawn bool
+}
+
+// pods are the pods of step i the pass looked at; nil when it did not.
+func (o *Observed) pods(i int) []corev1.Pod {
+	if i < len(o.Pods) {
+		return o.Pods[i]
+	}
+	return nil
 }
 
 // autoscaler is the HorizontalPodAutoscaler of step i, nil when missing or not asked for.
@@ -114,11 +139,14 @@ func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
 	}
 	storageReady := obs.PVC != nil && obs.PVC.Status.Phase == corev1.ClaimBound && (obs.PV != nil || !resources.OwnsVolume(p))
 
+	SetStorageAuthorized(&st, p, obs.StorageAccess)
+	withdrawn := obs.StorageAccess != nil && obs.StorageAccess.Withdrawn
+
 	// Steps.
 	available := 0
 	for i := range p.Spec.Steps {
 		st.Models = append(st.Models, p.Spec.Steps[i].Model)
-		s := computeStepState(p, i, obs.Deployments[i], obs.Services[i], obs.ClusterDomain)
+		s := computeStepReadiness(p, i, obs.Deployments[i], obs.Services[i], obs.ClusterDomain, obs.pods(i), withdrawn)
 		scalingStatus(p, i, &s.status, obs.Deployments[i], obs.autoscaler(i))
 		st.Steps = append(st.Steps, s.status)
 		switch {
@@ -168,6 +196,22 @@ func heldStorage(obs *Observed) error {
 		}
 	}
 	return problem.WithReason(pipelinev1.ReasonReconcileFailed, errors.New("the model storage the spec asks for could not be made"))
+}
+
+// SetStorageAuthorized sets the ModelStorageAuthorized condition of modelStorageClass storage
+// from access, and removes it for other storage. Its lastTransitionTime is when the class
+// stopped granting the storage: the reconciler counts the revocation grace from it.
+func SetStorageAuthorized(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, access *StorageAccess) {
+	if access == nil {
+		meta.RemoveStatusCondition(&st.Conditions, pipelinev1.ConditionModelStorageAuthorized)
+		return
+	}
+	c := metav1.Condition{Type: pipelinev1.ConditionModelStorageAuthorized, ObservedGeneration: p.Generation,
+		Status: metav1.ConditionFalse, Reason: access.Reason, Message: access.Message}
+	if access.Authorized {
+		c.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 // observedGeneration is the generation the pass acted on: p's when it succeeded, or when all

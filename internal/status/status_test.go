@@ -198,10 +198,12 @@ func TestComputeStatusSteps(t *testing.T) {
 		Name: "step-1", DeploymentName: "facedetection-pipeline-step-1", URL: "http://facedetection-pipeline-step-1.edge.svc.cluster.local.:9080",
 		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](1),
 		DeploymentState: pipelinev1.DeploymentStateAvailable, ServiceState: pipelinev1.ServiceStateReady,
+		State: pipelinev1.StepStateReady, Reason: "PodsReady", Message: "1 of 1 pods ready",
 	}, {
 		Name: "step-2", DeploymentName: "facedetection-pipeline-step-2", URL: "http://facedetection-pipeline-step-2.edge.svc.cluster.local.:80",
 		Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](0),
 		DeploymentState: pipelinev1.DeploymentStatePending, ServiceState: pipelinev1.ServiceStatePending,
+		State: pipelinev1.StepStatePending, Reason: "DeploymentNotFound", Message: "its Deployment does not exist yet",
 	}}
 	if diff := gocmp.Diff(want, st.Steps); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)

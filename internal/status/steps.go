@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,9 +20,36 @@ type stepState struct {
 	waiting string
 }
 
-// computeStepState derives the state of step i from its Deployment and Service, whose URL
-// is named in the cluster's DNS domain, domain.
-func computeStepState(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service, domain resources.ClusterDomain) stepState {
+// computeStepReadiness derives the state of step i from its Deployment and Service, whose URL
+// is named in the cluster's DNS domain, domain, and its state (status.steps[].state) also from
+// its pods (nil: not looked at; see NeedsPods), and withdrawn saying its model
+// storage was. A step whose pods fail (a crash loop) fails; one whose pods run but are not
+// ready waits, for its model to load.
+func computeStepReadiness(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service, domain resources.ClusterDomain,
+	pods []corev1.Pod, withdrawn bool) stepState {
+	s := stepDeploymentStatus(p, i, d, svc, domain)
+	label := resources.StepLabel(p, i)
+	ds, detail := pipelinev1.DeploymentStatePending, ""
+	if d != nil {
+		ds, detail = stepDeploymentState(p, i, d)
+		detail = d.Name + " " + detail
+	}
+	state, reason, msg := readiness(d, ds, detail, pods, withdrawn)
+	s.status.State, s.status.Reason, s.status.Message = state, truncateTo(reason, maxStepReason), truncate(msg)
+	switch {
+	case withdrawn:
+		// Its Deployment is scaled to zero, which a Deployment counts as available.
+		s.failure, s.waiting = "", label+": "+msg
+	case state == pipelinev1.StepStateFailed:
+		s.failure, s.waiting = cmp.Or(s.failure, label+": "+msg), ""
+	case state == pipelinev1.StepStateLoading:
+		s.waiting = label + ": " + msg
+	}
+	return s
+}
+
+// stepDeploymentStatus derives the state of step i from its Deployment and Service alone.
+func stepDeploymentStatus(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, svc *corev1.Service, domain resources.ClusterDomain) stepState {
 	s := stepState{status: pipelinev1.StepStatus{
 		Name:            resources.StepName(p, i),
 		DeploymentName:  resources.StepObjectName(p, i),
@@ -114,7 +142,7 @@ func addRouterState(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *
 }
 
 // computeRouterState derives the state of the router from its Deployment and Service, the way
-// computeStepState does for a step.
+// computeStepReadiness does for a step.
 func computeRouterState(p *pipelinev1.Pipeline, d *appsv1.Deployment, svc *corev1.Service) stepState {
 	s := stepState{status: pipelinev1.StepStatus{DeploymentState: pipelinev1.DeploymentStatePending}}
 	s.classify("router", resources.RouterObjectName(p), d, svc != nil && svc.Spec.ClusterIP != "", deploymentState)

@@ -47,6 +47,7 @@ func namespacedChildLists() map[string]client.ObjectList {
 		"PodDisruptionBudget":     &policyv1.PodDisruptionBudgetList{},
 		"HorizontalPodAutoscaler": &autoscalingv2.HorizontalPodAutoscalerList{},
 		"Ingress":                 &networkingv1.IngressList{},
+		"NetworkPolicy":           &networkingv1.NetworkPolicyList{},
 	}
 }
 
@@ -127,6 +128,7 @@ var _ = Describe("Garbage collection once the Pipeline CRD no longer serves v1be
 			for _, s := range st.Steps {
 				Expect(children).To(And(HaveKey("Deployment "+s.DeploymentName), HaveKey("Service "+s.DeploymentName)), "%s", p.Name)
 			}
+			Expect(children).To(HaveKey("NetworkPolicy "+resources.StepsNetworkPolicyName(p)), "%s", p.Name)
 			for name, ref := range children {
 				Expect(ref.apiVersion).To(Equal(pipelinev1.GroupVersion.String()), "%s of Pipeline %s", name, p.Name)
 			}

@@ -149,14 +149,15 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 			Expect(s).To(And(HaveField("Name", v1.Spec.Steps[i].Name),
 				HaveField("DeploymentState", pipelinev1.DeploymentStateAvailable),
 				HaveField("ServiceState", pipelinev1.ServiceStateReady),
+				HaveField("State", pipelinev1.StepStateReady),
 				HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(1)))), "status.steps[%d]", i)
 		}
 		Expect(kubectl("api-resources", "--api-group="+pipelinev1.GroupVersion.Group, "--no-headers")).
 			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
 				"kubectl prefers v1")
 		table := kubectl("get", "pipelines", "-n", ns, "-o", "wide")
-		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
-		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s`))
+		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+STEP STATES\s+DETAIL\s+AGE\n`))
+		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s+Ready,Ready\s`))
 
 		By("and it still reads as the v1beta1 it was applied as, with the status in v1beta1's form")
 		seed, err := samples.PipelineV1beta1(ns)

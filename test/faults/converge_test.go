@@ -14,6 +14,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -29,7 +30,8 @@ import (
 const convergeDeadline = 4 * time.Minute
 
 // snapshot is what a check reads from the apiserver: the Pipelines of a namespace and every
-// Deployment, Service and claim in it, and every PersistentVolume.
+// Deployment, Service, claim, autoscaler and NetworkPolicy in it, the operator's ConfigMaps
+// there, and every PersistentVolume.
 type snapshot struct {
 	pipelines   map[string]*pipelinev1.Pipeline
 	deployments []appsv1.Deployment
@@ -38,6 +40,7 @@ type snapshot struct {
 	volumes     []corev1.PersistentVolume
 	configMaps  []corev1.ConfigMap
 	autoscalers []autoscalingv2.HorizontalPodAutoscaler
+	policies    []networkingv1.NetworkPolicy
 }
 
 func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, error) {
@@ -49,7 +52,8 @@ func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, e
 	volumes := &corev1.PersistentVolumeList{}
 	configMaps := &corev1.ConfigMapList{}
 	autoscalers := &autoscalingv2.HorizontalPodAutoscalerList{}
-	for _, l := range []client.ObjectList{pipelines, deployments, services, claims, autoscalers} {
+	policies := &networkingv1.NetworkPolicyList{}
+	for _, l := range []client.ObjectList{pipelines, deployments, services, claims, autoscalers, policies} {
 		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
@@ -65,15 +69,15 @@ func readSnapshot(ctx context.Context, c client.Client, ns string) (*snapshot, e
 		w.pipelines[pipelines.Items[i].Name] = &pipelines.Items[i]
 	}
 	w.deployments, w.services, w.claims, w.volumes = deployments.Items, services.Items, claims.Items, volumes.Items
-	w.configMaps, w.autoscalers = configMaps.Items, autoscalers.Items
+	w.configMaps, w.autoscalers, w.policies = configMaps.Items, autoscalers.Items, policies.Items
 	return w, nil
 }
 
 // converged lists what keeps the Pipelines named want from being converged, in the world the
 // simulated controllers make: each exists, carries the status of its generation and is
 // running with every step ready, and has exactly its children — the storage its status names,
-// a Deployment and a Service per step, each as the spec says and controlled by it — and
-// nothing else exists in the namespace. An empty list means converged.
+// a Deployment and a Service per step, the NetworkPolicy of its steps, each as the spec says and
+// controlled by it — and nothing else exists in the namespace. An empty list means converged.
 func (w *snapshot) converged(ns string, want []string) []string {
 	var problems []string
 	for name := range w.pipelines {
@@ -204,6 +208,9 @@ func (w *snapshot) childrenByPipeline(ns string, problems *[]string) map[string]
 	for i := range w.autoscalers {
 		file("HorizontalPodAutoscaler", &w.autoscalers[i])
 	}
+	for i := range w.policies {
+		file("NetworkPolicy", &w.policies[i])
+	}
 	for i := range w.volumes {
 		if w.volumes[i].Labels[resources.LabelPipelineNamespace] == ns {
 			file("PersistentVolume", &w.volumes[i])
@@ -232,6 +239,8 @@ func childProblems(p *pipelinev1.Pipeline, have children) []string {
 	for kind, want := range map[string][]string{
 		"Deployment": workloads, "Service": workloads, "ConfigMap": configMaps, "HorizontalPodAutoscaler": autoscalers,
 		"PersistentVolumeClaim": {p.Status.Storage.ClaimName}, "PersistentVolume": {p.Status.Storage.VolumeName},
+		// Every Pipeline of the suite has three steps: one policy for those its entry calls.
+		"NetworkPolicy": {resources.StepsNetworkPolicyName(p)},
 	} {
 		var got []string
 		for _, obj := range have[kind] {

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -269,7 +270,8 @@ func leftovers(r *run, c client.Client, ns string) remains {
 			}
 		}
 	}
-	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{},
+		&networkingv1.NetworkPolicyList{}} {
 		if err := c.List(r.Context(), l, client.InNamespace(ns)); err != nil {
 			r.Fatalf("list %T: %v", l, err)
 		}

@@ -73,7 +73,8 @@ manager in the test's process, with its connection wrapped.
   (` + "`observedGeneration`" + `, ` + "`Available`" + ` and ` + "`Reconciled`" + ` True, not ` + "`Degraded`" + `) and is ` + "`Running`" + `, and
   has exactly its children — its PersistentVolume (live List of the cluster's volumes) and
   claim, one Deployment and one Service per step, each with its spec's image, model, Pipeline
-  and labels, the router's ConfigMap, Deployment and Service, the autoscaler, controlled by it —
+  and labels, the router's ConfigMap, Deployment and Service, the autoscaler, the steps'
+  NetworkPolicy, controlled by it —
   and nothing else exists; then nothing changes for 3 s. No
   Pipeline ever reported ` + "`NameConflict`" + ` (status or event): nobody else's object takes a child's name here.
 - **writes lost**: Pipelines the apiserver accepted that are missing at the end, plus children

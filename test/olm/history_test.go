@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ var followedKinds = []schema.GroupVersionKind{
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
 	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"),
 	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
 	corev1.SchemeGroupVersion.WithKind("Pod"),
 }
@@ -194,8 +196,9 @@ func (h *history) summary() string {
 // Pipeline's children and the pod template of each step once (the release before named the next
 // step by a name DNS search domains apply to, and gave the pods Service links): every object of
 // the snapshot is still the same object, each Deployment's generation rose by exactly one, each
-// made one new ReplicaSet whose pod replaced the step's pod of the snapshot, nothing else was
-// created or deleted, and the owner references of each object changed at most once.
+// made one new ReplicaSet whose pod replaced the step's pod of the snapshot, the NetworkPolicy
+// of the second step was created (the release before made none), nothing else was created or
+// deleted, and the owner references of each object changed at most once.
 func expectRolledOnce(h *history) {
 	GinkgoHelper()
 	created, deleted, ownerChanges, errs := h.outcome()
@@ -208,7 +211,8 @@ func expectRolledOnce(h *history) {
 		kind, _, _ := strings.Cut(key, " ")
 		kinds[kind]++
 	}
-	Expect(kinds).To(Equal(map[string]int{"ReplicaSet": 2, "Pod": 2}), "one ReplicaSet and one pod per step: created %v", created)
+	Expect(kinds).To(Equal(map[string]int{"ReplicaSet": 2, "Pod": 2, "NetworkPolicy": 1}),
+		"one ReplicaSet and one pod per step, and the steps' NetworkPolicy: created %v", created)
 	before, last := h.objects()
 	var oldPods []string
 	oldHashes := map[string]bool{}

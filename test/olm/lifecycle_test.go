@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -169,7 +170,7 @@ func upgradeable(ctx context.Context, name string) func(Gomega) *metav1.Conditio
 }
 
 // children lists the resource versions of a Pipeline's children: its Deployments, Services,
-// claim and volume.
+// claim, volume and the NetworkPolicy of its steps (which this release makes).
 func children(ctx context.Context, p *pipelinev1.Pipeline) map[string]string {
 	GinkgoHelper()
 	out := map[string]string{}
@@ -191,7 +192,10 @@ func children(ctx context.Context, p *pipelinev1.Pipeline) map[string]string {
 	pv := &corev1.PersistentVolume{}
 	Expect(admin.Get(ctx, types.NamespacedName{Name: st.Storage.VolumeName}, pv)).To(Succeed())
 	out["pv/"+pv.Name] = pv.ResourceVersion
-	Expect(out).To(HaveLen(2 + 2 + 2))
+	np := &networkingv1.NetworkPolicy{}
+	Expect(admin.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: resources.StepsNetworkPolicyName(p)}, np)).To(Succeed())
+	out["networkpolicy/"+np.Name] = np.ResourceVersion
+	Expect(out).To(HaveLen(2 + 2 + 2 + 1))
 	return out
 }
 
@@ -202,6 +206,7 @@ func childPaths(ctx context.Context, p *pipelinev1.Pipeline) []string {
 		"/apis/apps/v1/namespaces/" + p.Namespace + "/deployments",
 		"/api/v1/namespaces/" + p.Namespace + "/services",
 		"/api/v1/namespaces/" + p.Namespace + "/persistentvolumeclaims",
+		"/apis/networking.k8s.io/v1/namespaces/" + p.Namespace + "/networkpolicies",
 		"/api/v1/persistentvolumes/" + stored(ctx, Default, p).Status.Storage.VolumeName,
 	}
 }
@@ -351,8 +356,10 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			g.Expect(v1beta1.Spec.Steps[0].Args).To(HaveKeyWithValue(pipelinev1beta1.ListenPortArg, pipelinev1beta1.ArgValue("9080")))
 		}).Should(Succeed())
 
-		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, and replaces each step's pod once")
-		Eventually(history.controlledByPipelines).Should(And(HaveLen(len(owners)), HaveEach(pipelinev1.GroupVersion.String())))
+		By("the new manager names the Pipeline in v1 in each child's owner reference, rewriting it once, replaces each step's pod once, " +
+			"and adds the NetworkPolicy of the second step")
+		Eventually(history.controlledByPipelines).Should(And(HaveLen(len(owners)+1), HaveEach(pipelinev1.GroupVersion.String()),
+			HaveKey("NetworkPolicy "+resources.StepsNetworkPolicyName(steady))))
 		Consistently(history.mostOwnerChanges, "5s", "500ms").Should(BeNumerically("<=", 1), history.summary)
 		history.stop()
 		expectRolledOnce(history)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -186,7 +187,8 @@ func benchFloor(t *testing.T, n int) time.Duration {
 		if err := c.Patch(ctx, p, patch); err != nil {
 			return err
 		}
-		desired := []apiruntime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, "")}
+		desired := []apiruntime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, ""),
+			resources.StepsNetworkPolicy(p)}
 		for s := range p.Spec.Steps {
 			desired = append(desired, resources.StepDeployment(p, s, "", "", ""), resources.StepService(p, s))
 		}
@@ -349,7 +351,7 @@ func benchOperator(t *testing.T, n, concurrency int, full, withEvents bool) oper
 	runtime.GC()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
-	run.cached = int64(n * (1 + 2 + 2*benchSteps)) // Pipeline, PV, PVC, Deployments, Services
+	run.cached = int64(n * (1 + 2 + 2*benchSteps + 1)) // Pipeline, PV, PVC, Deployments, Services, NetworkPolicy
 	run.heapGrowth = int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
 	if run.heapGrowth > 0 {
 		run.heapPerObject = uint64(run.heapGrowth / run.cached)
@@ -482,7 +484,7 @@ func resourceVersions(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	rv := map[string]string{}
 	lists := []client.ObjectList{&pipelinev1.PipelineList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{},
-		&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}}
+		&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}, &networkingv1.NetworkPolicyList{}}
 	for _, l := range lists {
 		if err := c.List(context.Background(), l); err != nil {
 			t.Fatal(err)
@@ -526,8 +528,8 @@ type benchReport struct {
 }
 
 // minWritesPerPipeline is the least an operator can write for a new Pipeline: its finalizer,
-// the PV, the PVC, a Deployment and a Service per step, and one status.
-const minWritesPerPipeline = 1 + 2 + 2*benchSteps + 1
+// the PV, the PVC, a Deployment and a Service per step, the steps' NetworkPolicy, and one status.
+const minWritesPerPipeline = 1 + 2 + 2*benchSteps + 1 + 1
 
 func (r *benchReport) markdown() string {
 	var b strings.Builder
@@ -546,14 +548,14 @@ the apiserver stores: no request goes through the conversion webhook.
 - **operator**: the writers create only the Pipelines; the operator (MaxConcurrentReconciles
   ` + strconv.Itoa(defaultConcurrency) + `) does the rest. Time from the first create to the last Pipeline converged.
 - **writes**: the operator's object writes per Pipeline (the minimum is ` + strconv.Itoa(minWritesPerPipeline) + `: finalizer, PV,
-  PVC, 3 Deployments, 3 Services, status); events are counted apart. A pass that runs before
+  PVC, 3 Deployments, 3 Services, the steps' NetworkPolicy, status); events are counted apart. A pass that runs before
   the cache shows a child made by the pass before sends a create that the apiserver refuses as
   already existing: it is counted too, which is when the figure exceeds ` + strconv.Itoa(minWritesPerPipeline) + `.
 - **restart / resync**: a new manager starts against the converged Pipelines and reconciles
   every one; then a 5 s cache resync reconciles every one again. Writes and events counted;
   resourceVersions of every Pipeline and child compared before and after.
 - **heap/object**: growth of the Go heap (after GC) while the new manager fills its cache,
-  divided by the objects it caches (Pipelines, PVs, PVCs, Deployments, Services).
+  divided by the objects it caches (Pipelines, PVs, PVCs, Deployments, Services, NetworkPolicies).
 
 - **without events**: the same operator run with its events discarded, to show what the events
   cost the apiserver.

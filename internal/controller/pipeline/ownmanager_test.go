@@ -72,6 +72,8 @@ type ownManagerOptions struct {
 	lease   leaderelection.Timings
 	// condition, when set, runs the Upgradeable controller with it.
 	condition conditions.Condition
+	// disableStepNetworkPolicies is the manager's --step-network-policies=false.
+	disableStepNetworkPolicies bool
 }
 
 // startOwnManager starts a manager for the Pipelines of the test in namespace ns, set up as
@@ -102,6 +104,8 @@ func startOwnManager(ns string, o ownManagerOptions) *ownManager {
 		Client:    m.mgr.GetClient(),
 		APIReader: m.mgr.GetAPIReader(),
 		Recorder:  m.mgr.GetEventRecorder("pipeline-operator"),
+
+		DisableStepNetworkPolicies: o.disableStepNetworkPolicies,
 	}, passes: m.passes}
 	Expect(r.SetupWithManager(m.mgr)).To(Succeed())
 	if o.condition != nil {

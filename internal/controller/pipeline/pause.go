@@ -10,10 +10,15 @@ import (
 )
 
 // reconcilePaused records that p is paused, in its status and with one event, and touches
-// nothing else.
-func (r *Reconciler) reconcilePaused(ctx context.Context, p *pipelinev1.Pipeline) error {
+// nothing else. What its ModelStorageClass grants (grant, nil for other storage) is still
+// recorded: a revocation's grace runs while the Pipeline is paused.
+func (r *Reconciler) reconcilePaused(ctx context.Context, p *pipelinev1.Pipeline, grant *classGrant) error {
 	before := status.WasPaused(p.Status)
-	if err := r.updateStatus(ctx, p, status.PausedStatus(p)); err != nil {
+	st := status.PausedStatus(p)
+	if grant != nil {
+		status.SetStorageAuthorized(&st, p, &grant.access)
+	}
+	if err := r.updateStatus(ctx, p, st); err != nil {
 		return err
 	}
 	if !before {

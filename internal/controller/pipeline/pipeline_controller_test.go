@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -225,8 +226,8 @@ var _ = Describe("Pipeline reconciler", func() {
 
 		By("recording one event that names every child it created")
 		Eventually(eventNotes(ctx, p)).Should(ContainElement(fmt.Sprintf(
-			"Created: Created Deployment %s, Deployment %s, PersistentVolume %s, PersistentVolumeClaim %s, Service %s, Service %s",
-			d1.Name, d2.Name, pv.Name, pvc.Name, s1.Name, s2.Name)))
+			"Created: Created Deployment %s, Deployment %s, NetworkPolicy %s, PersistentVolume %s, PersistentVolumeClaim %s, Service %s, Service %s",
+			d1.Name, d2.Name, resources.StepsNetworkPolicyName(p), pv.Name, pvc.Name, s1.Name, s2.Name)))
 	})
 
 	It("moves from creating to running to failed as its children change", func() {
@@ -496,7 +497,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		notCached := interceptor.NewClient(direct, interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				switch obj.(type) {
-				case *appsv1.Deployment, *corev1.Service, *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
+				case *appsv1.Deployment, *corev1.Service, *corev1.PersistentVolumeClaim, *corev1.PersistentVolume, *networkingv1.NetworkPolicy:
 					return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
 				}
 				return c.Get(ctx, key, obj, opts...)
@@ -510,7 +511,7 @@ var _ = Describe("Pipeline reconciler", func() {
 		r := &Reconciler{Client: notCached, APIReader: direct, Recorder: recorder}
 		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(creates.Load()).To(BeNumerically("==", 6), "volume, claim, 2 Deployments, 2 Services")
+		Expect(creates.Load()).To(BeNumerically("==", 7), "volume, claim, 2 Deployments, 2 Services, the steps' NetworkPolicy")
 		Expect(recorder.Events).To(BeEmpty())
 		Expect(childVersions(ctx, p)).To(Equal(before))
 		Expect(getPipeline(ctx, p).ResourceVersion).To(Equal(p.ResourceVersion))
@@ -643,7 +644,7 @@ var _ = Describe("Pipeline reconciler", func() {
 			"v1beta1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
 				"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"},
 			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
-				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
+				"Step States=.status.steps[*].state", "Detail=.status.steps", "Age=.metadata.creationTimestamp"},
 		}))
 		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
 	})
@@ -741,7 +742,8 @@ func expectNoWritesOnReconcile(ctx context.Context, p *pipelinev1.Pipeline) (*Re
 func childVersions(ctx context.Context, p *pipelinev1.Pipeline) map[string]string {
 	GinkgoHelper()
 	rv := map[string]string{}
-	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{},
+		&networkingv1.NetworkPolicyList{}} {
 		Expect(k8sClient.List(ctx, l, client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name})).To(Succeed())
 		for _, o := range objects(l) {
 			rv[fmt.Sprintf("%T %s", o, o.GetName())] = o.GetResourceVersion()

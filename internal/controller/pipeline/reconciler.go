@@ -51,6 +51,14 @@ type Reconciler struct {
 	// Services (NEXT_STEP_URL, the router's configuration, status.steps[].url); empty is
 	// resources.DefaultClusterDomain.
 	ClusterDomain resources.ClusterDomain
+	// StorageRevocationGrace is how long the steps keep model storage that its
+	// ModelStorageClass no longer grants (deleted, or no longer selecting the namespace) before
+	// the operator withdraws it; nil is DefaultStorageRevocationGrace, zero withdraws at once.
+	StorageRevocationGrace *time.Duration
+	// DisableStepNetworkPolicies makes no NetworkPolicy for the steps and deletes those made
+	// before, so that any pod may call any step (the manager's --step-network-policies=false).
+	// By default every Pipeline with inner steps gets one (resources.StepsNetworkPolicy).
+	DisableStepNetworkPolicies bool
 }
 
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;patch
@@ -61,7 +69,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -102,17 +111,30 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	if p.IsPaused() {
-		return ctrl.Result{}, r.reconcilePaused(ctx, p)
+	grant, err := r.checkGrant(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Pausing is the tenant's choice; revoking storage is the administrator's: a paused
+	// Pipeline is withdrawn too, by a pass like any other.
+	if p.IsPaused() && !grant.withdrawn() {
+		return ctrl.Result{RequeueAfter: grant.untilWithdrawal(r.now())}, r.reconcilePaused(ctx, p, grant)
 	}
 
 	s := newScope(p)
 	s.obs.ClusterDomain = r.ClusterDomain
+	s.grant = grant
+	if grant != nil {
+		s.obs.StorageAccess = &grant.access
+		if d := grant.untilWithdrawal(r.now()); d > 0 {
+			s.requeueWithin(d)
+		}
+	}
 	if err := r.planRouter(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Metrics.InitFailovers(p)
-	err := r.reconcileNormal(ctx, s)
+	err = r.reconcileNormal(ctx, s)
 	if s.stepsApplied && s.routerApplied {
 		// Every step and the router were placed with the failback asked for; another child's
 		// failure does not keep the one-shot request on.
@@ -146,21 +168,24 @@ func (r *Reconciler) now() time.Time {
 }
 
 // reconcileNormal runs the phases of a pass that brings the children in line with the spec.
-// Storage, steps and the Ingress only name each other, so they are written concurrently;
-// stale children are removed once the current ones are in place.
+// Storage, steps, the Ingress and the steps' NetworkPolicy only name each other, so they are
+// written concurrently; stale children are removed once the current ones are in place.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	var storageErr, ingressErr, routerErr error
+	var storageErr, ingressErr, policyErr, routerErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { storageErr = recoverPanic(ctx, "storage", func() error { return r.reconcileStorage(ctx, s) }) })
 	wg.Go(func() { ingressErr = recoverPanic(ctx, "ingress", func() error { return r.reconcileIngress(ctx, s) }) })
+	wg.Go(func() {
+		policyErr = recoverPanic(ctx, "network policy", func() error { return r.reconcileNetworkPolicy(ctx, s) })
+	})
 	wg.Go(func() { routerErr = recoverPanic(ctx, "router", func() error { return r.reconcileRouter(ctx, s) }) })
 	stepsErr := recoverPanic(ctx, "steps", func() error { return r.reconcileSteps(ctx, s) })
 	s.stepsApplied = stepsErr == nil
 	wg.Wait()
 	s.routerApplied = routerErr == nil
-	if storageErr != nil || stepsErr != nil || ingressErr != nil || routerErr != nil {
+	if storageErr != nil || stepsErr != nil || ingressErr != nil || policyErr != nil || routerErr != nil {
 		// Keep what the spec no longer describes until what it does describe is in place.
-		return errors.Join(storageErr, stepsErr, ingressErr, routerErr)
+		return errors.Join(storageErr, stepsErr, ingressErr, policyErr, routerErr)
 	}
 	if !mayHaveStaleChildren(s.pipeline) {
 		return nil

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -29,6 +30,7 @@ func versionsIn(ctx context.Context, ns string, pipelines ...*pipelinev1.Pipelin
 	add(&appsv1.DeploymentList{}, inNamespace)
 	add(&corev1.ServiceList{}, inNamespace)
 	add(&corev1.PersistentVolumeClaimList{}, inNamespace)
+	add(&networkingv1.NetworkPolicyList{}, inNamespace)
 	for _, p := range pipelines {
 		add(&corev1.PersistentVolumeList{}, volumeSelector(p))
 	}
@@ -52,7 +54,8 @@ var _ = Describe("A new operator process", func() {
 		// Let the first manager finish whatever its last passes started.
 		before := versionsIn(ctx, ns, nfs, byClass)
 		Consistently(func() map[string]string { return versionsIn(ctx, ns, nfs, byClass) }).Should(Equal(before))
-		Expect(before).To(HaveLen(2 + 4 + 4 + 2 + 1))
+		// Pipelines, Deployments, Services, claims, the volume, the steps' NetworkPolicies.
+		Expect(before).To(HaveLen(2 + 4 + 4 + 2 + 1 + 2))
 		first.stop()
 
 		By("starting a fresh manager: new cache, new connections")

@@ -52,6 +52,9 @@ type scope struct {
 	// volumeName is the name of the model PersistentVolume (nfs and csi storage) this pass
 	// wants, set by reconcileStorage (see volumeName); empty until then.
 	volumeName string
+	// grant is what the ModelStorageClass of modelStorageClass storage grants; nil for other
+	// storage.
+	grant *classGrant
 	// budgets are indexed like spec.steps: whether the step gets a PodDisruptionBudget.
 	budgets []bool
 	// created are the children this pass created, by "Kind name", for one event.
@@ -64,6 +67,7 @@ func newScope(p *pipelinev1.Pipeline) *scope {
 		Services:    make([]*corev1.Service, len(p.Spec.Steps)),
 		Placements:  make([]status.Placement, len(p.Spec.Steps)),
 		Autoscalers: make([]*autoscalingv2.HorizontalPodAutoscaler, len(p.Spec.Steps)),
+		Pods:        make([][]corev1.Pod, len(p.Spec.Steps)),
 	}}
 }
 

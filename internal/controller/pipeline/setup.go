@@ -77,6 +77,7 @@ func (r *Reconciler) watches(b *builder.Builder) *builder.Builder {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.Ingress{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(autoscalerChanged())).
 		Owns(&policyv1.PodDisruptionBudget{}).

@@ -50,7 +50,8 @@ func mayHaveStaleChildren(p *pipelinev1.Pipeline) bool {
 // or renamed, autoscalers and disruption budgets the steps no longer need, nfs, csi or
 // modelStorageClass storage that was replaced (never a claim a StorageClass provisioned, nor
 // any storage while the pass holds it: see scope.holdStorage), an Ingress the spec dropped and
-// a router it disabled.
+// a router it disabled. The steps' NetworkPolicy, named after the Pipeline alone, is
+// reconcileNetworkPolicy's to delete, on every pass.
 func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	wanted := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/status"
 )
 
 // reconcileSteps makes the Deployment and Service of every step exist as the spec says.
@@ -49,7 +52,12 @@ func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 		return err
 	}
 	d := &appsv1.Deployment{}
-	pl, owned, err := r.applyPlaced(ctx, s, what, pl, d, resources.StepDeployment(p, i, s.podSecurity, pl.NodeName, r.ClusterDomain))
+	desired := resources.StepDeployment(p, i, s.podSecurity, pl.NodeName, r.ClusterDomain)
+	if s.grant.withdrawn() {
+		// No pod may keep mounting storage its class no longer grants (see withdrawStorage).
+		desired.Spec.WithReplicas(0)
+	}
+	pl, owned, err := r.applyPlaced(ctx, s, what, pl, d, desired)
 	if owned {
 		// Also when the update was refused: the Deployment exists, and the status describes it.
 		s.obs.Deployments[i] = d
@@ -57,6 +65,9 @@ func (r *Reconciler) reconcileStep(ctx context.Context, s *scope, i int) error {
 	s.obs.Placements[i] = pl
 	if err != nil {
 		return err
+	}
+	if owned {
+		r.observePods(ctx, s, i, d)
 	}
 	svc := &corev1.Service{}
 	ok, err := r.applyChild(ctx, s, svc, resources.StepService(p, i))
@@ -105,4 +116,32 @@ func (r *Reconciler) namespaceLabels(ctx context.Context, ns string) (map[string
 		return nil, fmt.Errorf("get namespace %s: %w", ns, err)
 	}
 	return m.GetLabels(), nil
+}
+
+// podRecheckInterval is how often a step whose pods exist but are not all ready is looked at
+// again: a container that restarts (a crash loop, a startup probe that gives up) changes no
+// object the operator watches.
+const podRecheckInterval = 15 * time.Second
+
+// maxObservedPods bounds how many pods of one step a pass reads to tell its state.
+const maxObservedPods = 50
+
+// observePods reads the pods of step i, whose Deployment is d, when its state can only be told
+// from them (status.NeedsPods): whether they run and load their model, or fail. They are read
+// from the apiserver, not cached (the operator does not watch pods), and only for such a step;
+// the step is then looked at again within podRecheckInterval. A failed read leaves the state to
+// what the Deployment says.
+func (r *Reconciler) observePods(ctx context.Context, s *scope, i int, d *appsv1.Deployment) {
+	if !status.NeedsPods(d) {
+		return
+	}
+	s.requeueWithin(podRecheckInterval)
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(d.Namespace),
+		client.MatchingLabels(resources.StepSelector(s.pipeline, i)), client.Limit(maxObservedPods)); err != nil {
+		log.FromContext(ctx).Info("Cannot read the pods of a step: its state is told from its Deployment alone",
+			"step", resources.StepName(s.pipeline, i), "error", err.Error())
+		return
+	}
+	s.obs.Pods[i] = pods.Items
 }

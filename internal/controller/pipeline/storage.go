@@ -24,8 +24,9 @@ const claimRecheckInterval = 15 * time.Second
 
 // reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
 // The volume of modelStorageClass storage is made from the class, only while the class exists
-// and selects the Pipeline's namespace: otherwise nothing new is made, what exists is kept
-// (also by reconcileStale), and the status says why.
+// and selects the Pipeline's namespace: otherwise nothing new is made, the status says why, and
+// what exists is kept (also by reconcileStale) for the revocation grace, then withdrawn
+// (withdrawStorage).
 func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 	p := s.pipeline
 	if resources.OwnsStorage(p) {
@@ -37,7 +38,10 @@ func (r *Reconciler) reconcileStorage(ctx context.Context, s *scope) error {
 			}
 			s.volumeName, s.obs.PVName = name, name
 			var usable bool
-			if src, usable, err = r.volumeSource(ctx, s); err != nil || !usable {
+			if src, usable = r.volumeSource(s); !usable {
+				if s.grant.withdrawn() {
+					err = r.withdrawStorage(ctx, s)
+				}
 				return errors.Join(err, r.observeStorage(ctx, s))
 			}
 		}
@@ -151,45 +155,20 @@ func (r *Reconciler) reconcileVolume(ctx context.Context, s *scope, src resource
 }
 
 // volumeSource is the source of the model PersistentVolume: the spec's for nfs and csi storage,
-// the ModelStorageClass's for modelStorageClass storage. The class is read from the manager's
-// cache (the controller watches classes). It returns false, having recorded the problem and
-// held the storage (scope.holdStorage), when the class does not exist or does not select
-// the Pipeline's namespace.
-func (r *Reconciler) volumeSource(ctx context.Context, s *scope) (resources.VolumeSource, bool, error) {
-	p := s.pipeline
-	name := resources.ModelStorageClassName(p)
-	if name == "" {
-		return resources.InlineVolumeSource(p), true, nil
+// the ModelStorageClass's for modelStorageClass storage, as the pass found it (scope.grant). It
+// returns false, having recorded the problem and held the storage (scope.holdStorage), when the
+// class does not exist or does not select the Pipeline's namespace.
+func (r *Reconciler) volumeSource(s *scope) (resources.VolumeSource, bool) {
+	g := s.grant
+	if g == nil {
+		return resources.InlineVolumeSource(s.pipeline), true
 	}
-	class := &pipelinev1.ModelStorageClass{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, class)
-	switch {
-	case apierrors.IsNotFound(err):
+	if !g.access.Authorized {
 		s.holdStorage()
-		s.addProblem(pipelinev1.ReasonModelStorageClassNotFound,
-			"ModelStorageClass %s named by modelStorage.modelStorageClass.name does not exist: no volume is made for namespace %s "+
-				"until a cluster administrator creates the class, or the Pipeline names one that exists", name, p.Namespace)
-		return resources.VolumeSource{}, false, nil
-	case err != nil:
-		return resources.VolumeSource{}, false, fmt.Errorf("get ModelStorageClass %s: %w", name, err)
+		s.addProblem(g.access.Reason, "%s", g.access.Message)
+		return resources.VolumeSource{}, false
 	}
-	labels, err := r.namespaceLabels(ctx, p.Namespace)
-	if err != nil {
-		return resources.VolumeSource{}, false, err
-	}
-	if selected, err := class.Selects(labels); !selected {
-		why := "its namespaceSelector does not select the namespace"
-		if err != nil {
-			why = err.Error()
-		}
-		s.holdStorage()
-		s.addProblem(pipelinev1.ReasonModelStorageClassNotPermitted,
-			"ModelStorageClass %s may not be used in namespace %s: %s; no new volume is made from it, and an existing one is kept. "+
-				"Ask a cluster administrator to add namespace %s to the namespaceSelector of ModelStorageClass %s",
-			name, p.Namespace, why, p.Namespace, name)
-		return resources.VolumeSource{}, false, nil
-	}
-	return resources.ClassVolumeSource(class), true, nil
+	return resources.ClassVolumeSource(g.class), true
 }
 
 // observeStorage records the model volume and claim as they are, from the cache, for a pass

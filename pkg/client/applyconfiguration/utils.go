@@ -74,6 +74,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1.StepAutoscalingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StepAutoscalingStatus"):
 		return &apiv1.StepAutoscalingStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StepPodMetadata"):
+		return &apiv1.StepPodMetadataApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StepStatus"):
 		return &apiv1.StepStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StorageClassStorage"):

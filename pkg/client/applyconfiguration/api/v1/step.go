@@ -19,6 +19,9 @@ limitations under the License.
 package v1
 
 import (
+	apiv1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	apicorev1 "k8s.io/api/core/v1"
+	resource "k8s.io/apimachinery/pkg/api/resource"
 	corev1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -82,6 +85,63 @@ type StepApplyConfiguration struct {
 	// it is true the router ends the pipeline with this step's answer (see docs/router.md).
 	// Read only with dataPath.mode Router.
 	StopWhen *string `json:"stopWhen,omitempty"`
+	// command is the entrypoint of the step's container, as a Kubernetes container's command:
+	// it replaces the image's ENTRYPOINT, runs without a shell, and $(VAR) names a variable of
+	// the container's environment. Without command and args the image's own entrypoint and
+	// arguments run.
+	Command []string `json:"command,omitempty"`
+	// args are the arguments of the step container's entrypoint, as a Kubernetes container's
+	// args: they replace the image's CMD, and $(VAR) names a variable of the container's
+	// environment. These are not v1beta1's args, which are environment variables (env entries
+	// in v1).
+	Args []string `json:"args,omitempty"`
+	// readinessProbe is the readiness probe of the step's container, as written: until it
+	// succeeds the step's Service sends the pod nothing and the pod does not count as available.
+	// One handler (exec, httpGet, tcpSocket or grpc); a port is a number or http, the name of
+	// the container's port. The admission webhook checks the handler, the ports and the lengths
+	// of exec.command and httpGet.httpHeaders entries.
+	ReadinessProbe *apicorev1.Probe `json:"readinessProbe,omitempty"`
+	// livenessProbe is the liveness probe of the step's container, as written: the kubelet
+	// restarts the container when it fails. The rules of readinessProbe apply; successThreshold
+	// is 1.
+	LivenessProbe *apicorev1.Probe `json:"livenessProbe,omitempty"`
+	// startupProbe is the startup probe of the step's container, as written: the other probes
+	// wait until it succeeds, so a model that loads for minutes needs no long liveness delay.
+	// The rules of readinessProbe apply; successThreshold is 1.
+	StartupProbe *apicorev1.Probe `json:"startupProbe,omitempty"`
+	// podMetadata are labels and annotations of the step's pods (the pod template of its
+	// Deployment only: not the Deployment, its Service or other children). The operator's own
+	// labels and every key under distri-infer.ndsl.cn/ are refused.
+	PodMetadata *StepPodMetadataApplyConfiguration `json:"podMetadata,omitempty"`
+	// runtimeClassName is the RuntimeClass of the step's pods (a GPU runtime, a sandbox).
+	// Without it the cluster's default runtime runs them.
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// sharedMemorySize is the size of /dev/shm in the step's container: a memory-backed
+	// emptyDir of that size limit, mounted there (model servers that share tensors between
+	// processes, such as Triton and PyTorch data loaders, need more than the runtime's 64 MiB).
+	// Its use counts as the container's memory. Greater than zero and at most 64Gi (the
+	// admission webhook checks it). Without it /dev/shm is the container runtime's.
+	SharedMemorySize *resource.Quantity `json:"sharedMemorySize,omitempty"`
+	// imagePullSecrets are Secrets, in the Pipeline's namespace, holding the credentials to
+	// pull the step's image from a private registry.
+	ImagePullSecrets []apicorev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// terminationGracePeriodSeconds is how long the step's pods may take to stop after
+	// SIGTERM, in seconds, before they are killed: long enough for the requests in flight.
+	// Without it Kubernetes' default applies (30 seconds).
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// protocol is what the step's server speaks. HTTP (the default) is any HTTP server: the
+	// router posts each request to the root of the step's Service and passes the answer on as
+	// it is, and the step has only the probes it declares. OpenInferenceProtocol is the Open
+	// Inference Protocol (KServe v2: Triton, MLServer, KServe runtimes): where the step declares
+	// no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a liveness probe
+	// on /v2/health/live and a startup probe on /v2/models/<name>/ready patient for
+	// modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
+	// POST /v2/models/<name>/infer.
+	Protocol *apiv1.StepProtocol `json:"protocol,omitempty"`
+	// modelLoadTimeoutSeconds is how long the default startup probe of protocol
+	// OpenInferenceProtocol waits for the model to load before the container is restarted
+	// (600 when unset). Only with protocol OpenInferenceProtocol and no startupProbe of the step's.
+	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"`
 }
 
 // StepApplyConfiguration constructs a declarative configuration of the Step type for use with
@@ -241,5 +301,107 @@ func (b *StepApplyConfiguration) WithIdempotent(value bool) *StepApplyConfigurat
 // If called multiple times, the StopWhen field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithStopWhen(value string) *StepApplyConfiguration {
 	b.StopWhen = &value
+	return b
+}
+
+// WithCommand adds the given value to the Command field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Command field.
+func (b *StepApplyConfiguration) WithCommand(values ...string) *StepApplyConfiguration {
+	for i := range values {
+		b.Command = append(b.Command, values[i])
+	}
+	return b
+}
+
+// WithArgs adds the given value to the Args field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Args field.
+func (b *StepApplyConfiguration) WithArgs(values ...string) *StepApplyConfiguration {
+	for i := range values {
+		b.Args = append(b.Args, values[i])
+	}
+	return b
+}
+
+// WithReadinessProbe sets the ReadinessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ReadinessProbe field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithReadinessProbe(value apicorev1.Probe) *StepApplyConfiguration {
+	b.ReadinessProbe = &value
+	return b
+}
+
+// WithLivenessProbe sets the LivenessProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LivenessProbe field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithLivenessProbe(value apicorev1.Probe) *StepApplyConfiguration {
+	b.LivenessProbe = &value
+	return b
+}
+
+// WithStartupProbe sets the StartupProbe field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupProbe field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithStartupProbe(value apicorev1.Probe) *StepApplyConfiguration {
+	b.StartupProbe = &value
+	return b
+}
+
+// WithPodMetadata sets the PodMetadata field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodMetadata field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithPodMetadata(value *StepPodMetadataApplyConfiguration) *StepApplyConfiguration {
+	b.PodMetadata = value
+	return b
+}
+
+// WithRuntimeClassName sets the RuntimeClassName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RuntimeClassName field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithRuntimeClassName(value string) *StepApplyConfiguration {
+	b.RuntimeClassName = &value
+	return b
+}
+
+// WithSharedMemorySize sets the SharedMemorySize field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SharedMemorySize field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithSharedMemorySize(value resource.Quantity) *StepApplyConfiguration {
+	b.SharedMemorySize = &value
+	return b
+}
+
+// WithImagePullSecrets adds the given value to the ImagePullSecrets field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ImagePullSecrets field.
+func (b *StepApplyConfiguration) WithImagePullSecrets(values ...apicorev1.LocalObjectReference) *StepApplyConfiguration {
+	for i := range values {
+		b.ImagePullSecrets = append(b.ImagePullSecrets, values[i])
+	}
+	return b
+}
+
+// WithTerminationGracePeriodSeconds sets the TerminationGracePeriodSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminationGracePeriodSeconds field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithTerminationGracePeriodSeconds(value int64) *StepApplyConfiguration {
+	b.TerminationGracePeriodSeconds = &value
+	return b
+}
+
+// WithProtocol sets the Protocol field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Protocol field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithProtocol(value apiv1.StepProtocol) *StepApplyConfiguration {
+	b.Protocol = &value
+	return b
+}
+
+// WithModelLoadTimeoutSeconds sets the ModelLoadTimeoutSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ModelLoadTimeoutSeconds field is set to the value of the last call.
+func (b *StepApplyConfiguration) WithModelLoadTimeoutSeconds(value int32) *StepApplyConfiguration {
+	b.ModelLoadTimeoutSeconds = &value
 	return b
 }

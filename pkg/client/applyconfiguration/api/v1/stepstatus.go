@@ -52,6 +52,17 @@ type StepStatusApplyConfiguration struct {
 	// autoscaling is the state of the step's HorizontalPodAutoscaler; absent unless the step
 	// sets autoscaling.
 	Autoscaling *StepAutoscalingStatusApplyConfiguration `json:"autoscaling,omitempty"`
+	// state says whether the step serves: Ready once every pod it asks for is ready (its model
+	// server reports the model loaded, when it declares a readiness probe), Loading while its
+	// pods run but are not all ready, Pending before they run, Failed when they cannot become
+	// ready (crash loop, image pull failure, progress deadline exceeded), Stopped when it asks
+	// for no pods.
+	State *apiv1.StepState `json:"state,omitempty"`
+	// reason is why the step is in its state, in CamelCase (for example ModelLoading,
+	// CrashLoopBackOff, Unschedulable).
+	Reason *string `json:"reason,omitempty"`
+	// message says, for a person, what the step waits for or what failed.
+	Message *string `json:"message,omitempty"`
 }
 
 // StepStatusApplyConfiguration constructs a declarative configuration of the StepStatus type for use with
@@ -137,5 +148,29 @@ func (b *StepStatusApplyConfiguration) WithNodeReady(value bool) *StepStatusAppl
 // If called multiple times, the Autoscaling field is set to the value of the last call.
 func (b *StepStatusApplyConfiguration) WithAutoscaling(value *StepAutoscalingStatusApplyConfiguration) *StepStatusApplyConfiguration {
 	b.Autoscaling = value
+	return b
+}
+
+// WithState sets the State field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the State field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithState(value apiv1.StepState) *StepStatusApplyConfiguration {
+	b.State = &value
+	return b
+}
+
+// WithReason sets the Reason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Reason field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithReason(value string) *StepStatusApplyConfiguration {
+	b.Reason = &value
+	return b
+}
+
+// WithMessage sets the Message field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Message field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithMessage(value string) *StepStatusApplyConfiguration {
+	b.Message = &value
 	return b
 }

@@ -1,0 +1,104 @@
+package resources
+
+import (
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+)
+
+// oipSample is the sample whose second step serves models/resnet-50 in the Open Inference
+// Protocol on port 8000.
+func oipSample(t *testing.T, edit func(*pipelinev1.Step)) *pipelinev1.Pipeline {
+	p := testenv.Sample(t, "edge")
+	s := &p.Spec.Steps[1]
+	s.Protocol, s.Model, s.Port = pipelinev1.StepProtocolOpenInference, "models/resnet-50", ptr.To[int32](8000)
+	if edit != nil {
+		edit(s)
+	}
+	return p
+}
+
+func getProbe(path string, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8000)}},
+		PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures}
+}
+
+func TestOpenInferenceProbes(t *testing.T) {
+	own := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8000)}}}
+	tests := []struct {
+		name                        string
+		edit                        func(*pipelinev1.Step)
+		readiness, liveness, startup *corev1.Probe
+	}{{
+		name:      "protocol defaults, 600 s to load",
+		readiness: getProbe("/v2/models/resnet-50/ready", 5, 3),
+		liveness:  getProbe("/v2/health/live", 10, 3),
+		startup:   getProbe("/v2/models/resnet-50/ready", 10, 60),
+	}, {
+		name:      "modelLoadTimeoutSeconds, rounded up to a whole period",
+		edit:      func(s *pipelinev1.Step) { s.ModelLoadTimeoutSeconds = ptr.To[int32](1805) },
+		readiness: getProbe("/v2/models/resnet-50/ready", 5, 3),
+		liveness:  getProbe("/v2/health/live", 10, 3),
+		startup:   getProbe("/v2/models/resnet-50/ready", 10, 181),
+	}, {
+		name:      "the step's own probes win, one by one",
+		edit:      func(s *pipelinev1.Step) { s.ReadinessProbe, s.StartupProbe = own, own },
+		readiness: own,
+		liveness:  getProbe("/v2/health/live", 10, 3),
+		startup:   own,
+	}, {
+		name:      "a model name is escaped in the path",
+		edit:      func(s *pipelinev1.Step) { s.Model = "models/bert base" },
+		readiness: getProbe("/v2/models/bert%20base/ready", 5, 3),
+		liveness:  getProbe("/v2/health/live", 10, 3),
+		startup:   getProbe("/v2/models/bert%20base/ready", 10, 60),
+	}, {
+		name: "HTTP: only what the step declares",
+		edit: func(s *pipelinev1.Step) { s.Protocol, s.LivenessProbe = pipelinev1.StepProtocolHTTP, own },
+		liveness: own,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := oipSample(t, tt.edit)
+			readiness, liveness, startup := StepProbes(p, 1)
+			for _, c := range []struct {
+				what      string
+				got, want *corev1.Probe
+			}{{"readiness", readiness, tt.readiness}, {"liveness", liveness, tt.liveness}, {"startup", startup, tt.startup}} {
+				if diff := gocmp.Diff(c.want, c.got); diff != "" {
+					t.Errorf("%s probe (-want +got):\n%s", c.what, diff)
+				}
+			}
+			// And the container gets them.
+			d := StepDeployment(p, 1, PodSecurityRestricted, "", "")
+			c := d.Spec.Template.Spec.Containers[0]
+			if (c.ReadinessProbe != nil) != (tt.readiness != nil) || (c.LivenessProbe != nil) != (tt.liveness != nil) ||
+				(c.StartupProbe != nil) != (tt.startup != nil) {
+				t.Errorf("the container's probes are not the step's: readiness %v, liveness %v, startup %v",
+					c.ReadinessProbe != nil, c.LivenessProbe != nil, c.StartupProbe != nil)
+			}
+			if tt.startup != nil && tt.startup.HTTPGet != nil && ptr.Deref(c.StartupProbe.HTTPGet.Path, "") != tt.startup.HTTPGet.Path {
+				t.Errorf("container startup probe path %q, want %q", ptr.Deref(c.StartupProbe.HTTPGet.Path, ""), tt.startup.HTTPGet.Path)
+			}
+		})
+	}
+}
+
+// The router posts to /v2/models/<name>/infer of a step of the Open Inference Protocol, to the
+// root of any other.
+func TestRouterCallsTheInferPath(t *testing.T) {
+	p := oipSample(t, nil)
+	cfg := RouterConfig(p, "")
+	if want := StepURL(p, 0, "") + "/"; cfg.Steps[0].URL != want {
+		t.Errorf("step 1 called at %q, want %q", cfg.Steps[0].URL, want)
+	}
+	if want := StepURL(p, 1, "") + "/v2/models/resnet-50/infer"; cfg.Steps[1].URL != want {
+		t.Errorf("step 2 called at %q, want %q", cfg.Steps[1].URL, want)
+	}
+}

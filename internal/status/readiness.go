@@ -1,0 +1,188 @@
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+)
+
+// Reasons of a step's state (status.steps[].reason) besides the waiting reasons of its
+// containers, which it carries as they are (CrashLoopBackOff, ImagePullBackOff, ...).
+const (
+	reasonPodsReady        = "PodsReady"
+	reasonModelLoading     = "ModelLoading"
+	reasonStorageWithdrawn = "ModelStorageWithdrawn"
+	reasonScaledToZero     = "ScaledToZero"
+	reasonNoDeployment     = "DeploymentNotFound"
+	reasonRollingOut       = "RollingOut"
+	reasonUnschedulable    = "Unschedulable"
+)
+
+// failingWaits are the waiting reasons of a container that does not get better by itself.
+var failingWaits = []string{"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+	"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+// NeedsPods reports whether the state of a step whose Deployment is d can only be told from its
+// pods: some run, or are meant to, and not every one the step asks for is available. The
+// reconciler then lists them (status.steps[].state tells Loading from Pending, and a crash
+// loop from a slow start).
+func NeedsPods(d *appsv1.Deployment) bool {
+	if d == nil || ptr.Deref(d.Spec.Replicas, 1) == 0 || d.Status.Replicas == 0 {
+		return false
+	}
+	return d.Status.AvailableReplicas < ptr.Deref(d.Spec.Replicas, 1) || d.Status.UpdatedReplicas < d.Status.Replicas
+}
+
+// readiness is the state of a step: from ds and detail, the state of its Deployment d and what
+// it says of it, and the step's pods (nil: not looked at). withdrawn says its model storage was.
+func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail string, pods []corev1.Pod, withdrawn bool) (pipelinev1.StepState, string, string) {
+	if d == nil {
+		return pipelinev1.StepStatePending, reasonNoDeployment, "its Deployment does not exist yet"
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	switch {
+	case withdrawn:
+		return pipelinev1.StepStateStopped, reasonStorageWithdrawn, "scaled to zero while its model storage is withdrawn"
+	case want == 0:
+		return pipelinev1.StepStateStopped, reasonScaledToZero, "its Deployment asks for no pods"
+	case ds == pipelinev1.DeploymentStateFailed:
+		return pipelinev1.StepStateFailed, deploymentFailure(d), "Deployment " + detail
+	}
+	if reason, msg, ok := podFailure(pods); ok {
+		return pipelinev1.StepStateFailed, reason, msg
+	}
+	if ds == pipelinev1.DeploymentStateAvailable {
+		return pipelinev1.StepStateReady, reasonPodsReady, fmt.Sprintf("%d of %d pods ready", d.Status.ReadyReplicas, want)
+	}
+	ready := fmt.Sprintf("%d of %d pods ready", d.Status.ReadyReplicas, want)
+	if name, why, ok := loadingPod(pods); ok {
+		return pipelinev1.StepStateLoading, reasonModelLoading, fmt.Sprintf("%s; pod %s runs but is not ready: %s", ready, name, why)
+	}
+	if name, why, ok := unschedulablePod(pods); ok {
+		return pipelinev1.StepStatePending, reasonUnschedulable, fmt.Sprintf("%s; pod %s cannot be scheduled: %s", ready, name, why)
+	}
+	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; Deployment " + detail
+}
+
+// deploymentFailure is the reason of a Failed Deployment: the condition that says so.
+func deploymentFailure(d *appsv1.Deployment) string {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason != "" {
+			return c.Reason
+		}
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return cmp.Or(c.Reason, "ReplicaFailure")
+		}
+	}
+	return "DeploymentFailed"
+}
+
+// podFailure finds, in pods, a container that waits for a reason that does not pass by itself
+// (a crash loop, an image that cannot be pulled): its reason, and a message naming the pod, the
+// container and, for a crash loop, how its last run ended.
+func podFailure(pods []corev1.Pod) (string, string, bool) {
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+			w := c.State.Waiting
+			if w == nil || !slices.Contains(failingWaits, w.Reason) {
+				continue
+			}
+			msg := fmt.Sprintf("pod %s, container %s: %s", p.Name, c.Name, w.Reason)
+			if w.Message != "" {
+				msg += ": " + w.Message
+			}
+			if t := c.LastTerminationState.Terminated; t != nil {
+				msg += fmt.Sprintf("; its last run ended with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(t.Reason, "no reason"), c.RestartCount)
+			}
+			return w.Reason, msg, true
+		}
+	}
+	return "", "", false
+}
+
+// loadingPod finds, in pods, one that runs but is not ready: its name and what its Ready
+// condition says.
+func loadingPod(pods []corev1.Pod) (string, string, bool) {
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if c := podCondition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
+			why := "the readiness of its containers is not reported yet"
+			if c != nil && c.Message != "" {
+				why = c.Message
+			}
+			if notStarted := notStartedContainers(p); len(notStarted) > 0 {
+				why = "startup probe of " + strings.Join(notStarted, ", ") + " not passed yet"
+			}
+			return p.Name, why, true
+		}
+	}
+	return "", "", false
+}
+
+// unschedulablePod finds, in pods, one the scheduler cannot place: its name and why.
+func unschedulablePod(pods []corev1.Pod) (string, string, bool) {
+	for i := range pods {
+		p := &pods[i]
+		if c := podCondition(p, corev1.PodScheduled); p.DeletionTimestamp.IsZero() && c != nil && c.Status == corev1.ConditionFalse {
+			return p.Name, cmp.Or(c.Message, c.Reason), true
+		}
+	}
+	return "", "", false
+}
+
+// notStartedContainers are the containers of p that run but whose startup probe has not passed.
+func notStartedContainers(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running != nil && !ptr.Deref(c.Started, true) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// maxStepMessage and maxStepReason are the longest status.steps[].message and reason (the
+// schema's bounds).
+const (
+	maxStepMessage = 1024
+	maxStepReason  = 128
+)
+
+// truncate cuts msg to maxStepMessage bytes.
+func truncate(msg string) string { return truncateTo(msg, maxStepMessage) }
+
+// truncateTo cuts s to at most n bytes, on a rune boundary, marking the cut with "...".
+func truncateTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
