@@ -32,8 +32,8 @@ func getProbe(path string, period, failures int32) *corev1.Probe {
 func TestOpenInferenceProbes(t *testing.T) {
 	own := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8000)}}}
 	tests := []struct {
-		name                        string
-		edit                        func(*pipelinev1.Step)
+		name                         string
+		edit                         func(*pipelinev1.Step)
 		readiness, liveness, startup *corev1.Probe
 	}{{
 		name:      "protocol defaults, 600 s to load",
@@ -59,8 +59,8 @@ func TestOpenInferenceProbes(t *testing.T) {
 		liveness:  getProbe("/v2/health/live", 10, 3),
 		startup:   getProbe("/v2/models/bert%20base/ready", 10, 60),
 	}, {
-		name: "HTTP: only what the step declares",
-		edit: func(s *pipelinev1.Step) { s.Protocol, s.LivenessProbe = pipelinev1.StepProtocolHTTP, own },
+		name:     "HTTP: only what the step declares",
+		edit:     func(s *pipelinev1.Step) { s.Protocol, s.LivenessProbe = pipelinev1.StepProtocolHTTP, own },
 		liveness: own,
 	}}
 	for _, tt := range tests {
