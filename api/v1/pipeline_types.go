@@ -1103,7 +1103,6 @@ type PipelineStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readySteps`
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.totalSteps`
-// +kubebuilder:printcolumn:name="Step States",type=string,JSONPath=`.status.steps[*].state`
 // +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.steps`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1},{HorizontalPodAutoscaler,v2},{PodDisruptionBudget,v1}}

@@ -156,8 +156,9 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
 				"kubectl prefers v1")
 		table := kubectl("get", "pipelines", "-n", ns, "-o", "wide")
-		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+STEP STATES\s+DETAIL\s+AGE\n`))
-		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s+Ready,Ready\s`))
+		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
+		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s`))
+		Expect(kubectl("get", "pipeline", p.Name, "-n", ns, "-o", "jsonpath={.status.steps[*].state}")).To(Equal("Ready Ready"))
 
 		By("and it still reads as the v1beta1 it was applied as, with the status in v1beta1's form")
 		seed, err := samples.PipelineV1beta1(ns)

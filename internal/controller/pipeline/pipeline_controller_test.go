@@ -644,7 +644,7 @@ var _ = Describe("Pipeline reconciler", func() {
 			"v1beta1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
 				"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"},
 			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
-				"Step States=.status.steps[*].state", "Detail=.status.steps", "Age=.metadata.creationTimestamp"},
+				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
 		}))
 		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
 	})
