@@ -114,14 +114,24 @@ func bindStorage(ctx context.Context, p *pipelinev1.Pipeline) {
 func rollOut(ctx context.Context, p *pipelinev1.Pipeline) {
 	GinkgoHelper()
 	for i := range p.Spec.Steps {
-		Eventually(func() error {
-			d := deploymentOf(ctx, p, i)
-			r := ptr.Deref(d.Spec.Replicas, 1)
-			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
-				ReadyReplicas: r, AvailableReplicas: r}
-			return k8sClient.Status().Update(ctx, d)
-		}).Should(Succeed())
+		setStepDeploymentReady(ctx, p, i, -1)
 	}
+}
+
+// setStepDeploymentReady plays the deployment controller for step i: every pod of its current
+// Deployment is updated, and ready of them are ready (-1: all).
+func setStepDeploymentReady(ctx context.Context, p *pipelinev1.Pipeline, i int, ready int32) {
+	GinkgoHelper()
+	Eventually(func() error {
+		d := deploymentOf(ctx, p, i)
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		if ready < 0 {
+			ready = r
+		}
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
+			ReadyReplicas: ready, AvailableReplicas: ready}
+		return k8sClient.Status().Update(ctx, d)
+	}).Should(Succeed())
 }
 
 // runningSample creates the sample and plays the cluster until it is running.

@@ -5,7 +5,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,18 +19,6 @@ func stepPodStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) {
 		latest := child(ctx, &corev1.Pod{}, pod.Namespace, pod.Name)
 		latest.Status = st
 		return k8sClient.Status().Update(ctx, latest)
-	}).Should(Succeed())
-}
-
-// setStepDeploymentReady plays the deployment controller for step i: ready of its pods are ready.
-func setStepDeploymentReady(ctx context.Context, p *pipelinev1.Pipeline, i int, ready int32) {
-	GinkgoHelper()
-	Eventually(func() error {
-		d := deploymentOf(ctx, p, i)
-		r := ptr.Deref(d.Spec.Replicas, 1)
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r,
-			ReadyReplicas: ready, AvailableReplicas: ready}
-		return k8sClient.Status().Update(ctx, d)
 	}).Should(Succeed())
 }
 

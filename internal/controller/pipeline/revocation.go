@@ -155,7 +155,7 @@ func (r *Reconciler) withdrawStorage(ctx context.Context, s *scope) error {
 	}
 	if len(deleted) > 0 {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "ModelStorageWithdrawn", "Delete",
-			"ModelStorageClass %s no longer grants namespace %s its storage (%s) since before the revocation grace: "+
+			"ModelStorageClass %s no longer grants namespace %s its storage (%s) and the revocation grace has passed: "+
 				"the steps are scaled to zero and %s deleted; the data on the share is not touched",
 			resources.ModelStorageClassName(p), p.Namespace, s.grant.access.Reason, strings.Join(deleted, ", "))
 	}
