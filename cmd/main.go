@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -61,7 +60,7 @@ func main() {
 			"router (dataPath.mode Router) or its own steps (Chain); the entry stays open. Off: no such policy, and those "+
 			"made before are deleted, so that any pod may call any step. Enforced only by a network plugin that enforces "+
 			"NetworkPolicy (docs/security.md).")
-	grace := flag.Duration("storage-revocation-grace", pipeline.DefaultStorageRevocationGrace,
+	grace := flag.Duration("storage-revocation-grace", manager.DefaultStorageRevocationGrace,
 		"How long the steps of a Pipeline keep modelStorageClass storage after its ModelStorageClass is deleted or stops "+
 			"selecting the namespace (reported at once in the ModelStorageAuthorized condition). Then the operator withdraws it: "+
 			"the steps are scaled to zero and the model volume and claim deleted (the data on the share is not touched); "+

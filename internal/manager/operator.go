@@ -75,8 +75,8 @@ type Options struct {
 	// is resources.DefaultClusterDomain.
 	ClusterDomain string
 	// StorageRevocationGrace is how long steps keep model storage that its ModelStorageClass no
-	// longer grants before the operator withdraws it; nil is
-	// pipeline.DefaultStorageRevocationGrace, zero withdraws at once.
+	// longer grants before the operator withdraws it; nil is DefaultStorageRevocationGrace, zero
+	// withdraws at once.
 	StorageRevocationGrace *time.Duration
 	// DisableStepNetworkPolicies gives the steps no NetworkPolicy, and deletes those made before:
 	// any pod may then call any step (--step-network-policies=false).
@@ -132,6 +132,9 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }
+
+// DefaultStorageRevocationGrace is the grace of Options.StorageRevocationGrace when unset.
+const DefaultStorageRevocationGrace = pipeline.DefaultStorageRevocationGrace
 
 // check refuses options no manager can run with, and returns the cluster's DNS domain.
 func (o Options) check() (resources.ClusterDomain, error) {

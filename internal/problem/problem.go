@@ -7,6 +7,7 @@ package problem
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -136,10 +137,15 @@ func JoinMessages(msgs []string) string {
 	return Truncate(strings.Join(msgs, "; "), MaxMessageLength)
 }
 
-// Truncate shortens s to at most n bytes, ending it in "..." when it was longer.
+// Truncate shortens s to at most n bytes, ending it in "..." when it was longer. It cuts on a
+// rune boundary, so that a message of valid UTF-8 stays valid.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

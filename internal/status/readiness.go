@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +41,8 @@ func NeedsPods(d *appsv1.Deployment) bool {
 }
 
 // readiness is the state of a step: from ds and detail, the state of its Deployment d and what
-// it says of it, and the step's pods (nil: not looked at). withdrawn says its model storage was.
+// classify says of it, and the step's pods (nil: not looked at). withdrawn says its model storage
+// was.
 func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail string, pods []corev1.Pod, withdrawn bool) (pipelinev1.StepState, string, string) {
 	if d == nil {
 		return pipelinev1.StepStatePending, reasonNoDeployment, "its Deployment does not exist yet"
@@ -54,7 +54,8 @@ func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail strin
 	case want == 0:
 		return pipelinev1.StepStateStopped, reasonScaledToZero, "its Deployment asks for no pods"
 	case ds == pipelinev1.DeploymentStateFailed:
-		return pipelinev1.StepStateFailed, deploymentFailure(d), "Deployment " + detail
+		reason, _, _ := deploymentFailure(d)
+		return pipelinev1.StepStateFailed, reason, detail
 	}
 	if reason, msg, ok := podFailure(pods); ok {
 		return pipelinev1.StepStateFailed, reason, msg
@@ -69,20 +70,7 @@ func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail strin
 	if name, why, ok := unschedulablePod(pods); ok {
 		return pipelinev1.StepStatePending, reasonUnschedulable, fmt.Sprintf("%s; pod %s cannot be scheduled: %s", ready, name, why)
 	}
-	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; Deployment " + detail
-}
-
-// deploymentFailure is the reason of a Failed Deployment: the condition that says so.
-func deploymentFailure(d *appsv1.Deployment) string {
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason != "" {
-			return c.Reason
-		}
-		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return cmp.Or(c.Reason, "ReplicaFailure")
-		}
-	}
-	return "DeploymentFailed"
+	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; " + detail
 }
 
 // podFailure finds, in pods, a container that waits for a reason that does not pass by itself
@@ -165,24 +153,6 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 	return nil
 }
 
-// maxStepMessage and maxStepReason are the longest status.steps[].message and reason (the
-// schema's bounds).
-const (
-	maxStepMessage = 1024
-	maxStepReason  = 128
-)
-
-// truncate cuts msg to maxStepMessage bytes.
-func truncate(msg string) string { return truncateTo(msg, maxStepMessage) }
-
-// truncateTo cuts s to at most n bytes, on a rune boundary, marking the cut with "...".
-func truncateTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// maxStepReason is the longest status.steps[].reason (the schema's bound); its message is
+// bounded as a condition's (problem.MaxMessageLength).
+const maxStepReason = 128

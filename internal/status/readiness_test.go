@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
@@ -102,8 +103,8 @@ func TestStepMessageBounded(t *testing.T) {
 	pod := runningPod("p", false, true)
 	pod.Status.Conditions[1].Message = strings.Repeat("é", 2000)
 	s := computeStepReadiness(testenv.Sample(t, "edge"), 0, startingDeployment(), statustest.ReadyService(), "", []corev1.Pod{pod}, false)
-	if n := len(s.status.Message); n > maxStepMessage || !strings.HasSuffix(s.status.Message, "...") {
-		t.Errorf("message of %d bytes, want at most %d ending in ...", n, maxStepMessage)
+	if n := len(s.status.Message); n > problem.MaxMessageLength || !strings.HasSuffix(s.status.Message, "...") {
+		t.Errorf("message of %d bytes, want at most %d ending in ...", n, problem.MaxMessageLength)
 	}
 	if !utf8Valid(s.status.Message) {
 		t.Error("message cut inside a rune")

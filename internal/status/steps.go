@@ -18,6 +18,9 @@ type stepState struct {
 	status  pipelinev1.StepStatus
 	failure string
 	waiting string
+	// detail is what classify said of the Deployment ("Deployment <name> is available"); empty
+	// when it is missing.
+	detail string
 }
 
 // computeStepReadiness derives the state of step i from its Deployment and Service, whose URL
@@ -29,13 +32,8 @@ func computeStepReadiness(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, s
 	pods []corev1.Pod, withdrawn bool) stepState {
 	s := stepDeploymentStatus(p, i, d, svc, domain)
 	label := resources.StepLabel(p, i)
-	ds, detail := pipelinev1.DeploymentStatePending, ""
-	if d != nil {
-		ds, detail = stepDeploymentState(p, i, d)
-		detail = d.Name + " " + detail
-	}
-	state, reason, msg := readiness(d, ds, detail, pods, withdrawn)
-	s.status.State, s.status.Reason, s.status.Message = state, truncateTo(reason, maxStepReason), truncate(msg)
+	state, reason, msg := readiness(d, s.status.DeploymentState, s.detail, pods, withdrawn)
+	s.status.State, s.status.Reason, s.status.Message = state, problem.Truncate(reason, maxStepReason), problem.Truncate(msg, problem.MaxMessageLength)
 	switch {
 	case withdrawn:
 		// Its Deployment is scaled to zero, which a Deployment counts as available.
@@ -82,12 +80,12 @@ func (s *stepState) classify(label, name string, d *appsv1.Deployment, serviceRe
 		return
 	}
 	ds, detail := state(d)
-	s.status.DeploymentState = ds
+	s.status.DeploymentState, s.detail = ds, fmt.Sprintf("Deployment %s %s", d.Name, detail)
 	switch {
 	case ds == pipelinev1.DeploymentStateFailed:
-		s.failure = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+		s.failure = label + ": " + s.detail
 	case ds != pipelinev1.DeploymentStateAvailable:
-		s.waiting = fmt.Sprintf("%s: Deployment %s %s", label, d.Name, detail)
+		s.waiting = label + ": " + s.detail
 	case !serviceReady:
 		s.waiting = fmt.Sprintf("%s: Service %s has no cluster IP yet", label, name)
 	}
@@ -95,13 +93,8 @@ func (s *stepState) classify(label, name string, d *appsv1.Deployment, serviceRe
 
 // deploymentState classifies a Deployment and says why, for messages.
 func deploymentState(d *appsv1.Deployment) (pipelinev1.DeploymentState, string) {
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
-			return pipelinev1.DeploymentStateFailed, "exceeded its progress deadline: " + c.Message
-		}
-		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return pipelinev1.DeploymentStateFailed, "cannot create pods: " + c.Message
-		}
+	if _, why, failed := deploymentFailure(d); failed {
+		return pipelinev1.DeploymentStateFailed, why
 	}
 	want := int32(1)
 	if d.Spec.Replicas != nil {
@@ -119,6 +112,21 @@ func deploymentState(d *appsv1.Deployment) (pipelinev1.DeploymentState, string) 
 		return pipelinev1.DeploymentStateProgressing, fmt.Sprintf("has %d of %d pods available", st.AvailableReplicas, want)
 	}
 	return pipelinev1.DeploymentStateAvailable, "is available"
+}
+
+// deploymentFailure reports whether d cannot complete its rollout without a person: its
+// progress deadline passed, or it cannot create pods. reason is the condition's reason, why says
+// it for messages.
+func deploymentFailure(d *appsv1.Deployment) (reason, why string, failed bool) {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			return c.Reason, "exceeded its progress deadline: " + c.Message, true
+		}
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return cmp.Or(c.Reason, "ReplicaFailure"), "cannot create pods: " + c.Message, true
+		}
+	}
+	return "", "", false
 }
 
 // addRouterState records the state of the router, when dataPath.mode is Router, in st and reports

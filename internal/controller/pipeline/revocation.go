@@ -121,43 +121,17 @@ func (g *classGrant) untilWithdrawal(now time.Time) time.Duration {
 // storageClass spec) is no grant of the class, and is kept.
 func (r *Reconciler) withdrawStorage(ctx context.Context, s *scope) error {
 	p := s.pipeline
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name}); err != nil {
-		return fmt.Errorf("list claims to withdraw: %w", err)
-	}
-	volumes := &corev1.PersistentVolumeList{}
-	if err := r.Client.List(ctx, volumes, volumeSelector(p)); err != nil {
-		return fmt.Errorf("list volumes to withdraw: %w", err)
-	}
-	var deleted []string
-	var errs []error
-	for i := range claims.Items {
-		c := &claims.Items[i]
-		if !resources.OwnedBy(p, c) || ptr.Deref(c.Spec.StorageClassName, "") != "" || !c.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := r.applier().Delete(ctx, p, c, "PersistentVolumeClaim"); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		deleted = append(deleted, "PersistentVolumeClaim "+c.Name)
-	}
-	for i := range volumes.Items {
-		v := &volumes.Items[i]
-		if !v.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := r.applier().Delete(ctx, p, v, "PersistentVolume"); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		deleted = append(deleted, "PersistentVolume "+v.Name)
-	}
-	if len(deleted) > 0 {
+	claims, claimErr := r.deleteOwned(ctx, p, &corev1.PersistentVolumeClaimList{}, "PersistentVolumeClaim", func(o client.Object) bool {
+		c, ok := o.(*corev1.PersistentVolumeClaim)
+		return ok && ptr.Deref(c.Spec.StorageClassName, "") == ""
+	}, client.InNamespace(p.Namespace), client.MatchingLabels{resources.LabelPipeline: p.Name})
+	volumes, volumeErr := r.deleteOwned(ctx, p, &corev1.PersistentVolumeList{}, "PersistentVolume",
+		func(client.Object) bool { return true }, volumeSelector(p))
+	if deleted := append(claims, volumes...); len(deleted) > 0 {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "ModelStorageWithdrawn", "Delete",
 			"ModelStorageClass %s no longer grants namespace %s its storage (%s) and the revocation grace has passed: "+
 				"the steps are scaled to zero and %s deleted; the data on the share is not touched",
 			resources.ModelStorageClassName(p), p.Namespace, s.grant.access.Reason, strings.Join(deleted, ", "))
 	}
-	return errors.Join(errs...)
+	return errors.Join(claimErr, volumeErr)
 }

@@ -63,17 +63,8 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 
 	var errs []error
 	deleteUnwanted := func(list client.ObjectList, kind string, keep func(client.Object) bool, opts ...client.ListOption) {
-		if err := r.Client.List(ctx, list, opts...); err != nil {
-			errs = append(errs, fmt.Errorf("list %s: %w", kind, err))
-			return
-		}
-		for _, obj := range objects(list) {
-			if resources.OwnedBy(p, obj) && !keep(obj) {
-				if err := r.applier().Delete(ctx, p, obj, kind); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
+		_, err := r.deleteOwned(ctx, p, list, kind, func(o client.Object) bool { return !keep(o) }, opts...)
+		errs = append(errs, err)
 	}
 	// The router's objects are reconcileRouter's to keep or delete (deleteDisabledRouter); by
 	// name too, while enabled: a step's object the router took over in this pass may still
@@ -104,6 +95,28 @@ func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
 		return s.obs.StorageHeld || (resources.OwnsVolume(p) && (s.volumeName == "" || o.GetName() == s.volumeName))
 	}, volumeSelector(p))
 	return errors.Join(errs...)
+}
+
+// deleteOwned lists list with opts and deletes the objects of p (resources.OwnedBy) that drop
+// accepts, but for those already being deleted; it returns "<kind> <name>" of each it deleted.
+func (r *Reconciler) deleteOwned(ctx context.Context, p *pipelinev1.Pipeline, list client.ObjectList, kind string,
+	drop func(client.Object) bool, opts ...client.ListOption) ([]string, error) {
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	var deleted []string
+	var errs []error
+	for _, obj := range objects(list) {
+		if !resources.OwnedBy(p, obj) || !drop(obj) || !obj.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		if err := r.applier().Delete(ctx, p, obj, kind); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, kind+" "+obj.GetName())
+	}
+	return deleted, errors.Join(errs...)
 }
 
 // objects are the items of a list.
