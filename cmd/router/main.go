@@ -26,10 +26,32 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "router:", err)
+			writeTerminationMessage(terminationLog, err.Error())
 		}
 		stop()
 		os.Exit(1)
 	}
+}
+
+// terminationLog is the file the kubelet reads, by default, as the message of a container that
+// ended: why the router stopped shows in its pod's status, and the operator shows it in the
+// Pipeline's.
+const terminationLog = "/dev/termination-log"
+
+// maxTerminationMessage is the most the kubelet keeps of a termination message.
+const maxTerminationMessage = 4096
+
+// writeTerminationMessage writes msg to path when that file exists (it does in a pod).
+func writeTerminationMessage(path, msg string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	if len(msg) > maxTerminationMessage {
+		msg = msg[:maxTerminationMessage]
+	}
+	_, _ = f.WriteString(msg)
+	_ = f.Close()
 }
 
 // signalContext ends on SIGTERM (what the kubelet sends) or an interrupt.

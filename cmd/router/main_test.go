@@ -118,3 +118,36 @@ func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatal("run did not return after SIGTERM")
 	}
 }
+
+func TestRunStopsOnAMappingTheModelRefuses(t *testing.T) {
+	// A model server whose model takes an input named "pixels", not "image".
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"name":"resnet","inputs":[{"name":"pixels","datatype":"FP32","shape":[-1,3]}],"outputs":[]}`)
+	}))
+	defer model.Close()
+	f := writeConfig(t, `{"pipeline": "default/p", "steps": [{"name": "classify", "url": "`+model.URL+`/v2/models/resnet/infer",
+		"protocol": "OpenInferenceProtocol", "metadataURL": "`+model.URL+`/v2/models/resnet",
+		"inputs": [{"name": "image", "tensor": "input0"}]}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"--config", f, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard)
+	want := `the tensor mappings do not fit the models: input "image" of step 1 (classify): model resnet has no input "image" (its inputs: pixels)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("run: %v, want %q", err, want)
+	}
+}
+
+func TestWriteTerminationMessage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "termination-log")
+	writeTerminationMessage(path, "not written")
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a termination log was created where none was: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("an older, longer message"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeTerminationMessage(path, strings.Repeat("x", maxTerminationMessage+10))
+	if got, _ := os.ReadFile(path); len(got) != maxTerminationMessage || got[0] != 'x' {
+		t.Fatalf("termination log has %d bytes", len(got))
+	}
+}

@@ -135,14 +135,26 @@ func bench(ctx context.Context, o options) error {
 		slow = &o.slow
 		measureSlowCallers(ctx, ours, variants[1], body, slow, o.slowDuration)
 	}
+	mapping, mprocs, err := measureMapping(ctx, o, steps.urls)
+	for _, p := range mprocs {
+		defer p.stop()
+	}
+	if err != nil {
+		return fmt.Errorf("tensor mapping: %w", err)
+	}
 	env.finish(time.Since(start))
-	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs}
+	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs, mapping: mapping}
 	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
 	for _, v := range variants {
 		if v.failures() > 0 {
+			return errors.New(v.name + ": some calls failed (see the report)")
+		}
+	}
+	for _, v := range mapping.variants {
+		if v.failures > 0 {
 			return errors.New(v.name + ": some calls failed (see the report)")
 		}
 	}

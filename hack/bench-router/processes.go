@@ -49,6 +49,11 @@ func startRouter(ctx context.Context, bin string, urls []string, stopWhen string
 	for i, u := range urls {
 		cfg.Steps = append(cfg.Steps, router.Step{Name: "step-" + strconv.Itoa(i+1), URL: u, TimeoutSeconds: 30, StopWhen: stopWhen})
 	}
+	return startRouterConfig(ctx, bin, cfg)
+}
+
+// startRouterConfig runs the pipeline router with cfg and returns once it serves.
+func startRouterConfig(ctx context.Context, bin string, cfg router.Config) (*process, error) {
 	dir, err := os.MkdirTemp("", "bench-router-")
 	if err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ type report struct {
 	variants []*variant
 	slow     *slowCallers
 	profiles []*profile
+	mapping  *mappingBench
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -97,6 +98,9 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	}
 	if r.slow != nil {
 		b.WriteString(r.slow.markdown())
+	}
+	if r.mapping != nil {
+		b.WriteString(r.mapping.markdown())
 	}
 	b.WriteString("\nReproduce with `make bench-router` (options: `BENCH_ROUTER_ARGS='-rounds 5 -duration 3s'`).\n")
 	return b.String()

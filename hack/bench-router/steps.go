@@ -14,7 +14,8 @@ import (
 	"strings"
 )
 
-// stepServers are the pipeline's steps: echo servers on loopback addresses.
+// stepServers are the pipeline's steps: echo servers on loopback addresses, each also an Open
+// Inference Protocol server of one model at modelPath (tensorEcho).
 type stepServers struct {
 	urls    []string
 	servers []*http.Server
@@ -105,7 +106,11 @@ func startSteps(n int) (*stepServers, error) {
 			s.close()
 			return nil, err
 		}
-		srv := &http.Server{Handler: http.HandlerFunc(echo)}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/", echo)
+		mux.HandleFunc("GET "+modelPath, modelMetadata)
+		mux.HandleFunc("POST "+modelPath+"/infer", tensorEcho)
+		srv := &http.Server{Handler: mux}
 		go func() { _ = srv.Serve(ln) }()
 		s.servers = append(s.servers, srv)
 		s.urls = append(s.urls, "http://"+ln.Addr().String()+"/infer")

@@ -340,3 +340,66 @@ func (b *buffer) grow(room int64) ([]byte, error) {
 	b.chunks = append(b.chunks, chunk)
 	return chunk, nil
 }
+
+// newBuffer is an empty buffer that write fills, counted against bg.
+func newBuffer(bg *budget) *buffer {
+	b := &buffer{budget: bg}
+	b.refs.Store(1)
+	return b
+}
+
+// write appends p to the body, in blocks of the budget's.
+func (b *buffer) write(p []byte) error {
+	for len(p) > 0 {
+		if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == cap(b.chunks[len(b.chunks)-1]) {
+			if _, err := b.grow(blockBytes); err != nil {
+				return err
+			}
+		}
+		last := &b.chunks[len(b.chunks)-1]
+		n := copy((*last)[len(*last):cap(*last)], p)
+		*last = (*last)[:len(*last)+n]
+		b.size += int64(n)
+		p = p[n:]
+	}
+	return nil
+}
+
+// writeRange appends bytes [off, off+n) of the body to dst.
+func (b *buffer) writeRange(dst *buffer, off, n int64) error {
+	for _, c := range b.chunks {
+		if n == 0 {
+			return nil
+		}
+		if off >= int64(len(c)) {
+			off -= int64(len(c))
+			continue
+		}
+		part := c[off:min(int64(len(c)), off+n)]
+		if err := dst.write(part); err != nil {
+			return err
+		}
+		n -= int64(len(part))
+		off = 0
+	}
+	if n > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
+// prefix is the body's first n bytes: a part of its first chunk, or a copy when they span
+// several.
+func (b *buffer) prefix(n int64) []byte {
+	if len(b.chunks) > 0 && int64(len(b.chunks[0])) >= n {
+		return b.chunks[0][:n]
+	}
+	out := make([]byte, 0, n)
+	for _, c := range b.chunks {
+		out = append(out, c[:min(int64(len(c)), n-int64(len(out)))]...)
+		if int64(len(out)) == n {
+			break
+		}
+	}
+	return out
+}

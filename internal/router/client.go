@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 const (
@@ -134,6 +136,9 @@ func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration,
 	if in.contentEncoding != "" {
 		req.Header["Content-Encoding"] = []string{in.contentEncoding}
 	}
+	if in.inferenceHeader != "" {
+		req.Header[oip.HeaderInferenceHeaderLength] = []string{in.inferenceHeader}
+	}
 	res, err := c.transport.Do(req)
 	if err != nil {
 		cancel()
@@ -233,7 +238,9 @@ func (cc *clientConn) exchange(t *target, header http.Header, in payload) (*http
 			}
 		}
 	}
-	for _, h := range [...]struct{ name, value string }{{"Content-Type", in.contentType}, {"Content-Encoding", in.contentEncoding}} {
+	for _, h := range [...]struct{ name, value string }{
+		{"Content-Type", in.contentType}, {"Content-Encoding", in.contentEncoding}, {oip.HeaderInferenceHeaderLength, in.inferenceHeader},
+	} {
 		if h.value != "" {
 			if err := writeHeaderLine(w, h.name, h.value); err != nil {
 				return nil, err

@@ -70,6 +70,34 @@ type Step struct {
 	// idempotent tells whether the step may get the same request twice (true when absent).
 	// When false, only an attempt that sent nothing (the connection was not made) is retried.
 	Idempotent *bool `json:"idempotent,omitempty"`
+	// protocol is ProtocolOpenInference for a step that speaks the Open Inference Protocol;
+	// empty for any other HTTP server. Only such a step may have inputs, have its outputs
+	// mapped by a later step, and have stopWhen read its tensors.
+	Protocol string `json:"protocol,omitempty"`
+	// metadataURL is where the model metadata of an Open Inference Protocol step is read
+	// (GET /v2/models/<name>): before it is ready, the router checks there every mapping to
+	// or from the step. Required for such a step that has inputs or whose outputs a later
+	// step maps.
+	MetadataURL string `json:"metadataURL,omitempty"`
+	// inputs make the step's request from tensors of the pipeline's request and of earlier
+	// steps' answers, under the names the step's model expects. Without inputs the step gets
+	// the previous step's answer (the pipeline's request for the first step) as it is.
+	Inputs []TensorInput `json:"inputs,omitempty"`
+}
+
+// ProtocolOpenInference is the protocol of a step that speaks the Open Inference Protocol
+// (KServe v2).
+const ProtocolOpenInference = "OpenInferenceProtocol"
+
+// TensorInput is one input tensor of a step's request.
+type TensorInput struct {
+	// name is the input of the step's model that gets the tensor.
+	Name string `json:"name"`
+	// step is the earlier step whose answer has the tensor among its outputs; empty for an
+	// input tensor of the pipeline's request.
+	Step string `json:"step,omitempty"`
+	// tensor is the tensor's name in that answer or request.
+	Tensor string `json:"tensor"`
 }
 
 // IsIdempotent is idempotent with the default applied.
@@ -159,15 +187,21 @@ func (c Config) Validate() error {
 	if len(c.Steps) > MaxSteps {
 		errs = append(errs, fmt.Errorf("steps: at most %d steps, got %d", MaxSteps, len(c.Steps)))
 	}
-	seen := make(map[string]bool, len(c.Steps))
+	seen := make(map[string]int, len(c.Steps))
 	for i, s := range c.Steps {
 		if err := s.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("steps[%d]: %w", i, err))
 		}
-		if seen[s.Name] {
-			errs = append(errs, fmt.Errorf("steps[%d].name: %q is used by an earlier step", i, s.Name))
+		for j, in := range s.Inputs {
+			if err := c.validateSource(in, seen); err != nil {
+				errs = append(errs, fmt.Errorf("steps[%d].inputs[%d].step: %w", i, j, err))
+			}
 		}
-		seen[s.Name] = true
+		if _, ok := seen[s.Name]; ok {
+			errs = append(errs, fmt.Errorf("steps[%d].name: %q is used by an earlier step", i, s.Name))
+		} else {
+			seen[s.Name] = i
+		}
 	}
 	for i, h := range c.PropagateHeaders {
 		if err := CheckPropagatedHeader(h); err != nil {
@@ -208,11 +242,65 @@ func (s Step) validate() error {
 		errs = append(errs, fmt.Errorf("retries: must be between 0 and %d, got %d", MaxRetries, s.Retries))
 	}
 	if s.StopWhen != "" {
-		if _, err := CompileStopWhen(s.StopWhen); err != nil {
+		sw, err := CompileStopWhen(s.StopWhen)
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("stopWhen: %w", err))
+		case sw.ReadsTensors() && s.Protocol != ProtocolOpenInference:
+			errs = append(errs, fmt.Errorf("stopWhen: reads tensors, which only the answer of a step of protocol %s has", ProtocolOpenInference))
+		}
+	}
+	return errors.Join(append(errs, s.validateTensors())...)
+}
+
+// validateTensors checks what the step says of the Open Inference Protocol.
+func (s Step) validateTensors() error {
+	var errs []error
+	switch s.Protocol {
+	case "", ProtocolOpenInference:
+	default:
+		errs = append(errs, fmt.Errorf("protocol: %q is not %q", s.Protocol, ProtocolOpenInference))
+	}
+	if s.MetadataURL != "" {
+		if s.Protocol != ProtocolOpenInference {
+			errs = append(errs, fmt.Errorf("metadataURL: only a step of protocol %s has model metadata", ProtocolOpenInference))
+		}
+		if err := validateStepURL(s.MetadataURL); err != nil {
+			errs = append(errs, fmt.Errorf("metadataURL: %w", err))
+		}
+	}
+	if len(s.Inputs) > 0 && (s.Protocol != ProtocolOpenInference || s.MetadataURL == "") {
+		errs = append(errs, fmt.Errorf("inputs: only a step of protocol %s with a metadataURL has mapped inputs", ProtocolOpenInference))
+	}
+	names := make(map[string]bool, len(s.Inputs))
+	for j, in := range s.Inputs {
+		if in.Name == "" {
+			errs = append(errs, fmt.Errorf("inputs[%d].name: required", j))
+		} else if names[in.Name] {
+			errs = append(errs, fmt.Errorf("inputs[%d].name: %q is mapped twice", j, in.Name))
+		}
+		names[in.Name] = true
+		if in.Tensor == "" {
+			errs = append(errs, fmt.Errorf("inputs[%d].tensor: required", j))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateSource checks that in names no step, or an earlier one (in earlier, by name) that has
+// model metadata to check its outputs against.
+func (c Config) validateSource(in TensorInput, earlier map[string]int) error {
+	if in.Step == "" {
+		return nil
+	}
+	i, ok := earlier[in.Step]
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not an earlier step", in.Step)
+	case c.Steps[i].MetadataURL == "":
+		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", in.Step, ProtocolOpenInference)
+	}
+	return nil
 }
 
 func validateStepURL(raw string) error {

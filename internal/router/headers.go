@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 const (
@@ -88,6 +90,10 @@ func newRequestID() string {
 func stepHeaders(in http.Header, names []string, id string) http.Header {
 	out := make(http.Header, len(names)+3)
 	for _, n := range names {
+		if n == oip.HeaderInferenceHeaderLength {
+			// It goes with the body it describes (payload.inferenceHeader), not with each.
+			continue
+		}
 		if v := in[n]; len(v) > 0 {
 			out[n] = v
 		}

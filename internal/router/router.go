@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 // statusClientClosedRequest is counted (never sent: nobody listens) for a caller that went
@@ -46,6 +49,8 @@ type Router struct {
 	now       func() time.Time
 	// requestTimeout is the deadline of a request through the whole pipeline.
 	requestTimeout time.Duration
+	// mapping says which bodies a request's steps map tensors from; nil when no step does.
+	mapping *mapping
 }
 
 // New validates cfg, compiles its stopWhen expressions and makes the router.
@@ -97,8 +102,17 @@ func New(cfg Config, opts Options) (*Router, error) {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
 			}
 		}
+		st.openInference, st.metadataURL = s.Protocol == ProtocolOpenInference, s.MetadataURL
+		for _, in := range s.Inputs {
+			source := 0
+			if in.Step != "" {
+				source = slices.IndexFunc(r.steps, func(e *step) bool { return e.name == in.Step }) + 1
+			}
+			st.inputs = append(st.inputs, input{name: in.Name, source: source, tensor: in.Tensor})
+		}
 		r.steps = append(r.steps, st)
 	}
+	r.mapping = newMapping(r.steps)
 	return r, nil
 }
 
@@ -146,7 +160,8 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 	ctx, cancel := context.WithTimeoutCause(req.Context(), r.requestTimeout, errRequestDeadline)
 	defer cancel()
 	resp, last, f := r.run(ctx, stepHeaders(req.Header, r.propagate, id),
-		payload{body: body, contentType: req.Header.Get("Content-Type"), contentEncoding: req.Header.Get("Content-Encoding")})
+		payload{body: body, contentType: req.Header.Get("Content-Type"), contentEncoding: req.Header.Get("Content-Encoding"),
+			inferenceHeader: req.Header.Get(oip.HeaderInferenceHeaderLength)})
 	if f != nil {
 		if f.status != statusClientClosedRequest {
 			r.log.Warn("pipeline request failed", "pipeline", r.pipeline, "step", f.step, "stepIndex", f.index,
@@ -176,11 +191,34 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 
 // run calls the steps in order and returns the response to answer with and the name of the
 // step that gave it: the last step's, a 4xx, or the response of the step whose stopWhen held.
-// It releases in.
+// A step with mapped inputs gets a request made of them; the bodies they come from are held
+// until the last step that maps from them is called. It releases in.
 func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
+	var fl *flow
+	if r.mapping != nil {
+		fl = r.mapping.newFlow(r.budget)
+		defer fl.release()
+		fl.keep(0, -1, in, http.Header{oip.HeaderInferenceHeaderLength: {in.inferenceHeader}})
+	}
 	for i, s := range r.steps {
-		resp, f := r.call(ctx, s, header, in)
-		in.body.release()
+		send := in
+		if s.inputs != nil {
+			var f *failure
+			if send, f = r.request(fl, s); f != nil {
+				if !fl.holds(in) {
+					in.body.release()
+				}
+				return nil, "", f
+			}
+		}
+		resp, f := r.call(ctx, s, header, send)
+		if send.body != in.body {
+			send.body.release()
+		}
+		if !fl.holds(in) {
+			in.body.release()
+		}
+		fl.done(i)
 		if f != nil {
 			return nil, "", f
 		}
@@ -195,6 +233,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		if stop || i == len(r.steps)-1 {
 			return resp, s.name, nil
 		}
+		fl.keep(i+1, i, resp.payload, resp.header)
 		in = resp.payload
 	}
 	panic("unreachable: a router has at least one step")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,17 +72,45 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- serve(main, rawListener{ln}, "pipeline") }()
 	go func() { errc <- serve(admin, adminLn, "metrics") }()
-	s.ready.Store(true)
+	// Ready at once, or once the models' metadata admits every tensor mapping; a mapping the
+	// metadata refuses stops the server with its *MappingError.
+	var (
+		readyMu sync.Mutex
+		stopped bool
+	)
+	markReady := func() {
+		readyMu.Lock()
+		defer readyMu.Unlock()
+		if !stopped {
+			s.ready.Store(true)
+		}
+	}
+	if s.Router.NeedsModels() {
+		go func() {
+			if err := s.Router.CheckModels(ctx); err != nil {
+				if ctx.Err() == nil {
+					errc <- err
+				}
+				return
+			}
+			markReady()
+		}()
+	} else {
+		markReady()
+	}
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	readyMu.Lock()
+	stopped = true
 	s.ready.Store(false)
+	readyMu.Unlock()
 	if err == nil && s.ShutdownDelay > 0 {
 		t := time.NewTimer(s.ShutdownDelay)
 		select {

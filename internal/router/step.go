@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 // Backoff before retry n (0 for the first retry): baseBackoff doubled each retry, at most
@@ -38,6 +41,15 @@ type step struct {
 	budget     *retryBudget
 	stopWhen   *StopWhen
 	metrics    stepMetrics
+	// openInference is true for a step that speaks the Open Inference Protocol.
+	openInference bool
+	// metadataURL is where its model's metadata is read; model is that metadata once read
+	// (nil before: its inputs are then not checked against it).
+	metadataURL string
+	model       atomic.Pointer[oip.ModelMetadata]
+	// inputs are its mapped inputs: its request is made of them. nil: it gets the previous
+	// step's answer.
+	inputs []input
 }
 
 // payload is a body on its way to a step, or back from one.
@@ -47,6 +59,9 @@ type payload struct {
 	// contentEncoding is the body's Content-Encoding, passed on with it (the router neither
 	// decodes nor encodes bodies).
 	contentEncoding string
+	// inferenceHeader is the body's Inference-Header-Content-Length (the Open Inference
+	// Protocol's binary data extension), passed on with it.
+	inferenceHeader string
 }
 
 // stepResponse is what a step answered: a 2xx or a 4xx (which is passed back, not retried).
@@ -142,9 +157,10 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 		return nil, classify(ctx, fmt.Errorf("read the response of POST %s: %w", s.url, err), s.timeout)
 	}
 	return &stepResponse{
-		payload: payload{body: body, contentType: res.Header.Get("Content-Type"), contentEncoding: res.Header.Get("Content-Encoding")},
-		status:  res.StatusCode,
-		header:  res.Header,
+		payload: payload{body: body, contentType: res.Header.Get("Content-Type"), contentEncoding: res.Header.Get("Content-Encoding"),
+			inferenceHeader: res.Header.Get(oip.HeaderInferenceHeaderLength)},
+		status: res.StatusCode,
+		header: res.Header,
 	}, nil
 }
 
@@ -232,9 +248,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 	var response any
 	if s.stopWhen.readsResponse && isJSON(resp.contentType) {
 		budgetFull := func(err error) (bool, *failure) {
-			s.metrics.failed(ReasonBufferBudget)
-			return false, s.fail(ReasonBufferBudget, "the stopWhen condition of "+s.label()+
-				" could not be evaluated: the router holds maxBufferedBytes of bodies already", err)
+			return false, s.budgetFull("the stopWhen condition of "+s.label()+" could not be evaluated", err)
 		}
 		// The answer is read from one slice: a body of several blocks is joined first.
 		if err := resp.body.join(); err != nil {
@@ -249,8 +263,17 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 			response = v
 		}
 	}
+	var tensors map[string][]any
+	if s.stopWhen.readsTensors && s.openInference {
+		var f *failure
+		if tensors, f = s.decodeTensors(resp, bg); f != nil {
+			return false, f
+		}
+		defer bg.release(tensorsCost(tensors))
+	}
 	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
 		Response: response,
+		Tensors:  tensors,
 		Status:   resp.status,
 		Header:   resp.header,
 	})

@@ -25,14 +25,16 @@ const (
 )
 
 // stopWhenEnv is the CEL environment every stopWhen expression is compiled in: the standard
-// library, the string, list and set extensions, and three variables: response (the step's
-// decoded JSON body, or null), status (the HTTP status, an int) and headers (the first value of
-// every response header, by lower-case name).
+// library, the string, list and set extensions, and four variables: response (the step's
+// decoded JSON body, or null), status (the HTTP status, an int), headers (the first value of
+// every response header, by lower-case name) and tensors (the output tensors of an Open
+// Inference Protocol answer, by name, each a flat list of its decoded elements).
 var stopWhenEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("response", cel.DynType),
 		cel.Variable("status", cel.IntType),
 		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("tensors", cel.MapType(cel.StringType, cel.ListType(cel.DynType))),
 		ext.Strings(),
 		ext.Lists(),
 		ext.Sets(),
@@ -46,6 +48,8 @@ type StopWhen struct {
 	// readsResponse is false when the expression cannot read the variable response: the
 	// step's answer need not be decoded.
 	readsResponse bool
+	// readsTensors is true when the expression may read the variable tensors.
+	readsTensors bool
 	// costTracked is true when the expression's work grows with its input: it runs under
 	// stopWhenCostLimit.
 	costTracked bool
@@ -56,6 +60,9 @@ type StopWhenInput struct {
 	// Response is the JSON body, decoded (as parseJSON decodes it) or read (jsonValue); nil
 	// when the body is not JSON.
 	Response any
+	// Tensors are the output tensors of an Open Inference Protocol answer, by name, each a flat
+	// list of its elements (oip.Decode); nil otherwise.
+	Tensors map[string][]any
 	// Status is the HTTP status code.
 	Status int
 	// Headers maps the lower-case header names to their first values.
@@ -83,7 +90,8 @@ func CompileStopWhen(expr string) (*StopWhen, error) {
 		return nil, fmt.Errorf("the expression must be a bool, it is %s", t)
 	}
 	sw := &StopWhen{expr: expr, readsResponse: readsVariable(ast.NativeRep(), "response"),
-		costTracked: !boundedBelow(env, ast, stopWhenCostLimit)}
+		readsTensors: readsVariable(ast.NativeRep(), "tensors"),
+		costTracked:  !boundedBelow(env, ast, stopWhenCostLimit)}
 	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
 	if sw.costTracked {
 		opts = append(opts, cel.CostLimit(stopWhenCostLimit))
@@ -150,6 +158,10 @@ func readsVariable(a *celast.AST, name string) bool {
 	return false
 }
 
+// ReadsTensors reports whether the expression reads the variable tensors, which only an Open
+// Inference Protocol step's answer has.
+func (s *StopWhen) ReadsTensors() bool { return s.readsTensors }
+
 // String is the expression's source.
 func (s *StopWhen) String() string { return s.expr }
 
@@ -189,6 +201,11 @@ func (a *stopWhenActivation) ResolveName(name string) (any, bool) {
 		return a.in.Response, true
 	case "status":
 		return int64(a.in.Status), true
+	case "tensors":
+		if a.in.Tensors == nil {
+			return map[string][]any{}, true
+		}
+		return a.in.Tensors, true
 	case "headers":
 		if a.in.Headers == nil {
 			a.in.Headers = firstValues(a.in.Header)

@@ -1,0 +1,213 @@
+package oip
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// elementBytes is the size of one element of each fixed-size datatype under the binary data
+// extension.
+var elementBytes = map[string]int{
+	"BOOL": 1, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BF16": 2,
+	"INT32": 4, "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8,
+}
+
+// Elements is how many values a tensor of shape holds, -1 when the shape has a negative
+// dimension or overflows.
+func Elements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/d) {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+// Decode is the tensor's data (for a binary tensor, in binary, the bytes after the JSON
+// document) as a flat list in row-major order: int64 for the INT datatypes
+// and UINT8 to UINT32, uint64 for UINT64, float64 for FP, bool for BOOL, string for BYTES. maxElements bounds how many it
+// decodes: a tensor that has more is refused.
+func Decode(t *Tensor, binary []byte, maxElements int64) ([]any, error) {
+	n := Elements(t.Shape)
+	if n < 0 {
+		return nil, fmt.Errorf("tensor %s: shape %s is not a size", t.Name, FormatShape(t.Shape))
+	}
+	if n > maxElements {
+		return nil, fmt.Errorf("tensor %s: %d elements, at most %d are decoded", t.Name, n, maxElements)
+	}
+	var out []any
+	var err error
+	if t.Binary {
+		if t.Offset+t.Size > int64(len(binary)) {
+			return nil, fmt.Errorf("tensor %s: its %d bytes at %d are not in the %d bytes of binary data", t.Name, t.Size, t.Offset, len(binary))
+		}
+		out, err = decodeBinary(t, binary[t.Offset:t.Offset+t.Size], n)
+	} else {
+		out, err = decodeJSON(t, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+func decodeJSON(t *Tensor, n int64) ([]any, error) {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(t.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	out := make([]any, 0, n)
+	var walk func(v any) error
+	walk = func(v any) error {
+		if l, ok := v.([]any); ok {
+			for _, e := range l {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if int64(len(out)) == n {
+			return fmt.Errorf("data has more than the %d elements of shape %s", n, FormatShape(t.Shape))
+		}
+		e, err := jsonElement(t.Datatype, v)
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	}
+	if err := walk(raw); err != nil {
+		return nil, err
+	}
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("data has %d elements, shape %s has %d", len(out), FormatShape(t.Shape), n)
+	}
+	return out, nil
+}
+
+// jsonElement is one decoded element of datatype.
+func jsonElement(datatype string, v any) (any, error) {
+	switch datatype {
+	case "BOOL":
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+	case "BYTES":
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+	case "FP16", "BF16", "FP32", "FP64":
+		if num, ok := v.(json.Number); ok {
+			if f, err := num.Float64(); err == nil {
+				return f, nil
+			}
+		}
+	case "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32":
+		if num, ok := v.(json.Number); ok {
+			if i, err := num.Int64(); err == nil {
+				return i, nil
+			}
+		}
+	case "UINT64":
+		if num, ok := v.(json.Number); ok {
+			if u, err := strconv.ParseUint(num.String(), 10, 64); err == nil {
+				return u, nil
+			}
+		}
+	default:
+		return nil, fmt.Errorf("datatype %q is not one of the protocol's", datatype)
+	}
+	return nil, fmt.Errorf("%v is not a %s element", v, datatype)
+}
+
+func decodeBinary(t *Tensor, data []byte, n int64) ([]any, error) {
+	if t.Datatype == "BYTES" {
+		// Each element is its length (4 bytes, little-endian) and its bytes.
+		out := make([]any, 0, n)
+		for len(data) > 0 {
+			if len(data) < 4 {
+				return nil, fmt.Errorf("%d bytes left where an element's length is", len(data))
+			}
+			l := binary.LittleEndian.Uint32(data)
+			if int64(l) > int64(len(data)-4) {
+				return nil, fmt.Errorf("an element of %d bytes, %d are left", l, len(data)-4)
+			}
+			out = append(out, string(data[4:4+l]))
+			data = data[4+l:]
+		}
+		if int64(len(out)) != n {
+			return nil, fmt.Errorf("%d elements, shape %s has %d", len(out), FormatShape(t.Shape), n)
+		}
+		return out, nil
+	}
+	size, ok := elementBytes[t.Datatype]
+	if !ok {
+		return nil, fmt.Errorf("datatype %q is not one of the protocol's", t.Datatype)
+	}
+	if int64(len(data)) != n*int64(size) {
+		return nil, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(size))
+	}
+	out := make([]any, n)
+	le := binary.LittleEndian
+	for i := range out {
+		e := data[i*size : (i+1)*size]
+		switch t.Datatype {
+		case "BOOL":
+			out[i] = e[0] != 0
+		case "INT8":
+			out[i] = int64(int8(e[0]))
+		case "UINT8":
+			out[i] = int64(e[0])
+		case "INT16":
+			out[i] = int64(int16(le.Uint16(e)))
+		case "UINT16":
+			out[i] = int64(le.Uint16(e))
+		case "INT32":
+			out[i] = int64(int32(le.Uint32(e)))
+		case "UINT32":
+			out[i] = int64(le.Uint32(e))
+		case "INT64":
+			out[i] = int64(le.Uint64(e))
+		case "UINT64":
+			out[i] = le.Uint64(e)
+		case "FP16":
+			out[i] = halfToFloat(le.Uint16(e))
+		case "BF16":
+			out[i] = float64(math.Float32frombits(uint32(le.Uint16(e)) << 16))
+		case "FP32":
+			out[i] = float64(math.Float32frombits(le.Uint32(e)))
+		case "FP64":
+			out[i] = math.Float64frombits(le.Uint64(e))
+		}
+	}
+	return out, nil
+}
+
+// halfToFloat is the IEEE 754 half-precision number h.
+func halfToFloat(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	exp := int(h>>10) & 0x1f
+	frac := float64(h & 0x3ff)
+	switch exp {
+	case 0:
+		return sign * math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	}
+	return sign * math.Ldexp(1+frac/1024, exp-15)
+}

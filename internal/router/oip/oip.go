@@ -1,0 +1,315 @@
+// Package oip reads and writes the bodies of the Open Inference Protocol (KServe v2
+// inference protocol) that the router maps tensors between: the inputs of a request, the
+// outputs of an answer, JSON data or the binary data extension, and a model's metadata.
+//
+// Tensor data is not decoded to be moved: a JSON tensor's data is carried as the JSON text it
+// was, a binary tensor's as its bytes. Decode turns either into values when a stopWhen
+// expression reads them.
+package oip
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// HeaderInferenceHeaderLength is the header of a body under the binary data extension: the
+// length of the JSON document that starts the body, the tensors' bytes following it.
+const HeaderInferenceHeaderLength = "Inference-Header-Content-Length"
+
+// binaryDataSize is the parameter of a tensor whose data follows the JSON document, in bytes.
+const binaryDataSize = "binary_data_size"
+
+// Tensor is one input of a request or output of an answer.
+type Tensor struct {
+	Name     string  `json:"name"`
+	Shape    []int64 `json:"shape"`
+	Datatype string  `json:"datatype"`
+	// Parameters are the tensor's parameters as they were, binary_data_size aside.
+	Parameters map[string]json.RawMessage `json:"parameters,omitempty"`
+	// Data is the tensor's data as JSON text, nil for a binary tensor.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Binary says that the tensor's data is bytes after the JSON document (the binary data
+	// extension): Size bytes, Offset bytes after the document's end.
+	Binary       bool  `json:"-"`
+	Offset, Size int64 `json:"-"`
+}
+
+// body is a request or an answer: the router reads their tensors only.
+type body struct {
+	Inputs  []Tensor `json:"inputs"`
+	Outputs []Tensor `json:"outputs"`
+}
+
+// Split cuts a body whose Inference-Header-Content-Length is headerLength (negative when it
+// has none) into its JSON document and the bytes of its binary tensors.
+func Split(data []byte, headerLength int64) (doc, binary []byte, err error) {
+	if headerLength < 0 {
+		return data, nil, nil
+	}
+	if headerLength > int64(len(data)) {
+		return nil, nil, fmt.Errorf("%s is %d, the body has %d bytes", HeaderInferenceHeaderLength, headerLength, len(data))
+	}
+	return data[:headerLength], data[headerLength:], nil
+}
+
+// ParseRequest reads the input tensors of a request's JSON document, followed by binary bytes
+// of binary tensors.
+func ParseRequest(doc []byte, binary int64) ([]Tensor, error) {
+	b, err := parse(doc, binary, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	return b.Inputs, nil
+}
+
+// ParseResponse reads the output tensors of an answer's JSON document, followed by binary
+// bytes of binary tensors.
+func ParseResponse(doc []byte, binary int64) ([]Tensor, error) {
+	b, err := parse(doc, binary, "outputs")
+	if err != nil {
+		return nil, err
+	}
+	return b.Outputs, nil
+}
+
+// ParseHeaderLength reads an Inference-Header-Content-Length value: -1 when v is empty.
+func ParseHeaderLength(v string) (int64, error) {
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s %q is not a length", HeaderInferenceHeaderLength, v)
+	}
+	return n, nil
+}
+
+func parse(doc []byte, binary int64, list string) (*body, error) {
+	var b body
+	if err := json.Unmarshal(doc, &b); err != nil {
+		return nil, fmt.Errorf("not an Open Inference Protocol body: %w", err)
+	}
+	tensors := b.Inputs
+	if list == "outputs" {
+		tensors = b.Outputs
+	}
+	if tensors == nil {
+		return nil, fmt.Errorf("not an Open Inference Protocol body: no %s", list)
+	}
+	var offset int64
+	for i := range tensors {
+		t := &tensors[i]
+		raw, ok := t.Parameters[binaryDataSize]
+		if !ok {
+			if t.Data == nil || bytes.Equal(t.Data, []byte("null")) {
+				return nil, fmt.Errorf("%s[%d] (%s): no data", list, i, t.Name)
+			}
+			continue
+		}
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s[%d] (%s): %s %s is not a size", list, i, t.Name, binaryDataSize, raw)
+		}
+		if n > binary-offset {
+			return nil, fmt.Errorf("%s[%d] (%s): %s is %d, %d bytes are left", list, i, t.Name, binaryDataSize, n, binary-offset)
+		}
+		t.Binary, t.Offset, t.Size, t.Data = true, offset, n, nil
+		offset += n
+		delete(t.Parameters, binaryDataSize)
+	}
+	if offset < binary {
+		return nil, fmt.Errorf("%d bytes after the tensors the body declares", binary-offset)
+	}
+	return &b, nil
+}
+
+// Find is the tensor of tensors named name.
+func Find(tensors []Tensor, name string) (*Tensor, bool) {
+	for i := range tensors {
+		if tensors[i].Name == name {
+			return &tensors[i], true
+		}
+	}
+	return nil, false
+}
+
+// AppendRequest appends to dst the JSON document of the request whose inputs are inputs, each
+// under its own name, and reports whether some input is binary: the document is then the
+// body's header (its Inference-Header-Content-Length is its length), and the bytes of the
+// binary inputs follow it in their order. When binaryOutput is true the request asks for the
+// answer's tensors as binary data.
+func AppendRequest(dst []byte, inputs []Tensor, binaryOutput bool) ([]byte, bool) {
+	dst = append(dst, `{"inputs":[`...)
+	binary := false
+	for i := range inputs {
+		t := &inputs[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendString(dst, t.Name)
+		dst = append(dst, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, d, 10)
+		}
+		dst = append(dst, `],"datatype":`...)
+		dst = appendString(dst, t.Datatype)
+		if len(t.Parameters) > 0 || t.Binary {
+			dst = append(dst, `,"parameters":{`...)
+			n := 0
+			for _, k := range slices.Sorted(maps.Keys(t.Parameters)) {
+				if n > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendString(dst, k)
+				dst = append(dst, ':')
+				dst = append(dst, t.Parameters[k]...)
+				n++
+			}
+			if t.Binary {
+				if n > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `"`+binaryDataSize+`":`...)
+				dst = strconv.AppendInt(dst, t.Size, 10)
+				binary = true
+			}
+			dst = append(dst, '}')
+		}
+		if !t.Binary {
+			dst = append(dst, `,"data":`...)
+			dst = append(dst, t.Data...)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if binaryOutput {
+		dst = append(dst, `,"parameters":{"binary_data_output":true}`...)
+	}
+	return append(dst, '}'), binary
+}
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	simple := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(dst, q...)
+}
+
+// RequestSize bounds the size of the JSON document AppendRequest makes of inputs.
+func RequestSize(inputs []Tensor) int {
+	n := 64
+	for i := range inputs {
+		t := &inputs[i]
+		n += 96 + 2*len(t.Name) + 2*len(t.Datatype) + 21*len(t.Shape) + len(t.Data)
+		for k, v := range t.Parameters {
+			n += 2*len(k) + 4 + len(v)
+		}
+	}
+	return n
+}
+
+// ModelMetadata is what a server says of a model (GET /v2/models/<name>).
+type ModelMetadata struct {
+	Name    string           `json:"name"`
+	Inputs  []TensorMetadata `json:"inputs"`
+	Outputs []TensorMetadata `json:"outputs"`
+}
+
+// TensorMetadata is a model's description of one of its tensors. A dimension of -1 is of any
+// size.
+type TensorMetadata struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+// ParseModelMetadata reads a model metadata answer.
+func ParseModelMetadata(data []byte) (*ModelMetadata, error) {
+	var m ModelMetadata
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("not Open Inference Protocol model metadata: %w", err)
+	}
+	if m.Inputs == nil && m.Outputs == nil {
+		return nil, errors.New("not Open Inference Protocol model metadata: neither inputs nor outputs")
+	}
+	return &m, nil
+}
+
+// tensorMetadata is the description of the tensor named name among tensors.
+func tensorMetadata(tensors []TensorMetadata, name string) (TensorMetadata, bool) {
+	for _, t := range tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return TensorMetadata{}, false
+}
+
+// Input is the model's input named name.
+func (m *ModelMetadata) Input(name string) (TensorMetadata, bool) {
+	return tensorMetadata(m.Inputs, name)
+}
+
+// Output is the model's output named name.
+func (m *ModelMetadata) Output(name string) (TensorMetadata, bool) {
+	return tensorMetadata(m.Outputs, name)
+}
+
+// Fits says why a tensor described by from cannot be the input described by to: their
+// datatypes differ, or their shapes cannot be the same (ranks differ, or a dimension both know
+// differs). nil when it can.
+func Fits(from, to TensorMetadata) error {
+	if from.Datatype != to.Datatype {
+		return fmt.Errorf("datatype %s, the input is %s", from.Datatype, to.Datatype)
+	}
+	if !shapesFit(from.Shape, to.Shape) {
+		return fmt.Errorf("shape %s, the input is %s", FormatShape(from.Shape), FormatShape(to.Shape))
+	}
+	return nil
+}
+
+// shapesFit reports whether a tensor of shape a may have shape b: the same rank, and every
+// dimension equal where neither is -1.
+func shapesFit(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && a[i] != -1 && b[i] != -1 {
+			return false
+		}
+	}
+	return true
+}
+
+// FormatShape writes a shape as [1,-1,3].
+func FormatShape(shape []int64) string {
+	b := []byte{'['}
+	for i, d := range shape {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return string(append(b, ']'))
+}

@@ -1,0 +1,313 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+)
+
+// ReasonTensorMapping is the reason of a request that failed because a step's answer did not
+// have, or did not fit, a tensor a later step's inputs map: 502.
+const ReasonTensorMapping = "tensor_mapping"
+
+// ReasonBadRequest is the reason of a request that lacks, or has a wrong, tensor a step's
+// inputs map: 400.
+const ReasonBadRequest = "bad_request"
+
+// input is one mapped input of a step's request.
+type input struct {
+	// name is the input of the step's model.
+	name string
+	// source is where the tensor is: 0 for the pipeline's request, k for step k's answer.
+	source int
+	// tensor is its name there.
+	tensor string
+}
+
+// mapping is what the router keeps of each request's tensors for the steps whose inputs are
+// mapped: which bodies to hold, and until which step.
+type mapping struct {
+	// lastUse[k] is the index of the last step reading the tensors of source k (0 the request,
+	// k step k's answer), -1 when none does.
+	lastUse []int
+}
+
+// newMapping is the mapping of steps, nil when no step has mapped inputs.
+func newMapping(steps []*step) *mapping {
+	m := &mapping{lastUse: make([]int, len(steps)+1)}
+	for k := range m.lastUse {
+		m.lastUse[k] = -1
+	}
+	mapped := false
+	for i, s := range steps {
+		for _, in := range s.inputs {
+			m.lastUse[in.source] = i
+			mapped = true
+		}
+	}
+	if !mapped {
+		return nil
+	}
+	return m
+}
+
+// flow is the tensors of one request: the bodies later steps map inputs from, held until the
+// last of them is called, and their tensors once read.
+type flow struct {
+	m       *mapping
+	bodies  []payload
+	headers []http.Header
+	tensors [][]oip.Tensor
+	parsed  []bool
+	// docLength[k] is the length of the JSON document of source k, read: where the bytes of
+	// its binary tensors start.
+	docLength []int64
+	// charged[k] is what reading the tensors of source k holds besides its body (their JSON
+	// data is copied), counted against the budget until the body is released.
+	charged []int64
+	budget  *budget
+}
+
+func (m *mapping) newFlow(bg *budget) *flow {
+	n := len(m.lastUse)
+	return &flow{m: m, bodies: make([]payload, n), headers: make([]http.Header, n),
+		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), charged: make([]int64, n), budget: bg}
+}
+
+// keep holds the body of source k (0 the request, k step k's answer), whose headers are
+// header, when a step after i maps its tensors. It reports whether it does: the flow then
+// releases the body.
+func (fl *flow) keep(k, i int, p payload, header http.Header) bool {
+	if fl == nil || fl.m.lastUse[k] <= i {
+		return false
+	}
+	fl.bodies[k], fl.headers[k] = p, header
+	return true
+}
+
+// holds reports whether the flow releases p.
+func (fl *flow) holds(p payload) bool {
+	if fl == nil || p.body == nil {
+		return false
+	}
+	for _, b := range fl.bodies {
+		if b.body == p.body {
+			return true
+		}
+	}
+	return false
+}
+
+// done releases the bodies no step after i maps tensors from.
+func (fl *flow) done(i int) {
+	if fl == nil {
+		return
+	}
+	for k, b := range fl.bodies {
+		if b.body != nil && fl.m.lastUse[k] <= i {
+			b.body.release()
+			fl.budget.release(fl.charged[k])
+			fl.bodies[k], fl.tensors[k], fl.charged[k] = payload{}, nil, 0
+		}
+	}
+}
+
+// release releases every body the flow holds.
+func (fl *flow) release() { fl.done(len(fl.m.lastUse)) }
+
+// read is the tensors of source k: the request's inputs or a step's outputs. A body all JSON
+// is joined into one slice and read whole; under the binary data extension only its JSON
+// header is read, and the tensors' bytes stay where they are until copied into a request.
+func (fl *flow) read(k int) ([]oip.Tensor, error) {
+	if fl.parsed[k] {
+		return fl.tensors[k], nil
+	}
+	p := fl.bodies[k]
+	length, err := oip.ParseHeaderLength(fl.headers[k].Get(oip.HeaderInferenceHeaderLength))
+	if err != nil {
+		return nil, err
+	}
+	if length > p.body.Len() {
+		return nil, fmt.Errorf("%s is %d, the body has %d bytes", oip.HeaderInferenceHeaderLength, length, p.body.Len())
+	}
+	var doc []byte
+	if length < 0 {
+		if err := p.body.join(); err != nil {
+			return nil, err
+		}
+		doc, length = p.body.Bytes(), p.body.Len()
+	} else {
+		doc = p.body.prefix(length)
+	}
+	// Reading copies the JSON document (the data of JSON tensors): charged until the body is
+	// released.
+	if !fl.budget.tryAcquire(length) {
+		return nil, errBudgetExceeded
+	}
+	fl.charged[k] = length
+	if k == 0 {
+		fl.tensors[k], err = oip.ParseRequest(doc, p.body.Len()-length)
+	} else {
+		fl.tensors[k], err = oip.ParseResponse(doc, p.body.Len()-length)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fl.docLength[k], fl.parsed[k] = length, true
+	return fl.tensors[k], nil
+}
+
+// request builds the request of step s from the tensors its inputs map, each checked against
+// the input the step's model declares. A request that lacks a tensor, or whose tensor does not
+// fit, is the caller's error (400); a step answer that does is a failure of the pipeline (502).
+// The bytes of binary tensors are copied from the bodies they are in to the request's.
+func (r *Router) request(fl *flow, s *step) (payload, *failure) {
+	inputs := make([]oip.Tensor, 0, len(s.inputs))
+	binary := false
+	for _, in := range s.inputs {
+		from := r.sourceLabel(in.source)
+		tensors, err := fl.read(in.source)
+		if err != nil {
+			if errors.Is(err, errBudgetExceeded) {
+				return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+			}
+			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s is not an Open Inference Protocol body", from), err)
+		}
+		t, ok := oip.Find(tensors, in.tensor)
+		if !ok {
+			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s has no tensor %q", from, in.tensor), nil)
+		}
+		if want, ok := s.modelInput(in.name); ok {
+			if err := oip.Fits(oip.TensorMetadata{Datatype: t.Datatype, Shape: t.Shape}, want); err != nil {
+				return payload{}, r.mappingFailure(s, in, fmt.Sprintf("tensor %q of %s has %v", in.tensor, from, err), nil)
+			}
+		}
+		mapped := *t
+		mapped.Name = in.name
+		binary = binary || mapped.Binary
+		inputs = append(inputs, mapped)
+	}
+	doc, hasBinary := oip.AppendRequest(make([]byte, 0, oip.RequestSize(inputs)), inputs, binary)
+	out := newBuffer(r.budget)
+	err := out.write(doc)
+	for i := 0; err == nil && i < len(inputs); i++ {
+		if t := &inputs[i]; t.Binary {
+			k := s.inputs[i].source
+			err = fl.bodies[k].body.writeRange(out, fl.docLength[k]+t.Offset, t.Size)
+		}
+	}
+	if err != nil {
+		out.release()
+		return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+	}
+	p := payload{body: out, contentType: "application/json"}
+	if hasBinary {
+		p.contentType = "application/octet-stream"
+		p.inferenceHeader = strconv.Itoa(len(doc))
+	}
+	return p, nil
+}
+
+// budgetFull is a failure of step s because the router holds maxBufferedBytes of bodies: what
+// could not be done, and err, the detail.
+func (s *step) budgetFull(what string, err error) *failure {
+	s.metrics.failed(ReasonBufferBudget)
+	return s.fail(ReasonBufferBudget, what+": the router holds maxBufferedBytes of bodies already", err)
+}
+
+// sourceLabel names source k for the caller.
+func (r *Router) sourceLabel(k int) string {
+	if k == 0 {
+		return "the pipeline's request"
+	}
+	return "the answer of " + r.steps[k-1].label()
+}
+
+// mappingFailure is input in of step s that could not be made: what is wrong (what), in the
+// caller's request (400) or in an earlier step's answer (502).
+func (r *Router) mappingFailure(s *step, in input, what string, err error) *failure {
+	message := fmt.Sprintf("input %q of %s: %s", in.name, s.label(), what)
+	if err == nil {
+		err = errors.New(message)
+	}
+	if in.source == 0 {
+		return &failure{step: s.name, index: s.index, url: s.url, reason: ReasonBadRequest,
+			status: http.StatusBadRequest, message: message, err: err}
+	}
+	s.metrics.failed(ReasonTensorMapping)
+	return s.fail(ReasonTensorMapping, message, err)
+}
+
+
+// modelInput is the input named name of the step's model, as its metadata declares it; false
+// before the metadata is read, or when it declares none of that name.
+func (s *step) modelInput(name string) (oip.TensorMetadata, bool) {
+	m := s.model.Load()
+	if m == nil {
+		return oip.TensorMetadata{}, false
+	}
+	return m.Input(name)
+}
+
+const (
+	// maxDecodedElements bounds the elements of one tensor a stopWhen expression reads.
+	maxDecodedElements = 1 << 20
+	// decodedElementBytes is what one decoded element holds (a value in an interface).
+	decodedElementBytes = 32
+)
+
+// decodeTensors decodes the output tensors of a step's answer for its stopWhen expression;
+// what they hold is acquired from bg (tensorsCost) until the caller releases it.
+func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, *failure) {
+	unreadable := func(err error) *failure {
+		s.metrics.failed(ReasonStopWhen)
+		return s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+
+			" could not be evaluated: its answer's tensors could not be read", err)
+	}
+	const what = "the stopWhen condition of %s could not be evaluated"
+	if err := resp.body.join(); err != nil {
+		return nil, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
+	}
+	length, err := oip.ParseHeaderLength(resp.header.Get(oip.HeaderInferenceHeaderLength))
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	doc, bin, err := oip.Split(resp.body.Bytes(), length)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	outputs, err := oip.ParseResponse(doc, int64(len(bin)))
+	if err != nil {
+		return nil, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+	}
+	var cost int64
+	for i := range outputs {
+		cost += max(oip.Elements(outputs[i].Shape), 0) * decodedElementBytes
+	}
+	if !bg.tryAcquire(cost) {
+		return nil, s.budgetFull(fmt.Sprintf(what, s.label()),
+			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
+	}
+	tensors := make(map[string][]any, len(outputs))
+	for i := range outputs {
+		v, err := oip.Decode(&outputs[i], bin, maxDecodedElements)
+		if err != nil {
+			bg.release(cost)
+			return nil, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+		}
+		tensors[outputs[i].Name] = v
+	}
+	return tensors, nil
+}
+
+// tensorsCost is what decodeTensors acquired for tensors.
+func tensorsCost(tensors map[string][]any) int64 {
+	var n int64
+	for _, v := range tensors {
+		n += int64(len(v)) * decodedElementBytes
+	}
+	return n
+}
