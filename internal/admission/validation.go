@@ -76,8 +76,13 @@ func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 	errs = append(errs, validateStepPrivileges(s, sp)...)
 	errs = append(errs, validateModelServer(s, sp)...)
 	if s.StopWhen != "" {
-		if _, err := router.CompileStopWhen(s.StopWhen); err != nil {
+		sw, err := router.CompileStopWhen(s.StopWhen)
+		switch {
+		case err != nil:
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))
+		case sw.ReadsTensors() && s.Protocol != pipelinev1.StepProtocolOpenInference:
+			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen,
+				"reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"))
 		}
 	}
 	for k, v := range s.NodeSelector {

@@ -212,6 +212,7 @@ func TestValidateCompilesStopWhen(t *testing.T) {
 		`response.faces ==`:                    "Syntax error",
 		`status + 1`:                           "must be a bool",
 		`nosuchvariable > 1`:                   "undeclared reference",
+		`tensors.score[0] > 0.5`:               "reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has",
 	} {
 		p.Spec.Steps[1].StopWhen = expr
 		errs := ValidatePipeline(p)
@@ -228,6 +229,16 @@ func TestValidateCompilesStopWhen(t *testing.T) {
 		if errs[0].Field != "spec.steps[1].stopWhen" || !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("stopWhen %q: error %q, want one at spec.steps[1].stopWhen containing %q", expr, errs[0].Error(), want)
 		}
+	}
+}
+
+// An Open Inference Protocol step's stopWhen may read its answer's tensors.
+func TestValidateStopWhenReadsTensorsOfAnOpenInferenceStep(t *testing.T) {
+	p := sampleV1(t)
+	p.Spec.Steps[1].StopWhen = `tensors.score.exists(s, s > 0.9)`
+	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
+	if errs := ValidatePipeline(p); len(errs) != 0 {
+		t.Fatalf("refused: %v", errs)
 	}
 }
 

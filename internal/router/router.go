@@ -198,7 +198,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 	if r.mapping != nil {
 		fl = r.mapping.newFlow(r.budget)
 		defer fl.release()
-		fl.keep(0, -1, in, http.Header{oip.HeaderInferenceHeaderLength: {in.inferenceHeader}})
+		fl.keep(0, -1, in)
 	}
 	for i, s := range r.steps {
 		send := in
@@ -233,7 +233,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		if stop || i == len(r.steps)-1 {
 			return resp, s.name, nil
 		}
-		fl.keep(i+1, i, resp.payload, resp.header)
+		fl.keep(i+1, i, resp.payload)
 		in = resp.payload
 	}
 	panic("unreachable: a router has at least one step")

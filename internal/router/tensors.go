@@ -59,7 +59,6 @@ func newMapping(steps []*step) *mapping {
 type flow struct {
 	m       *mapping
 	bodies  []payload
-	headers []http.Header
 	tensors [][]oip.Tensor
 	parsed  []bool
 	// docLength[k] is the length of the JSON document of source k, read: where the bytes of
@@ -73,19 +72,16 @@ type flow struct {
 
 func (m *mapping) newFlow(bg *budget) *flow {
 	n := len(m.lastUse)
-	return &flow{m: m, bodies: make([]payload, n), headers: make([]http.Header, n),
+	return &flow{m: m, bodies: make([]payload, n),
 		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), charged: make([]int64, n), budget: bg}
 }
 
-// keep holds the body of source k (0 the request, k step k's answer), whose headers are
-// header, when a step after i maps its tensors. It reports whether it does: the flow then
-// releases the body.
-func (fl *flow) keep(k, i int, p payload, header http.Header) bool {
-	if fl == nil || fl.m.lastUse[k] <= i {
-		return false
+// keep holds p, the body of source k (0 the request, k step k's answer), when a step after i
+// maps its tensors: the flow then releases it (holds).
+func (fl *flow) keep(k, i int, p payload) {
+	if fl != nil && fl.m.lastUse[k] > i {
+		fl.bodies[k] = p
 	}
-	fl.bodies[k], fl.headers[k] = p, header
-	return true
 }
 
 // holds reports whether the flow releases p.
@@ -110,7 +106,7 @@ func (fl *flow) done(i int) {
 		if b.body != nil && fl.m.lastUse[k] <= i {
 			b.body.release()
 			fl.budget.release(fl.charged[k])
-			fl.bodies[k], fl.tensors[k], fl.charged[k] = payload{}, nil, 0
+			fl.bodies[k], fl.tensors[k], fl.parsed[k], fl.charged[k] = payload{}, nil, false, 0
 		}
 	}
 }
@@ -126,7 +122,7 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 		return fl.tensors[k], nil
 	}
 	p := fl.bodies[k]
-	length, err := oip.ParseHeaderLength(fl.headers[k].Get(oip.HeaderInferenceHeaderLength))
+	length, err := oip.ParseHeaderLength(p.inferenceHeader)
 	if err != nil {
 		return nil, err
 	}
@@ -147,17 +143,17 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	if !fl.budget.tryAcquire(length) {
 		return nil, errBudgetExceeded
 	}
-	fl.charged[k] = length
+	parse := oip.ParseResponse
 	if k == 0 {
-		fl.tensors[k], err = oip.ParseRequest(doc, p.body.Len()-length)
-	} else {
-		fl.tensors[k], err = oip.ParseResponse(doc, p.body.Len()-length)
+		parse = oip.ParseRequest
 	}
+	tensors, err := parse(doc, p.body.Len()-length)
 	if err != nil {
+		fl.budget.release(length)
 		return nil, err
 	}
-	fl.docLength[k], fl.parsed[k] = length, true
-	return fl.tensors[k], nil
+	fl.tensors[k], fl.docLength[k], fl.charged[k], fl.parsed[k] = tensors, length, length, true
+	return tensors, nil
 }
 
 // request builds the request of step s from the tensors its inputs map, each checked against
