@@ -237,7 +237,6 @@ func (r *Router) mappingFailure(s *step, in input, what string, err error) *fail
 	return s.fail(ReasonTensorMapping, message, err)
 }
 
-
 // modelInput is the input named name of the step's model, as its metadata declares it; false
 // before the metadata is read, or when it declares none of that name.
 func (s *step) modelInput(name string) (oip.TensorMetadata, bool) {
