@@ -70,6 +70,7 @@ type PipelineSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
+// +kubebuilder:validation:XValidation:rule="!has(self.inputs) || size(self.inputs) == 0 || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol')",message="inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol, or remove inputs"
 // +kubebuilder:validation:XValidation:rule="!has(self.modelLoadTimeoutSeconds) || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol' && !has(self.startupProbe))",message="modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol: set protocol to OpenInferenceProtocol and declare no startupProbe, or remove modelLoadTimeoutSeconds"
 type Step struct {
 	// name identifies the step: it names the step's Deployment and Service
@@ -305,6 +306,41 @@ type Step struct {
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=86400
 	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: absent means the default patience.
+
+	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol with
+	// dataPath.mode Router: the router takes each from the pipeline's request or from an
+	// earlier step's answer and gives it to the step's model under the input's name, after
+	// checking every mapping against the models' metadata (see docs/router.md). Without inputs
+	// the step gets the previous step's answer as it is (the pipeline's request for the first).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Inputs []StepTensorInput `json:"inputs,omitempty"`
+}
+
+// StepTensorInput is one input tensor of a step's request.
+type StepTensorInput struct {
+	// name is the input of the step's model that gets the tensor.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// step names the earlier step whose answer has the tensor among its outputs; that step's
+	// protocol must be OpenInferenceProtocol. Without it the tensor is an input of the
+	// pipeline's request.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Step string `json:"step,omitempty"`
+
+	// tensor is the tensor's name in that answer, or in the pipeline's request.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Tensor string `json:"tensor,omitempty"`
 }
 
 // StepPodMetadata are labels and annotations the pods of a step carry besides the operator's.

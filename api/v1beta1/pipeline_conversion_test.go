@@ -257,6 +257,8 @@ func modelServerStep(s pipelinev1.Step) pipelinev1.Step {
 	s.SharedMemorySize = &q
 	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
 	s.TerminationGracePeriodSeconds = ptrTo[int64](120)
+	s.Protocol = pipelinev1.StepProtocolOpenInference
+	s.Inputs = []pipelinev1.StepTensorInput{{Name: "pixels", Tensor: "image"}}
 	return s
 }
 
@@ -274,7 +276,8 @@ func TestConvertV1ModelServerStep(t *testing.T) {
 	if s := spoke.Spec.Steps[0]; s.Name != "detect" || s.Image != "nginx:latest" || len(s.Args) != 0 {
 		t.Errorf("v1beta1 step %+v", s)
 	}
-	if data := spoke.Annotations[ConversionDataAnnotation]; !strings.Contains(data, `"readinessProbe"`) || !strings.Contains(data, `"podMetadata"`) {
+	if data := spoke.Annotations[ConversionDataAnnotation]; !strings.Contains(data, `"readinessProbe"`) || !strings.Contains(data, `"podMetadata"`) ||
+		!strings.Contains(data, `"inputs"`) {
 		t.Errorf("the v1 step is not kept in the conversion data: %s", data)
 	}
 	if out := toV1(t, spoke); !apiequality.Semantic.DeepEqual(out, in) {
@@ -291,7 +294,7 @@ func TestConvertV1ModelServerStep(t *testing.T) {
 
 	edited := spoke.DeepCopy()
 	edited.Spec.Steps[0].Image = "nginx:1.27"
-	if s := toV1(t, edited).Spec.Steps[0]; s.Image != "nginx:1.27" || s.ReadinessProbe != nil || s.Command != nil || s.PodMetadata != nil {
+	if s := toV1(t, edited).Spec.Steps[0]; s.Image != "nginx:1.27" || s.ReadinessProbe != nil || s.Command != nil || s.PodMetadata != nil || s.Inputs != nil {
 		t.Errorf("the step edited in v1beta1 is %+v, want the edit and none of the fields v1beta1 cannot show", s)
 	}
 }

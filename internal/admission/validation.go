@@ -33,6 +33,7 @@ func ValidatePipeline(p *pipelinev1.Pipeline) field.ErrorList {
 	for i := range p.Spec.Steps {
 		errs = append(errs, validateStep(&p.Spec.Steps[i], specPath.Child("steps").Index(i))...)
 	}
+	errs = append(errs, validateTensorInputs(p, specPath.Child("steps"))...)
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
 	if rt := routerOf(p); rt != nil {
 		rp := specPath.Child("dataPath", "router")

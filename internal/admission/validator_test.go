@@ -587,3 +587,23 @@ func TestWarningsOpenInferenceInAChain(t *testing.T) {
 		t.Errorf("warned in mode Router: %q", got)
 	}
 }
+
+// Inputs from the request and from an earlier Open Inference Protocol step are admitted, and a
+// step may not name itself.
+func TestValidateTensorInputs(t *testing.T) {
+	p := sampleV1(t)
+	routerOn(p, nil)
+	for i := range p.Spec.Steps {
+		p.Spec.Steps[i].Protocol = pipelinev1.StepProtocolOpenInference
+	}
+	first := p.Spec.Steps[0].Name
+	p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "a", Step: first, Tensor: "y"}, {Name: "b", Tensor: "input0"}}
+	if errs := ValidatePipeline(p); len(errs) != 0 {
+		t.Fatalf("refused: %v", errs)
+	}
+	p.Spec.Steps[1].Inputs[0].Step = p.Spec.Steps[1].Name
+	errs := ValidatePipeline(p)
+	if len(errs) != 1 || errs[0].Field != "spec.steps[1].inputs[0].step" || !strings.Contains(errs[0].Error(), "cannot take an input from its own answer") {
+		t.Fatalf("errors %v", errs)
+	}
+}

@@ -403,6 +403,33 @@ var _ = Describe("Pipeline admission", func() {
 			s.Protocol, s.ModelLoadTimeoutSeconds = pipelinev1.StepProtocolOpenInference, ptr.To[int32](900)
 			s.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
 		}, "spec.steps[1]", "declare no startupProbe, or remove modelLoadTimeoutSeconds"),
+		Entry("inputs without the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "input0"}}
+		}, "spec.steps[1]", "inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol, or remove inputs"),
+		Entry("inputs in mode Chain", func(p *pipelinev1.Pipeline) {
+			s := &p.Spec.Steps[1]
+			s.Protocol, s.Inputs = pipelinev1.StepProtocolOpenInference, []pipelinev1.StepTensorInput{{Name: "x", Tensor: "input0"}}
+		}, "spec.steps[1].inputs", "the router makes a step's request of its inputs: set dataPath.mode to Router, or remove inputs"),
+		Entry("an input from a later step", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			for i := range p.Spec.Steps {
+				p.Spec.Steps[i].Protocol = pipelinev1.StepProtocolOpenInference
+			}
+			p.Spec.Steps[0].Inputs = []pipelinev1.StepTensorInput{{Name: "x", Step: p.Spec.Steps[1].Name, Tensor: "y"}}
+		}, "spec.steps[0].inputs[0].step", "not an earlier step"),
+		Entry("an input from a step that is not of the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			s := &p.Spec.Steps[1]
+			s.Protocol = pipelinev1.StepProtocolOpenInference
+			s.Inputs = []pipelinev1.StepTensorInput{{Name: "x", Step: p.Spec.Steps[0].Name, Tensor: "y"}}
+		}, "spec.steps[1].inputs[0].step", "that step's protocol is not OpenInferenceProtocol"),
+		Entry("an input mapped twice", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			s := &p.Spec.Steps[1]
+			s.Protocol = pipelinev1.StepProtocolOpenInference
+			s.Inputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "a"}, {Name: "x", Tensor: "b"}}
+		}, "spec.steps[1].inputs[1]", "Duplicate value"),
 		Entry("an unknown protocol", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Protocol = "gRPC" },
 			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol"`),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -100,5 +102,43 @@ func TestRouterCallsTheInferPath(t *testing.T) {
 	}
 	if want := StepURL(p, 1, "") + "/v2/models/resnet-50/infer"; cfg.Steps[1].URL != want {
 		t.Errorf("step 2 called at %q, want %q", cfg.Steps[1].URL, want)
+	}
+}
+
+// An Open Inference Protocol step has its model's metadata URL and its mapped inputs in the
+// router's configuration, which the router accepts; a plain step has neither.
+func TestRouterConfigMapsTensors(t *testing.T) {
+	p := oipSample(t, nil)
+	p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
+	first := &p.Spec.Steps[0]
+	first.Protocol, first.Model = pipelinev1.StepProtocolOpenInference, "models/tokenizer"
+	p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{
+		{Name: "input_ids", Step: first.Name, Tensor: "ids"}, {Name: "mask", Tensor: "attention_mask"}}
+	cfg := RouterConfig(p, "")
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the router refuses its configuration: %v", err)
+	}
+	s := cfg.Steps[1]
+	if s.Protocol != "OpenInferenceProtocol" || s.MetadataURL != StepURL(p, 1, "")+"/v2/models/resnet-50" {
+		t.Errorf("step 2: protocol %q, metadataURL %q", s.Protocol, s.MetadataURL)
+	}
+	want := `[{input_ids tokenize ids} {mask  attention_mask}]`
+	if got := fmt.Sprint(s.Inputs); got != strings.Replace(want, "tokenize", first.Name, 1) {
+		t.Errorf("step 2 inputs %s", got)
+	}
+	if cfg.Steps[0].MetadataURL != StepURL(p, 0, "")+"/v2/models/tokenizer" || cfg.Steps[0].Inputs != nil {
+		t.Errorf("step 1: metadataURL %q, inputs %v", cfg.Steps[0].MetadataURL, cfg.Steps[0].Inputs)
+	}
+
+	plain := testenv.Sample(t, "edge")
+	plain.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
+	data, err := RouterConfigJSON(plain, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"protocol", "metadataURL", "inputs"} {
+		if strings.Contains(data, key) {
+			t.Errorf("a Pipeline without Open Inference Protocol steps has %q in its router configuration:\n%s", key, data)
+		}
 	}
 }

@@ -123,7 +123,8 @@ func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 
 // RouterConfig is the router's configuration: every step in order, called at
 // InferPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
-// retries and stopWhen.
+// retries and stopWhen; for an Open Inference Protocol step also where its model's metadata is
+// read, and its mapped inputs.
 func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 	cfg := router.Config{
 		Pipeline: p.Namespace + "/" + p.Name,
@@ -151,6 +152,13 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 		}
 		if s.Retries != nil {
 			step.Retries = int(*s.Retries)
+		}
+		if OpenInference(p, i) {
+			step.Protocol = router.ProtocolOpenInference
+			step.MetadataURL = StepURL(p, i, domain) + oipModelPath(p, i, "")
+		}
+		for _, in := range s.Inputs {
+			step.Inputs = append(step.Inputs, router.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
 		}
 		cfg.Steps = append(cfg.Steps, step)
 	}

@@ -78,6 +78,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1.StepPodMetadataApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StepStatus"):
 		return &apiv1.StepStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("StepTensorInput"):
+		return &apiv1.StepTensorInputApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StorageClassStorage"):
 		return &apiv1.StorageClassStorageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StorageStatus"):

@@ -142,6 +142,12 @@ type StepApplyConfiguration struct {
 	// OpenInferenceProtocol waits for the model to load before the container is restarted
 	// (600 when unset). Only with protocol OpenInferenceProtocol and no startupProbe of the step's.
 	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"`
+	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol with
+	// dataPath.mode Router: the router takes each from the pipeline's request or from an
+	// earlier step's answer and gives it to the step's model under the input's name, after
+	// checking every mapping against the models' metadata (see docs/router.md). Without inputs
+	// the step gets the previous step's answer as it is (the pipeline's request for the first).
+	Inputs []StepTensorInputApplyConfiguration `json:"inputs,omitempty"`
 }
 
 // StepApplyConfiguration constructs a declarative configuration of the Step type for use with
@@ -403,5 +409,18 @@ func (b *StepApplyConfiguration) WithProtocol(value apiv1.StepProtocol) *StepApp
 // If called multiple times, the ModelLoadTimeoutSeconds field is set to the value of the last call.
 func (b *StepApplyConfiguration) WithModelLoadTimeoutSeconds(value int32) *StepApplyConfiguration {
 	b.ModelLoadTimeoutSeconds = &value
+	return b
+}
+
+// WithInputs adds the given value to the Inputs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Inputs field.
+func (b *StepApplyConfiguration) WithInputs(values ...*StepTensorInputApplyConfiguration) *StepApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithInputs")
+		}
+		b.Inputs = append(b.Inputs, *values[i])
+	}
 	return b
 }

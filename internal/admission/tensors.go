@@ -1,0 +1,42 @@
+package admission
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+)
+
+// validateTensorInputs checks the steps' inputs (tensor mapping): the router makes a step's
+// request of them, so the Pipeline's data path must be the router, and each input taken from a
+// step must name an earlier one that speaks the Open Inference Protocol. Whether the tensors
+// exist and fit is the models' to say: the router checks it against their metadata.
+func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	earlier := make(map[string]*pipelinev1.Step, len(p.Spec.Steps))
+	for i := range p.Spec.Steps {
+		s := &p.Spec.Steps[i]
+		ip := stepsPath.Index(i).Child("inputs")
+		if len(s.Inputs) > 0 && !p.Spec.RouterEnabled() {
+			errs = append(errs, field.Forbidden(ip,
+				"the router makes a step's request of its inputs: set dataPath.mode to Router, or remove inputs"))
+		}
+		for j, in := range s.Inputs {
+			if in.Step == "" {
+				continue
+			}
+			sp := ip.Index(j).Child("step")
+			from, ok := earlier[in.Step]
+			switch {
+			case in.Step == s.Name:
+				errs = append(errs, field.Invalid(sp, in.Step, "a step cannot take an input from its own answer: name an earlier step"))
+			case !ok:
+				errs = append(errs, field.Invalid(sp, in.Step, "not an earlier step: an input is taken from the answer of a step before this one"))
+			case from.Protocol != pipelinev1.StepProtocolOpenInference:
+				errs = append(errs, field.Invalid(sp, in.Step,
+					"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+			}
+		}
+		earlier[s.Name] = s
+	}
+	return errs
+}
