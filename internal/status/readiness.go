@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 )
 
 // Reasons of a step's state (status.steps[].reason) besides the waiting reasons of its
@@ -24,6 +25,10 @@ const (
 	reasonRollingOut       = "RollingOut"
 	reasonUnschedulable    = "Unschedulable"
 )
+
+// maxTerminationMessage is the most of a container's termination message a state's message
+// quotes.
+const maxTerminationMessage = 1024
 
 // failingWaits are the waiting reasons of a container that does not get better by itself.
 var failingWaits = []string{"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
@@ -93,6 +98,9 @@ func podFailure(pods []corev1.Pod) (string, string, bool) {
 			}
 			if t := c.LastTerminationState.Terminated; t != nil {
 				msg += fmt.Sprintf("; its last run ended with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(t.Reason, "no reason"), c.RestartCount)
+				if m := strings.TrimSpace(t.Message); m != "" {
+					msg += ": " + problem.Truncate(m, maxTerminationMessage)
+				}
 			}
 			return w.Reason, msg, true
 		}

@@ -42,6 +42,9 @@ type Observed struct {
 	// dataPath.mode is not Router.
 	RouterDeployment *appsv1.Deployment
 	RouterService    *corev1.Service
+	// RouterPods are the router's pods when its state needs them (NeedsPods); nil when the pass
+	// did not look.
+	RouterPods []corev1.Pod
 	// Placements are indexed like spec.steps: the node each step is pinned to.
 	Placements []Placement
 	// RouterPlacement is the node the router is pinned to; empty without a router location.

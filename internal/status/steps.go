@@ -138,6 +138,11 @@ func addRouterState(st *pipelinev1.PipelineStatus, p *pipelinev1.Pipeline, obs *
 	}
 	rs := computeRouterState(p, obs.RouterDeployment, obs.RouterService)
 	st.RouterState = rs.status.DeploymentState
+	if _, msg, ok := podFailure(obs.RouterPods); ok && rs.failure == "" {
+		// A router that stops at start (a tensor mapping its models refuse) crash-loops while
+		// its Deployment only says it is not available: its pods say why.
+		rs.failure = "router: " + msg
+	}
 	switch {
 	case rs.failure != "":
 		*problems = append(*problems, problem.Problem{Reason: pipelinev1.ReasonRouterFailed, Message: rs.failure})

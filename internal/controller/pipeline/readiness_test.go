@@ -5,11 +5,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 // stepPodStatus sets the status of pod, re-read first, to st.
@@ -74,6 +77,51 @@ var _ = Describe("Step readiness", func() {
 		setStepDeploymentReady(ctx, p, 1, 1)
 		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Expect(stepStatus(ctx, p, 1)()).To(And(HaveField("State", pipelinev1.StepStateReady), HaveField("Message", "1 of 1 pods ready")))
+	})
+
+	It("says why the router stops: its pod's termination message names the tensor mapping the models refuse", func() {
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			withRouter(p)
+			for i := range p.Spec.Steps {
+				p.Spec.Steps[i].Protocol = pipelinev1.StepProtocolOpenInference
+			}
+			p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "pixels", Step: p.Spec.Steps[0].Name, Tensor: "faces"}}
+		})
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseCreating))
+		bindStorage(ctx, p)
+		rollOut(ctx, p)
+		cfg, _ := routerConfigOf(ctx, p)
+		Expect(cfg.Steps[1].Inputs).To(HaveLen(1))
+
+		By("the router's pod exits at start and crash-loops, its Deployment only unavailable")
+		const refusal = `the tensor mappings do not fit the models: input "pixels" of step 2 (recognize): ` +
+			`output "faces" of step 1 (detect) has datatype INT64, the input is FP32`
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "router-1", Namespace: ns, Labels: resources.RouterSelector(p)},
+			Spec:       corev1.PodSpec{NodeName: sampleNodes[0], Containers: []corev1.Container{{Name: "router", Image: testenv.RouterImage}}},
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		stepPodStatus(ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "router", Image: testenv.RouterImage, RestartCount: 3,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					ExitCode: 1, Reason: "Error", Message: refusal + "\n"}}}}})
+		Eventually(func() error {
+			d := routerDeploymentOf(ctx, p)
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1}
+			return k8sClient.Status().Update(ctx, d)
+		}).Should(Succeed())
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded), "30s").Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonRouterFailed),
+			HaveField("Message", ContainSubstring("router: pod router-1, container router: CrashLoopBackOff; "+
+				"its last run ended with exit code 1 (Error) after 3 restarts: "+refusal))))
+		Expect(phase(ctx, p)()).To(Equal(pipelinev1.PipelinePhaseFailed))
+
+		By("the router starts once the mapping fits: the Pipeline runs")
+		rollOutRouter(ctx, p)
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		Eventually(phase(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 	})
 
 	It("gives a step of the Open Inference Protocol the protocol's probes, patient for its model to load", func() {

@@ -92,6 +92,7 @@ func (r *Reconciler) reconcileRouter(ctx context.Context, s *scope) error {
 	s.obs.RouterPlacement = pl
 	if ok {
 		s.obs.RouterDeployment = d
+		r.observeRouterPods(ctx, s, d)
 	}
 	if err != nil {
 		return err
@@ -140,6 +141,7 @@ func (r *Reconciler) observeRouter(ctx context.Context, s *scope) error {
 		return fmt.Errorf("get router deployment: %w", err)
 	} else if owned {
 		s.obs.RouterDeployment = d
+		r.observeRouterPods(ctx, s, d)
 	}
 	if owned, err := r.applier().Child(ctx, s.pipeline, key, svc); err != nil {
 		return fmt.Errorf("get router service: %w", err)

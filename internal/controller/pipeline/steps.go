@@ -127,21 +127,38 @@ const podRecheckInterval = 15 * time.Second
 const maxObservedPods = 50
 
 // observePods reads the pods of step i, whose Deployment is d, when its state can only be told
-// from them (status.NeedsPods): whether they run and load their model, or fail. They are read
-// from the apiserver, not cached (the operator does not watch pods), and only for such a step;
-// the step is then looked at again within podRecheckInterval. A failed read leaves the state to
-// what the Deployment says.
+// from them (status.NeedsPods): whether they run and load their model, or fail. See listPods.
 func (r *Reconciler) observePods(ctx context.Context, s *scope, i int, d *appsv1.Deployment) {
+	if pods, ok := r.listPods(ctx, s, d, resources.StepSelector(s.pipeline, i), "step "+resources.StepName(s.pipeline, i)); ok {
+		s.obs.Pods[i] = pods
+	}
+}
+
+// observeRouterPods reads the router's pods, whose Deployment is d, when its state can only be
+// told from them: a router that stops at start (a tensor mapping its models refuse) says why in
+// its pods' termination message. See listPods.
+func (r *Reconciler) observeRouterPods(ctx context.Context, s *scope, d *appsv1.Deployment) {
+	if pods, ok := r.listPods(ctx, s, d, resources.RouterSelector(s.pipeline), "router"); ok {
+		s.obs.RouterPods = pods
+	}
+}
+
+// listPods reads the pods selected by selector of the Deployment d, when the state of what runs
+// them (what, for the log) can only be told from them (status.NeedsPods). They are read from
+// the apiserver, not cached (the operator does not watch pods), and only then, at most
+// maxObservedPods; the Pipeline is then looked at again within podRecheckInterval. A failed
+// read leaves the state to what the Deployment says.
+func (r *Reconciler) listPods(ctx context.Context, s *scope, d *appsv1.Deployment, selector map[string]string, what string) ([]corev1.Pod, bool) {
 	if !status.NeedsPods(d) {
-		return
+		return nil, false
 	}
 	s.requeueWithin(podRecheckInterval)
 	pods := &corev1.PodList{}
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(d.Namespace),
-		client.MatchingLabels(resources.StepSelector(s.pipeline, i)), client.Limit(maxObservedPods)); err != nil {
-		log.FromContext(ctx).Info("Cannot read the pods of a step: its state is told from its Deployment alone",
-			"step", resources.StepName(s.pipeline, i), "error", err.Error())
-		return
+		client.MatchingLabels(selector), client.Limit(maxObservedPods)); err != nil {
+		log.FromContext(ctx).Info("Cannot read the pods of the "+what+": its state is told from its Deployment alone",
+			"error", err.Error())
+		return nil, false
 	}
-	s.obs.Pods[i] = pods.Items
+	return pods.Items, true
 }
