@@ -14,6 +14,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
 
@@ -154,6 +155,12 @@ func checkPipeline(t *testing.T, file string, p *pipelinev1.Pipeline) {
 			t.Errorf("%s: step %s sets replicas and autoscaling", file, s.Name)
 		}
 	}
+	if p.Spec.RouterEnabled() {
+		// What the operator gives the router of this Pipeline, the router takes.
+		if err := resources.RouterConfig(p, "").Validate(); err != nil {
+			t.Errorf("%s: the router refuses its configuration: %v", file, err)
+		}
+	}
 	if rt := p.Spec.RouterSettings(); rt != nil {
 		nodes = append(nodes, rt.Locations()...)
 		for _, h := range rt.PropagateHeaders {
@@ -201,7 +208,8 @@ func TestEverySampleDecodesStrictlyAndDefaults(t *testing.T) {
 	}
 }
 
-// There is a v1 sample of every capability: the router, autoscaling, failover with
+// There is a v1 sample of every capability: the router, tensor mapping between Open Inference
+// Protocol steps, autoscaling, failover with
 // fallbackLocations, a NodePort entry with an Ingress, and every kind of model storage, the
 // ModelStorageClass one naming the sample class.
 func TestEveryCapabilityHasASample(t *testing.T) {
@@ -227,6 +235,9 @@ func TestEveryCapabilityHasASample(t *testing.T) {
 			if s.Autoscaling != nil {
 				have.Insert("autoscaling")
 			}
+			if len(s.Inputs) > 0 && slices.ContainsFunc(s.Inputs, func(in pipelinev1.StepTensorInput) bool { return in.Step != "" }) {
+				have.Insert("tensor mapping")
+			}
 			if len(s.FallbackLocations) > 0 {
 				have.Insert("fallbackLocations")
 			}
@@ -235,7 +246,7 @@ func TestEveryCapabilityHasASample(t *testing.T) {
 			t.Errorf("%s names the ModelStorageClass %s; the sample class is %s", d.file, m.Name, class.Name)
 		}
 	}
-	want := sets.New("router", "autoscaling", "fallbackLocations", "NodePort and ingress")
+	want := sets.New("router", "autoscaling", "fallbackLocations", "NodePort and ingress", "tensor mapping")
 	for _, typ := range []pipelinev1.ModelStorageType{pipelinev1.ModelStorageTypeNFS, pipelinev1.ModelStorageTypeCSI,
 		pipelinev1.ModelStorageTypeStorageClass, pipelinev1.ModelStorageTypeExistingClaim, pipelinev1.ModelStorageTypeModelStorageClass} {
 		want.Insert("storage " + string(typ))
