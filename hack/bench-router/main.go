@@ -148,6 +148,11 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
+	return failures(variants, mapping)
+}
+
+// failures says which variant had calls fail, if any.
+func failures(variants []*variant, mapping *mappingBench) error {
 	for _, v := range variants {
 		if v.failures() > 0 {
 			return errors.New(v.name + ": some calls failed (see the report)")

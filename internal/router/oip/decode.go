@@ -9,12 +9,28 @@ import (
 	"strconv"
 )
 
-// elementBytes is the size of one element of each fixed-size datatype under the binary data
-// extension.
-var elementBytes = map[string]int{
-	"BOOL": 1, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BF16": 2,
-	"INT32": 4, "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8,
+// elements are the fixed-size datatypes of the binary data extension: the size of one element
+// and how it reads (little-endian).
+var elements = map[string]struct {
+	size int
+	read func([]byte) any
+}{
+	"BOOL":   {1, func(e []byte) any { return e[0] != 0 }},
+	"INT8":   {1, func(e []byte) any { return int64(int8(e[0])) }},
+	"UINT8":  {1, func(e []byte) any { return int64(e[0]) }},
+	"INT16":  {2, func(e []byte) any { return int64(int16(le.Uint16(e))) }},
+	"UINT16": {2, func(e []byte) any { return int64(le.Uint16(e)) }},
+	"INT32":  {4, func(e []byte) any { return int64(int32(le.Uint32(e))) }},
+	"UINT32": {4, func(e []byte) any { return int64(le.Uint32(e)) }},
+	"INT64":  {8, func(e []byte) any { return int64(le.Uint64(e)) }},
+	"UINT64": {8, func(e []byte) any { return le.Uint64(e) }},
+	"FP16":   {2, func(e []byte) any { return halfToFloat(le.Uint16(e)) }},
+	"BF16":   {2, func(e []byte) any { return float64(math.Float32frombits(uint32(le.Uint16(e)) << 16)) }},
+	"FP32":   {4, func(e []byte) any { return float64(math.Float32frombits(le.Uint32(e))) }},
+	"FP64":   {8, func(e []byte) any { return math.Float64frombits(le.Uint64(e)) }},
 }
+
+var le = binary.LittleEndian
 
 // Elements is how many values a tensor of shape holds, -1 when the shape has a negative
 // dimension or overflows.
@@ -149,45 +165,16 @@ func decodeBinary(t *Tensor, data []byte, n int64) ([]any, error) {
 		}
 		return out, nil
 	}
-	size, ok := elementBytes[t.Datatype]
+	el, ok := elements[t.Datatype]
 	if !ok {
 		return nil, fmt.Errorf("datatype %q is not one of the protocol's", t.Datatype)
 	}
-	if int64(len(data)) != n*int64(size) {
-		return nil, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(size))
+	if int64(len(data)) != n*int64(el.size) {
+		return nil, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(el.size))
 	}
 	out := make([]any, n)
-	le := binary.LittleEndian
 	for i := range out {
-		e := data[i*size : (i+1)*size]
-		switch t.Datatype {
-		case "BOOL":
-			out[i] = e[0] != 0
-		case "INT8":
-			out[i] = int64(int8(e[0]))
-		case "UINT8":
-			out[i] = int64(e[0])
-		case "INT16":
-			out[i] = int64(int16(le.Uint16(e)))
-		case "UINT16":
-			out[i] = int64(le.Uint16(e))
-		case "INT32":
-			out[i] = int64(int32(le.Uint32(e)))
-		case "UINT32":
-			out[i] = int64(le.Uint32(e))
-		case "INT64":
-			out[i] = int64(le.Uint64(e))
-		case "UINT64":
-			out[i] = le.Uint64(e)
-		case "FP16":
-			out[i] = halfToFloat(le.Uint16(e))
-		case "BF16":
-			out[i] = float64(math.Float32frombits(uint32(le.Uint16(e)) << 16))
-		case "FP32":
-			out[i] = float64(math.Float32frombits(le.Uint32(e)))
-		case "FP64":
-			out[i] = math.Float64frombits(le.Uint64(e))
-		}
+		out[i] = el.read(data[i*el.size : (i+1)*el.size])
 	}
 	return out, nil
 }
