@@ -280,7 +280,12 @@ func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, 
 	}
 	var cost int64
 	for i := range outputs {
-		cost += max(oip.Elements(outputs[i].Shape), 0) * decodedElementBytes
+		n := oip.Elements(outputs[i].Shape)
+		if n > maxDecodedElements {
+			return nil, unreadable(fmt.Errorf("the response of POST %s: tensor %s has %d elements, at most %d are decoded",
+				s.url, outputs[i].Name, n, maxDecodedElements))
+		}
+		cost += max(n, 0) * decodedElementBytes
 	}
 	if !bg.tryAcquire(cost) {
 		return nil, s.budgetFull(fmt.Sprintf(what, s.label()),

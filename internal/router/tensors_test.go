@@ -441,3 +441,22 @@ func TestInferenceHeaderGoesWithItsBody(t *testing.T) {
 		t.Fatalf("the second step got %q", a.body)
 	}
 }
+
+func TestStopWhenRefusesATensorTooLargeToDecode(t *testing.T) {
+	n := maxDecodedElements + 1
+	head := fmt.Sprintf(`{"outputs":[{"name":"mask","shape":[%d],"datatype":"BOOL","parameters":{"binary_data_size":%d}}]}`, n, n)
+	step := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Inference-Header-Content-Length", strconv.Itoa(len(head)))
+		_, _ = io.WriteString(w, head+strings.Repeat("\x01", n))
+	})
+	// The buffer budget (4 × 4 MiB) holds the answer, not what decoding it would: the size is
+	// refused first, as the tensors' error, not the budget's.
+	tr := newTestRouter(t, Config{MaxBodyBytes: 4 << 20, Steps: []Step{{Name: "segment", URL: step.URL, Protocol: ProtocolOpenInference,
+		StopWhen: `tensors.mask[0]`}}})
+	a := post(t, tr.url, "application/json", jsonRequest, nil)
+	if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Reason != ReasonStopWhen ||
+		e.Error != "the stopWhen condition of step 1 (segment) could not be evaluated: its answer's tensors could not be read" {
+		t.Fatalf("answer %d: %+v", a.status, e)
+	}
+}
