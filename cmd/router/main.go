@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 )
@@ -48,7 +49,11 @@ func writeTerminationMessage(path, msg string) {
 		return
 	}
 	if len(msg) > maxTerminationMessage {
-		msg = msg[:maxTerminationMessage]
+		cut := maxTerminationMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
 	}
 	_, _ = f.WriteString(msg)
 	_ = f.Close()

@@ -203,13 +203,16 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 	for i, s := range r.steps {
 		send := in
 		if s.inputs != nil {
-			var f *failure
-			if send, f = r.request(fl, s); f != nil {
-				if !fl.holds(in) {
-					in.body.release()
-				}
+			// The request is made of copies: what it was made of goes before the call.
+			built, f := r.request(fl, s)
+			if !fl.holds(in) {
+				in.body.release()
+			}
+			fl.done(i)
+			if f != nil {
 				return nil, "", f
 			}
+			send, in = built, payload{}
 		}
 		resp, f := r.call(ctx, s, header, send)
 		if send.body != in.body {

@@ -265,11 +265,14 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 	}
 	var tensors map[string][]any
 	if s.stopWhen.readsTensors && s.openInference {
-		var f *failure
-		if tensors, f = s.decodeTensors(resp, bg); f != nil {
+		var (
+			f    *failure
+			cost int64
+		)
+		if tensors, cost, f = s.decodeTensors(resp, bg); f != nil {
 			return false, f
 		}
-		defer bg.release(tensorsCost(tensors))
+		defer bg.release(cost)
 	}
 	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
 		Response: response,

@@ -197,7 +197,10 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	}
 	if err != nil {
 		out.release()
-		return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+		if errors.Is(err, errBudgetExceeded) {
+			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+		}
+		return payload{}, r.mappingFailure(s, s.inputs[0], "its tensors could not be copied", err)
 	}
 	p := payload{body: out, contentType: "application/json"}
 	if hasBinary {
@@ -250,13 +253,15 @@ func (s *step) modelInput(name string) (oip.TensorMetadata, bool) {
 const (
 	// maxDecodedElements bounds the elements of one tensor a stopWhen expression reads.
 	maxDecodedElements = 1 << 20
-	// decodedElementBytes is what one decoded element holds (a value in an interface).
-	decodedElementBytes = 32
+	// decodedElementBytes is what one decoded element holds: a value in an interface, and for
+	// JSON data the text of its number.
+	decodedElementBytes = 64
 )
 
-// decodeTensors decodes the output tensors of a step's answer for its stopWhen expression;
-// what they hold is acquired from bg (tensorsCost) until the caller releases it.
-func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, *failure) {
+// decodeTensors decodes the output tensors of a step's answer for its stopWhen expression; what
+// they hold, the cost it returns, is acquired from bg until the caller releases it. An answer
+// that names an output twice is refused.
+func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, int64, *failure) {
 	unreadable := func(err error) *failure {
 		s.metrics.failed(ReasonStopWhen)
 		return s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+
@@ -264,31 +269,36 @@ func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, 
 	}
 	const what = "the stopWhen condition of %s could not be evaluated"
 	if err := resp.body.join(); err != nil {
-		return nil, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
+		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
 	}
 	length, err := oip.ParseHeaderLength(resp.header.Get(oip.HeaderInferenceHeaderLength))
 	if err != nil {
-		return nil, unreadable(err)
+		return nil, 0, unreadable(err)
 	}
 	doc, bin, err := oip.Split(resp.body.Bytes(), length)
 	if err != nil {
-		return nil, unreadable(err)
+		return nil, 0, unreadable(err)
 	}
 	outputs, err := oip.ParseResponse(doc, int64(len(bin)))
 	if err != nil {
-		return nil, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+		return nil, 0, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
 	}
 	var cost int64
+	names := make(map[string]bool, len(outputs))
 	for i := range outputs {
+		if names[outputs[i].Name] {
+			return nil, 0, unreadable(fmt.Errorf("the response of POST %s names the output %q twice", s.url, outputs[i].Name))
+		}
+		names[outputs[i].Name] = true
 		n := oip.Elements(outputs[i].Shape)
 		if n > maxDecodedElements {
-			return nil, unreadable(fmt.Errorf("the response of POST %s: tensor %s has %d elements, at most %d are decoded",
+			return nil, 0, unreadable(fmt.Errorf("the response of POST %s: tensor %s has %d elements, at most %d are decoded",
 				s.url, outputs[i].Name, n, maxDecodedElements))
 		}
 		cost += max(n, 0) * decodedElementBytes
 	}
 	if !bg.tryAcquire(cost) {
-		return nil, s.budgetFull(fmt.Sprintf(what, s.label()),
+		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()),
 			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
 	}
 	tensors := make(map[string][]any, len(outputs))
@@ -296,18 +306,9 @@ func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, 
 		v, err := oip.Decode(&outputs[i], bin, maxDecodedElements)
 		if err != nil {
 			bg.release(cost)
-			return nil, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+			return nil, 0, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
 		}
 		tensors[outputs[i].Name] = v
 	}
-	return tensors, nil
-}
-
-// tensorsCost is what decodeTensors acquired for tensors.
-func tensorsCost(tensors map[string][]any) int64 {
-	var n int64
-	for _, v := range tensors {
-		n += int64(len(v)) * decodedElementBytes
-	}
-	return n
+	return tensors, cost, nil
 }

@@ -460,3 +460,44 @@ func TestStopWhenRefusesATensorTooLargeToDecode(t *testing.T) {
 		t.Fatalf("answer %d: %+v", a.status, e)
 	}
 }
+
+// tensorEchoStep answers an Open Inference Protocol request with its inputs as outputs.
+func tensorEchoStep(t *testing.T) *stepServer {
+	return newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(bytes.Replace(b, []byte(`"inputs"`), []byte(`"outputs"`), 1))
+	})
+}
+
+func TestMappedStepFitsInTwoBodies(t *testing.T) {
+	// What the request is made of is released before the step is called: one request of about
+	// half maxBodyBytes goes through a router that holds two bodies at most.
+	echo := tensorEchoStep(t)
+	tr := newTestRouter(t, Config{MaxBodyBytes: 1 << 20, MaxBufferedBytes: 2 << 20, Steps: []Step{{Name: "a", URL: echo.URL,
+		Protocol: ProtocolOpenInference, MetadataURL: "http://127.0.0.1:1/m", Inputs: []TensorInput{{Name: "x", Tensor: "input0"}}}}})
+	data := strings.TrimSuffix(strings.Repeat("1.5,", 140_000), ",")
+	body := `{"inputs":[{"name":"input0","shape":[140000],"datatype":"FP32","data":[` + data + `]}]}`
+	a := post(t, tr.url, "application/json", body, nil)
+	if a.status != http.StatusOK || !strings.HasPrefix(a.body, `{"outputs":[{"name":"x"`) {
+		t.Fatalf("answer %d %.200s", a.status, a.body)
+	}
+	eventually(t, "the budget is given back", func() bool { return tr.budget.used.Load() == 0 })
+}
+
+func TestStopWhenRefusesAnOutputNamedTwice(t *testing.T) {
+	step := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"outputs":[{"name":"s","shape":[3],"datatype":"FP32","data":[1,2,3]},`+
+			`{"name":"s","shape":[1],"datatype":"FP32","data":[4]}]}`)
+	})
+	tr := newTestRouter(t, Config{Steps: []Step{{Name: "score", URL: step.URL, Protocol: ProtocolOpenInference,
+		StopWhen: `size(tensors.s) > 0`}}})
+	for range 3 {
+		a := post(t, tr.url, "application/json", jsonRequest, nil)
+		if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Reason != ReasonStopWhen {
+			t.Fatalf("answer %d: %+v", a.status, e)
+		}
+	}
+	eventually(t, "the budget is given back", func() bool { return tr.budget.used.Load() == 0 })
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -73,36 +74,41 @@ func Decode(t *Tensor, binary []byte, maxElements int64) ([]any, error) {
 	return out, nil
 }
 
+// decodeJSON reads the elements of a JSON tensor token by token, so that data longer than its
+// shape is refused at its first element too many, with no more than n elements held.
 func decodeJSON(t *Tensor, n int64) ([]any, error) {
-	var raw any
 	dec := json.NewDecoder(bytes.NewReader(t.Data))
 	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("data: %w", err)
-	}
 	out := make([]any, 0, n)
-	var walk func(v any) error
-	walk = func(v any) error {
-		if l, ok := v.([]any); ok {
-			for _, e := range l {
-				if err := walk(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if int64(len(out)) == n {
-			return fmt.Errorf("data has more than the %d elements of shape %s", n, FormatShape(t.Shape))
-		}
-		e, err := jsonElement(t.Datatype, v)
+	depth := 0
+	for {
+		tok, err := dec.Token()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("data: %w", err)
 		}
-		out = append(out, e)
-		return nil
+		switch tok {
+		case json.Delim('['):
+			depth++
+		case json.Delim(']'):
+			depth--
+		case json.Delim('{'), json.Delim('}'):
+			return nil, fmt.Errorf("data: an object is not a %s element", t.Datatype)
+		default:
+			if int64(len(out)) == n {
+				return nil, fmt.Errorf("data has more than the %d elements of shape %s", n, FormatShape(t.Shape))
+			}
+			e, err := jsonElement(t.Datatype, tok)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		if depth == 0 {
+			break
+		}
 	}
-	if err := walk(raw); err != nil {
-		return nil, err
+	if dec.More() {
+		return nil, errors.New("data: more than one JSON value")
 	}
 	if int64(len(out)) != n {
 		return nil, fmt.Errorf("data has %d elements, shape %s has %d", len(out), FormatShape(t.Shape), n)
@@ -150,6 +156,9 @@ func decodeBinary(t *Tensor, data []byte, n int64) ([]any, error) {
 		// Each element is its length (4 bytes, little-endian) and its bytes.
 		out := make([]any, 0, n)
 		for len(data) > 0 {
+			if int64(len(out)) == n {
+				return nil, fmt.Errorf("more than the %d elements of shape %s", n, FormatShape(t.Shape))
+			}
 			if len(data) < 4 {
 				return nil, fmt.Errorf("%d bytes left where an element's length is", len(data))
 			}

@@ -280,7 +280,7 @@ func (m *ModelMetadata) Output(name string) (TensorMetadata, bool) {
 // differs). nil when it can.
 func Fits(from, to TensorMetadata) error {
 	if from.Datatype != to.Datatype {
-		return fmt.Errorf("datatype %s, the input is %s", from.Datatype, to.Datatype)
+		return fmt.Errorf("datatype %s, the input is %s", quoteIfOdd(from.Datatype), quoteIfOdd(to.Datatype))
 	}
 	if !shapesFit(from.Shape, to.Shape) {
 		return fmt.Errorf("shape %s, the input is %s", FormatShape(from.Shape), FormatShape(to.Shape))
@@ -312,4 +312,16 @@ func FormatShape(shape []int64) string {
 		b = strconv.AppendInt(b, d, 10)
 	}
 	return string(append(b, ']'))
+}
+
+// quoteIfOdd is a datatype as it stands in a message: bare when it is one of the protocol's,
+// else quoted and cut to 32 bytes (a server may send anything).
+func quoteIfOdd(datatype string) string {
+	if _, ok := elements[datatype]; ok || datatype == "BYTES" {
+		return datatype
+	}
+	if len(datatype) > 32 {
+		datatype = datatype[:32]
+	}
+	return strconv.Quote(datatype)
 }
