@@ -32,11 +32,13 @@ func reservedHeader(name string) bool {
 	return false
 }
 
-// propagatedHeaderNames is the canonical names of the headers passed on to the steps.
+// propagatedHeaderNames is the canonical names of the headers passed on to the steps. Not
+// Inference-Header-Content-Length, even when extra names it: it goes with the body it describes
+// (payload.inferenceHeader), not with each.
 func propagatedHeaderNames(extra []string) []string {
 	names := append([]string(nil), traceHeaders...)
 	for _, h := range extra {
-		if c := http.CanonicalHeaderKey(h); !slices.Contains(names, c) {
+		if c := http.CanonicalHeaderKey(h); c != oip.HeaderInferenceHeaderLength && !slices.Contains(names, c) {
 			names = append(names, c)
 		}
 	}
@@ -90,10 +92,6 @@ func newRequestID() string {
 func stepHeaders(in http.Header, names []string, id string) http.Header {
 	out := make(http.Header, len(names)+3)
 	for _, n := range names {
-		if n == oip.HeaderInferenceHeaderLength {
-			// It goes with the body it describes (payload.inferenceHeader), not with each.
-			continue
-		}
 		if v := in[n]; len(v) > 0 {
 			out[n] = v
 		}

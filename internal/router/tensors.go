@@ -62,18 +62,16 @@ type flow struct {
 	tensors [][]oip.Tensor
 	parsed  []bool
 	// docLength[k] is the length of the JSON document of source k, read: where the bytes of
-	// its binary tensors start.
+	// its binary tensors start, and what reading them holds besides the body (their JSON data
+	// is copied), counted against the budget until the body is released.
 	docLength []int64
-	// charged[k] is what reading the tensors of source k holds besides its body (their JSON
-	// data is copied), counted against the budget until the body is released.
-	charged []int64
-	budget  *budget
+	budget    *budget
 }
 
 func (m *mapping) newFlow(bg *budget) *flow {
 	n := len(m.lastUse)
 	return &flow{m: m, bodies: make([]payload, n),
-		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), charged: make([]int64, n), budget: bg}
+		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), budget: bg}
 }
 
 // keep holds p, the body of source k (0 the request, k step k's answer), when a step after i
@@ -105,8 +103,10 @@ func (fl *flow) done(i int) {
 	for k, b := range fl.bodies {
 		if b.body != nil && fl.m.lastUse[k] <= i {
 			b.body.release()
-			fl.budget.release(fl.charged[k])
-			fl.bodies[k], fl.tensors[k], fl.parsed[k], fl.charged[k] = payload{}, nil, false, 0
+			if fl.parsed[k] {
+				fl.budget.release(fl.docLength[k])
+			}
+			fl.bodies[k], fl.tensors[k], fl.parsed[k] = payload{}, nil, false
 		}
 	}
 }
@@ -152,7 +152,7 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 		fl.budget.release(length)
 		return nil, err
 	}
-	fl.tensors[k], fl.docLength[k], fl.charged[k], fl.parsed[k] = tensors, length, length, true
+	fl.tensors[k], fl.docLength[k], fl.parsed[k] = tensors, length, true
 	return tensors, nil
 }
 
@@ -271,7 +271,7 @@ func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, 
 	if err := resp.body.join(); err != nil {
 		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
 	}
-	length, err := oip.ParseHeaderLength(resp.header.Get(oip.HeaderInferenceHeaderLength))
+	length, err := oip.ParseHeaderLength(resp.inferenceHeader)
 	if err != nil {
 		return nil, 0, unreadable(err)
 	}
