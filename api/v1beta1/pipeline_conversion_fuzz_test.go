@@ -91,7 +91,8 @@ func TestFuzzRoundTripV1(t *testing.T) {
 
 // v1OnlyStepFieldNames are the fields of a v1 step that v1beta1 has not.
 var v1OnlyStepFieldNames = []string{"command", "args", "readinessProbe", "livenessProbe", "startupProbe", "podMetadata",
-	"runtimeClassName", "sharedMemorySize", "imagePullSecrets", "terminationGracePeriodSeconds"}
+	"runtimeClassName", "sharedMemorySize", "imagePullSecrets", "terminationGracePeriodSeconds", "protocol",
+	"modelLoadTimeoutSeconds", "inputs"}
 
 // v1OnlyStepFields are the fields of v1OnlyStepFieldNames that a step of p sets.
 func v1OnlyStepFields(p *pipelinev1.Pipeline) []string {
@@ -104,6 +105,7 @@ func v1OnlyStepFields(p *pipelinev1.Pipeline) []string {
 				"podMetadata":      s.PodMetadata != nil && (len(s.PodMetadata.Labels) > 0 || len(s.PodMetadata.Annotations) > 0),
 				"runtimeClassName": s.RuntimeClassName != "", "sharedMemorySize": s.SharedMemorySize != nil,
 				"imagePullSecrets": len(s.ImagePullSecrets) > 0, "terminationGracePeriodSeconds": s.TerminationGracePeriodSeconds != nil,
+				"protocol": s.Protocol != "", "modelLoadTimeoutSeconds": s.ModelLoadTimeoutSeconds != nil, "inputs": len(s.Inputs) > 0,
 			}
 			if set[name] {
 				out = append(out, name)
@@ -133,6 +135,7 @@ var (
 	fuzzEnvNames   = []string{"listenPort", "LOG_LEVEL", "BATCH_SIZE", "MODEL_NAME", "A", "B"}
 	fuzzPorts      = []string{"9080", "80", "080", "0", "65536", "http", ""}
 	fuzzAnnotation = []string{"true", "false", "True", ""}
+	fuzzTensors    = []string{"", "input_ids", "attention_mask", "last_hidden_state", "logits", "x"}
 )
 
 func pick[T any](c randfill.Continue, values []T) T { return values[c.Intn(len(values))] }
@@ -261,6 +264,20 @@ func v1FillFuncs() []any {
 				case pipelinev1.ModelStorageTypeModelStorageClass:
 					m.ModelStorageClass = keep.ModelStorageClass
 				}
+			}
+		},
+		func(p *pipelinev1.StepProtocol, c randfill.Continue) {
+			*p = pick(c, []pipelinev1.StepProtocol{"", pipelinev1.StepProtocolHTTP, pipelinev1.StepProtocolOpenInference})
+		},
+		func(in *[]pipelinev1.StepTensorInput, c randfill.Continue) {
+			seen := map[string]bool{}
+			for range c.Intn(4) {
+				t := pipelinev1.StepTensorInput{Name: pick(c, fuzzTensors[1:]), Step: pick(c, fuzzNames), Tensor: pick(c, fuzzTensors[1:])}
+				if seen[t.Name] {
+					continue
+				}
+				seen[t.Name] = true
+				*in = append(*in, t)
 			}
 		},
 		func(m *pipelinev1.DataPathMode, c randfill.Continue) {

@@ -156,9 +156,20 @@ func checkPipeline(t *testing.T, file string, p *pipelinev1.Pipeline) {
 		}
 	}
 	if p.Spec.RouterEnabled() {
-		// What the operator gives the router of this Pipeline, the router takes.
-		if err := resources.RouterConfig(p, "").Validate(); err != nil {
+		// What the operator gives the router of this Pipeline, the router takes, with every
+		// step's tensor mapping.
+		cfg := resources.RouterConfig(p, "")
+		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: the router refuses its configuration: %v", file, err)
+		}
+		for i, s := range p.Spec.Steps {
+			var want []router.TensorInput
+			for _, in := range s.Inputs {
+				want = append(want, router.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
+			}
+			if got := cfg.Steps[i].Inputs; !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("%s: step %s: the router maps the inputs %v, want %v", file, s.Name, got, want)
+			}
 		}
 	}
 	if rt := p.Spec.RouterSettings(); rt != nil {

@@ -106,6 +106,43 @@ var _ = Describe("Pipeline conversion through the apiserver", func() {
 		Expect(got.Spec.Paused).To(Or(BeNil(), HaveValue(BeFalse())))
 	})
 
+	It("keeps a step's inputs through a v1beta1 client's update, and refuses in v1beta1's words to turn the router off under them", func(ctx SpecContext) {
+		created := &pipelinev1.Pipeline{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tensors"},
+			Spec: pipelinev1.PipelineSpec{
+				Steps: []pipelinev1.Step{
+					{Name: "encode", Image: "nvcr.io/nvidia/tritonserver:25.01-py3", Model: "triton/encoder", Protocol: pipelinev1.StepProtocolOpenInference},
+					{Name: "classify", Image: "nvcr.io/nvidia/tritonserver:25.01-py3", Model: "triton/classifier", Protocol: pipelinev1.StepProtocolOpenInference,
+						Inputs: []pipelinev1.StepTensorInput{{Name: "embeddings", Step: "encode", Tensor: "last_hidden_state"}, {Name: "attention_mask", Tensor: "attention_mask"}}},
+				},
+				ModelStorage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeStorageClass,
+					StorageClass: &pipelinev1.StorageClassStorage{Name: "fast", Capacity: ptr.To(resource.MustParse("5Gi"))}},
+				DataPath: &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter},
+			},
+		}
+		Expect(k8sClient.Create(ctx, created)).To(Succeed())
+		want := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(created), want)).To(Succeed())
+		Expect(want.Spec.Steps[1].Inputs).To(Equal(created.Spec.Steps[1].Inputs))
+
+		By("a v1beta1 client that edits only a label leaves the inputs as they were")
+		old := &pipelinev1beta1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(created), old)).To(Succeed())
+		Expect(old.Annotations).To(HaveKeyWithValue(pipelinev1beta1.ConversionDataAnnotation, ContainSubstring(`"inputs"`)))
+		old.Labels = map[string]string{"team": "nlp"}
+		Expect(k8sClient.Update(ctx, old)).To(Succeed())
+		got := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(created), got)).To(Succeed())
+		Expect(got.Spec).To(Equal(want.Spec))
+
+		By("turning the router off in v1beta1 is refused: the inputs need it")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(created), old)).To(Succeed())
+		old.Spec.Router.Enabled = false
+		err := k8sClient.Update(ctx, old)
+		expectInvalid(err, "spec.steps[1].inputs", "keep router.enabled true, or remove inputs in v1")
+		Expect(err.Error()).NotTo(ContainSubstring("dataPath"))
+	})
+
 	It("lets a v1beta1 client pause and ask for a failback with its annotations, which are v1's spec fields", func(ctx SpecContext) {
 		p := sampleV1beta1(ns)
 		p.Spec.Failover = &pipelinev1beta1.Failover{Failback: pipelinev1beta1.FailbackManual}

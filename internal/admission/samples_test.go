@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -17,7 +18,8 @@ import (
 // Every sample config/samples ships is applied as it is, through the CRD's schema and CEL rules
 // and the webhooks: the ModelStorageClasses first (the v1beta1 one of release 0.2.0, read back
 // in v1, then the v1 one, which the Pipeline of ModelStorageClass storage uses), then every
-// Pipeline in a namespace of its own that the class selects.
+// Pipeline in a namespace of its own that the class selects, each v1 one reading back with
+// the tensor mapping (steps[].inputs) it was written with.
 var _ = Describe("The samples", func() {
 	It("are all admitted as they are written", func(ctx context.Context) {
 		files, err := samples.Files()
@@ -64,12 +66,19 @@ var _ = Describe("The samples", func() {
 			ns := newNamespace(ctx)
 			labelNamespace(ctx, ns, publishedLabel, "true")
 			u.SetNamespace(ns)
+			written := &pipelinev1.Pipeline{} // as the file says, before the apiserver answers into u
+			if u.GetAPIVersion() == pipelinev1.GroupVersion.String() {
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, written)).To(Succeed())
+			}
 			Expect(k8sClient.Create(ctx, u)).To(Succeed())
 			p := &pipelinev1.Pipeline{}
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(u), p)).To(Succeed())
 			Expect(p.Spec.Steps).NotTo(BeEmpty())
 			for _, s := range p.Spec.Steps {
 				Expect(s.Name).NotTo(BeEmpty(), "every step is named once admitted")
+			}
+			for i, s := range written.Spec.Steps {
+				Expect(p.Spec.Steps[i].Inputs).To(Equal(s.Inputs), "the tensor mapping of step %s is stored as written", s.Name)
 			}
 		}
 	})

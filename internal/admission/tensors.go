@@ -9,16 +9,17 @@ import (
 // validateTensorInputs checks the steps' inputs (tensor mapping): the router makes a step's
 // request of them, so the Pipeline's data path must be the router, and each input taken from a
 // step must name an earlier one that speaks the Open Inference Protocol. Whether the tensors
-// exist and fit is the models' to say: the router checks it against their metadata.
-func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path) field.ErrorList {
+// exist and fit is the models' to say: the router checks it against their metadata. Messages
+// are in the spelling n: a v1beta1 client, which cannot see inputs (they are kept in the
+// conversion data), gets here by turning the router off.
+func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path, n fieldNames) field.ErrorList {
 	var errs field.ErrorList
 	earlier := make(map[string]*pipelinev1.Step, len(p.Spec.Steps))
 	for i := range p.Spec.Steps {
 		s := &p.Spec.Steps[i]
 		ip := stepsPath.Index(i).Child("inputs")
 		if len(s.Inputs) > 0 && !p.Spec.RouterEnabled() {
-			errs = append(errs, field.Forbidden(ip,
-				"the router makes a step's request of its inputs: set dataPath.mode to Router, or remove inputs"))
+			errs = append(errs, field.Forbidden(ip, n.routerForInputs()))
 		}
 		for j, in := range s.Inputs {
 			if in.Step == "" {

@@ -65,6 +65,15 @@ func (n fieldNames) errors(errs field.ErrorList) field.ErrorList {
 	return out
 }
 
+// routerForInputs says, in the request's version, that a step's inputs need the router.
+func (n fieldNames) routerForInputs() string {
+	if n.v1beta1 == nil {
+		return "the router makes a step's request of its inputs: set dataPath.mode to Router, or remove inputs"
+	}
+	return "the router makes a step's request of its inputs (a field of " + pipelinev1.GroupVersion.String() +
+		"): keep router.enabled true, or remove inputs in " + pipelinev1.GroupVersion.Version
+}
+
 // storageType spells the storage type t in the request's version.
 func (n fieldNames) storageType(t pipelinev1.ModelStorageType) string {
 	if n.v1beta1 == nil {

@@ -28,12 +28,18 @@ var injectedEnv = sets.New(pipelinev1.InjectedEnv...)
 // is pure, and names the v1 fields: the checks that need the cluster are warnings (see
 // warnings), and a request made in v1beta1 gets its fields renamed (fieldNames).
 func ValidatePipeline(p *pipelinev1.Pipeline) field.ErrorList {
+	return validatePipeline(p, fieldNames{})
+}
+
+// validatePipeline is ValidatePipeline with messages in the spelling n. The errors' paths are
+// v1's.
+func validatePipeline(p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
 	for i := range p.Spec.Steps {
 		errs = append(errs, validateStep(&p.Spec.Steps[i], specPath.Child("steps").Index(i))...)
 	}
-	errs = append(errs, validateTensorInputs(p, specPath.Child("steps"))...)
+	errs = append(errs, validateTensorInputs(p, specPath.Child("steps"), n)...)
 	errs = append(errs, validateStorage(&p.Spec.ModelStorage, specPath.Child("modelStorage"))...)
 	if rt := routerOf(p); rt != nil {
 		rp := specPath.Child("dataPath", "router")

@@ -55,6 +55,24 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/", Idempotent: ptr.To(false)},
 			}},
 		},
+		"Open Inference Protocol steps, the second mapping tensors of the request and of the first's answer": {
+			mutate: func(p *pipelinev1.Pipeline) {
+				p.Spec.Steps[0].Protocol, p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference, pipelinev1.StepProtocolOpenInference
+				p.Spec.Steps[1].Model = "triton/classifier"
+				p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{
+					{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"}, {Name: "attention_mask", Tensor: "attention_mask"}}
+			},
+			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
+				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/v2/models/facedetection-1/infer",
+					TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0", Protocol: router.ProtocolOpenInference,
+					MetadataURL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/v2/models/facedetection-1"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier/infer",
+					Protocol:    router.ProtocolOpenInference,
+					MetadataURL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier",
+					Inputs: []router.TensorInput{{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"},
+						{Name: "attention_mask", Tensor: "attention_mask"}}},
+			}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)

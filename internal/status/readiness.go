@@ -14,8 +14,9 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 )
 
-// Reasons of a step's state (status.steps[].reason) besides the waiting reasons of its
-// containers, which it carries as they are (CrashLoopBackOff, ImagePullBackOff, ...).
+// Reasons of a step's state (status.steps[].reason) besides the reasons of its failing
+// containers, which it carries as they are (waiting: CrashLoopBackOff, ImagePullBackOff, ...;
+// ended in a crash loop: Error, OOMKilled, ...; see podFailure).
 const (
 	reasonPodsReady        = "PodsReady"
 	reasonModelLoading     = "ModelLoading"
@@ -26,8 +27,9 @@ const (
 	reasonUnschedulable    = "Unschedulable"
 )
 
-// maxTerminationMessage is the most of a container's termination message a state's message
-// quotes.
+// maxTerminationMessage is the most of a container's termination message (what the program
+// wrote to its terminationMessagePath, e.g. why the router refused its configuration) a
+// message quotes.
 const maxTerminationMessage = 1024
 
 // failingWaits are the waiting reasons of a container that does not get better by itself.
@@ -78,9 +80,11 @@ func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail strin
 	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; " + detail
 }
 
-// podFailure finds, in pods, a container that waits for a reason that does not pass by itself
-// (a crash loop, an image that cannot be pulled): its reason, and a message naming the pod, the
-// container and, for a crash loop, how its last run ended.
+// podFailure finds, in pods, a container that fails in a way that does not pass by itself: it
+// waits for such a reason (a crash loop, an image that cannot be pulled), or it ended with an
+// error once more after it was restarted (a crash loop before its back-off shows). It returns the
+// container's reason and a message naming the pod, the container and how its last run ended,
+// quoting the container's termination message.
 func podFailure(pods []corev1.Pod) (string, string, bool) {
 	for i := range pods {
 		p := &pods[i]
@@ -88,24 +92,47 @@ func podFailure(pods []corev1.Pod) (string, string, bool) {
 			continue
 		}
 		for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
-			w := c.State.Waiting
-			if w == nil || !slices.Contains(failingWaits, w.Reason) {
-				continue
+			if reason, msg, ok := containerFailure(&c); ok {
+				return reason, fmt.Sprintf("pod %s, container %s: %s", p.Name, c.Name, msg), true
 			}
-			msg := fmt.Sprintf("pod %s, container %s: %s", p.Name, c.Name, w.Reason)
-			if w.Message != "" {
-				msg += ": " + w.Message
-			}
-			if t := c.LastTerminationState.Terminated; t != nil {
-				msg += fmt.Sprintf("; its last run ended with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(t.Reason, "no reason"), c.RestartCount)
-				if m := strings.TrimSpace(t.Message); m != "" {
-					msg += ": " + problem.Truncate(m, maxTerminationMessage)
-				}
-			}
-			return w.Reason, msg, true
 		}
 	}
 	return "", "", false
+}
+
+// containerFailure says whether container c fails (see podFailure): its reason, and what it
+// waits for and how its last run ended.
+func containerFailure(c *corev1.ContainerStatus) (string, string, bool) {
+	if w := c.State.Waiting; w != nil && slices.Contains(failingWaits, w.Reason) {
+		msg := w.Reason
+		if w.Message != "" {
+			msg += ": " + w.Message
+		}
+		if t := c.LastTerminationState.Terminated; t != nil {
+			msg += "; its last run ended " + runEnd(t, c.RestartCount)
+		}
+		return w.Reason, msg, true
+	}
+	if t := c.State.Terminated; t != nil && t.ExitCode != 0 && c.RestartCount > 0 {
+		return cmp.Or(t.Reason, "Error"), "its last run ended " + runEnd(t, c.RestartCount), true
+	}
+	return "", "", false
+}
+
+// runEnd says how a run of a container restarted restarts times ended, t: its exit code and
+// reason, and its termination message on one line, bounded (maxTerminationMessage).
+func runEnd(t *corev1.ContainerStateTerminated, restarts int32) string {
+	s := fmt.Sprintf("with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(t.Reason, "no reason"), restarts)
+	var lines []string
+	for l := range strings.Lines(t.Message) {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 0 {
+		s += ": " + problem.Truncate(strings.Join(lines, "; "), maxTerminationMessage)
+	}
+	return s
 }
 
 // loadingPod finds, in pods, one that runs but is not ready: its name and what its Ready

@@ -49,6 +49,19 @@ func TestStepReadiness(t *testing.T) {
 	unschedulable := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-unsched"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
 			Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}
+	refusing := crashing.DeepCopy()
+	refusing.Name = "p-refuse"
+	refusing.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+		Message: "  the tensor mappings do not fit the models:\ninput \"x\" of step 2 (classify): no output \"y\"\n\n"}
+	ended := runningPod("p-ended", false, false)
+	ended.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", Message: "model repository /models/triton not found"}}
+	ended.Status.ContainerStatuses[0].RestartCount = 2
+	endedOnce := ended.DeepCopy()
+	endedOnce.Status.ContainerStatuses[0].RestartCount = 0
+	initDone := runningPod("p-init", false, false)
+	initDone.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "fetch", RestartCount: 1,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
 	deadline := startingDeployment()
 	deadline.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 		Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "d-1" has timed out progressing.`}}
@@ -74,6 +87,20 @@ func TestStepReadiness(t *testing.T) {
 			state: pipelinev1.StepStateFailed, reason: "CrashLoopBackOff",
 			message: "pod p-crash, container server: CrashLoopBackOff: back-off 40s restarting failed container; its last run ended with exit code 137 (Error) after 3 restarts",
 			failure: true},
+		{name: "crash loop quoting the termination message on one line", d: startingDeployment(), pods: []corev1.Pod{*refusing},
+			state: pipelinev1.StepStateFailed, reason: "CrashLoopBackOff",
+			message: "its last run ended with exit code 1 (Error) after 3 restarts: " +
+				`the tensor mappings do not fit the models:; input "x" of step 2 (classify): no output "y"`,
+			failure: true},
+		{name: "ended with an error again after a restart", d: startingDeployment(), pods: []corev1.Pod{ended},
+			state: pipelinev1.StepStateFailed, reason: "Error",
+			message: "pod p-ended, container server: its last run ended with exit code 1 (Error) after 2 restarts: " +
+				"model repository /models/triton not found",
+			failure: true},
+		{name: "ended with an error the first time: it is restarted", d: startingDeployment(), pods: []corev1.Pod{*endedOnce},
+			state: pipelinev1.StepStateLoading, reason: "ModelLoading", message: "pod p-ended runs but is not ready", waiting: true},
+		{name: "an init container that completed", d: startingDeployment(), pods: []corev1.Pod{initDone},
+			state: pipelinev1.StepStateLoading, reason: "ModelLoading", message: "pod p-init runs but is not ready", waiting: true},
 		{name: "image cannot be pulled", d: startingDeployment(), pods: []corev1.Pod{pulling},
 			state: pipelinev1.StepStateFailed, reason: "ImagePullBackOff", message: "pod p-pull, container server: ImagePullBackOff", failure: true},
 		{name: "unschedulable", d: startingDeployment(), pods: []corev1.Pod{unschedulable},
@@ -108,6 +135,22 @@ func TestStepMessageBounded(t *testing.T) {
 	}
 	if !utf8Valid(s.status.Message) {
 		t.Error("message cut inside a rune")
+	}
+}
+
+// A termination message is quoted at most maxTerminationMessage long: the pod and container
+// stay named in front of it.
+func TestTerminationMessageBounded(t *testing.T) {
+	pod := runningPod("p", false, false)
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	pod.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1,
+		Message: strings.Repeat("x", 4096)}
+	_, msg, ok := podFailure([]corev1.Pod{pod})
+	if !ok || !strings.HasPrefix(msg, "pod p, container server: CrashLoopBackOff; its last run ended with exit code 1 (no reason)") {
+		t.Fatalf("failure %t, message %q", ok, msg)
+	}
+	if quoted := msg[strings.LastIndex(msg, ": ")+2:]; len(quoted) > maxTerminationMessage || !strings.HasSuffix(quoted, "...") {
+		t.Errorf("quoted %d bytes of the termination message, want at most %d ending in ...", len(quoted), maxTerminationMessage)
 	}
 }
 

@@ -107,6 +107,74 @@ func TestComputeStatusWithRouter(t *testing.T) {
 	})
 }
 
+// The router's pods, read while its Deployment is not available, tell a crash loop from a slow
+// start: a router that stops at start makes the Pipeline Degraded (RouterFailed), quoting why
+// it stopped, while its Deployment only says it rolls out.
+func TestComputeRouterPods(t *testing.T) {
+	const refusal = `the tensor mappings do not fit the models: input "x" of step 2 (classify): no output "y" in step 1 (encode)`
+	rolling := statustest.AvailableDeployment(1)
+	rolling.Status.AvailableReplicas, rolling.Status.ReadyReplicas = 0, 0
+	rolling.Name = "facedetection-pipeline-router"
+	failed := rolling.DeepCopy()
+	failed.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+		Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
+	crashing := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "router-abc"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "router", RestartCount: 4,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", Message: refusal + "\n"}}}}}}
+	leaving := *crashing.DeepCopy()
+	leaving.DeletionTimestamp = ptr.To(metav1.Now())
+	starting := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "router-def"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "router", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+
+	for _, tc := range []struct {
+		name        string
+		router      *appsv1.Deployment
+		pods        []corev1.Pod
+		phase       pipelinev1.PipelinePhase
+		routerState pipelinev1.DeploymentState
+		condition   string
+		reason      string
+		message     string
+	}{
+		{name: "crash loop", router: rolling, pods: []corev1.Pod{starting, crashing},
+			phase: pipelinev1.PipelinePhaseFailed, routerState: pipelinev1.DeploymentStateProgressing,
+			condition: pipelinev1.ConditionDegraded, reason: pipelinev1.ReasonRouterFailed,
+			message: "router: pod router-abc, container router: CrashLoopBackOff; its last run ended with exit code 1 (Error) after 4 restarts: " + refusal},
+		{name: "starting", router: rolling, pods: []corev1.Pod{starting},
+			phase: pipelinev1.PipelinePhaseCreating, routerState: pipelinev1.DeploymentStateProgressing,
+			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonStepsUnavailable,
+			message: "router: Deployment facedetection-pipeline-router has 0 of 1 pods available"},
+		{name: "a crash-looping pod being deleted", router: rolling, pods: []corev1.Pod{leaving},
+			phase: pipelinev1.PipelinePhaseCreating, routerState: pipelinev1.DeploymentStateProgressing,
+			condition: pipelinev1.ConditionAvailable, reason: pipelinev1.ReasonStepsUnavailable, message: "router: Deployment"},
+		{name: "the Deployment failed: it says so first", router: failed, pods: []corev1.Pod{crashing},
+			phase: pipelinev1.PipelinePhaseFailed, routerState: pipelinev1.DeploymentStateFailed,
+			condition: pipelinev1.ConditionDegraded, reason: pipelinev1.ReasonRouterFailed,
+			message: "router: Deployment facedetection-pipeline-router exceeded its progress deadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testenv.RoutedSample(t)
+			obs := convergedWorld()
+			obs.RouterDeployment, obs.RouterService, obs.RouterPods = tc.router, statustest.ReadyService(), tc.pods
+			st := Compute(p, obs)
+			if st.Phase != tc.phase || st.RouterState != tc.routerState {
+				t.Errorf("phase %s, routerState %s; want %s, %s", st.Phase, st.RouterState, tc.phase, tc.routerState)
+			}
+			c := meta.FindStatusCondition(st.Conditions, tc.condition)
+			if c == nil || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
+				t.Fatalf("%s condition %+v, want reason %s and a message containing %q", tc.condition, c, tc.reason, tc.message)
+			}
+			if d := meta.FindStatusCondition(st.Conditions, pipelinev1.ConditionDegraded); tc.condition != pipelinev1.ConditionDegraded &&
+				(d == nil || d.Status != metav1.ConditionFalse) {
+				t.Errorf("Degraded %+v, want False", d)
+			}
+		})
+	}
+}
+
 // The router reports its node as a step does: routerNode and routerNodeReady, and Progressing
 // says while it moves to a fallback node or back.
 func TestComputeRouterPlacement(t *testing.T) {

@@ -93,7 +93,7 @@ var _ = Describe("Step readiness", func() {
 		cfg, _ := routerConfigOf(ctx, p)
 		Expect(cfg.Steps[1].Inputs).To(HaveLen(1))
 
-		By("the router's pod exits at start and crash-loops, its Deployment only unavailable")
+		By("the router's container exits at start again after a restart, its Deployment only unavailable")
 		const refusal = `the tensor mappings do not fit the models: input "pixels" of step 2 (recognize): ` +
 			`output "faces" of step 1 (detect) has datatype INT64, the input is FP32`
 		pod := &corev1.Pod{
@@ -101,17 +101,28 @@ var _ = Describe("Step readiness", func() {
 			Spec:       corev1.PodSpec{NodeName: sampleNodes[0], Containers: []corev1.Container{{Name: "router", Image: testenv.RouterImage}}},
 		}
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		ended := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: refusal + "\n"}
 		stepPodStatus(ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "router", Image: testenv.RouterImage, RestartCount: 3,
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-					ExitCode: 1, Reason: "Error", Message: refusal + "\n"}}}}})
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "router", Image: testenv.RouterImage, RestartCount: 1,
+				State: corev1.ContainerState{Terminated: ended}}}})
 		Eventually(func() error {
 			d := routerDeploymentOf(ctx, p)
 			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1}
 			return k8sClient.Status().Update(ctx, d)
 		}).Should(Succeed())
+		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded), "30s").Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonRouterFailed),
+			HaveField("Message", ContainSubstring("router: pod router-1, container router: "+
+				"its last run ended with exit code 1 (Error) after 1 restarts: "+refusal))))
+		Expect(condition(ctx, p, pipelinev1.ConditionReady)()).To(HaveField("Status", metav1.ConditionFalse))
+
+		By("then it waits to be restarted, in a crash loop")
+		stepPodStatus(ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "router", Image: testenv.RouterImage, RestartCount: 3,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: ended}}}})
 		Eventually(condition(ctx, p, pipelinev1.ConditionDegraded), "30s").Should(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonRouterFailed),
 			HaveField("Message", ContainSubstring("router: pod router-1, container router: CrashLoopBackOff; "+
