@@ -24,6 +24,9 @@ func main() {
 	var webhooks webhookFlags
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP, 0 to disable it.")
+	flag.StringVar(&o.PprofAddr, "pprof-bind-address", "0",
+		"Address of Go's profiling endpoints (/debug/pprof/, plain HTTP without authentication): 127.0.0.1:6060 to profile "+
+			"the manager from its own machine or pod (kubectl port-forward), 0 to disable them. make bench profiles through it.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false,
 		"Elect a leader through a Lease so that only one replica reconciles at a time (config/manager sets it). "+

@@ -45,6 +45,9 @@ import (
 type Options struct {
 	// MetricsAddr is the address of the metrics endpoint; "0" disables it.
 	MetricsAddr string
+	// PprofAddr is the address of Go's profiling endpoints (net/http/pprof, plain HTTP, no
+	// authentication); "" or "0" disables them.
+	PprofAddr string
 	// SecureMetrics serves metrics over HTTPS with authentication and authorization.
 	SecureMetrics bool
 	// MetricsCertDir holds the metrics serving certificate (tls.crt, tls.key); without one the
@@ -175,6 +178,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Metrics:                o.metricsServer(certs.selfSigned, tlsOpts),
 		WebhookServer:          webhookServer,
 		HealthProbeBindAddress: o.ProbeAddr,
+		PprofBindAddress:       o.PprofAddr,
 		Cache:                  apply.CacheOptions(),
 	}
 	if o.SeveralInProcess {

@@ -52,7 +52,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	}
 	ctrl.SetLogger(logr.Discard())
 	started := time.Now()
-	cfg, c := startBenchEnv(t, "bench")
+	cfg, c, _ := startBenchEnv(t, "bench")
 	ctx := context.Background()
 
 	names := make([]string, benchNodes)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,45 +43,61 @@ import (
 // TestBench measures the operator against the fastest the apiserver allows on the same
 // machine, and writes the figures to $BENCH_OUTPUT (make bench: docs/performance.md). Every
 // figure is a ratio against a baseline of the same run, or a count; no assertion is timed.
+//
+// BENCH_SIZES (200,1000) are the numbers of Pipelines, BENCH_RUNS (3) the runs of each side
+// whose medians are compared, BENCH_BEFORE a revision of this repository measured beside the
+// work tree, BENCH_PROFILE=off skips the profiles, BENCH_SWEEP=off the concurrency sweep.
 func TestBench(t *testing.T) {
 	out := os.Getenv("BENCH_OUTPUT")
 	if out == "" || os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("BENCH_OUTPUT and KUBEBUILDER_ASSETS are not set: run `make bench`")
 	}
-	sizes := []int{100, 300, 1000}
-	if s := os.Getenv("BENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("BENCH_SIZES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-		sort.Ints(sizes)
-	}
+	sizes := benchInts(t, "BENCH_SIZES", []int{200, 1000})
+	runs := benchInts(t, "BENCH_RUNS", []int{3})[0]
 	ctrl.SetLogger(logr.Discard())
-	report := &benchReport{started: time.Now()}
+	report := &benchReport{started: time.Now(), runs: runs}
+
+	bins := t.TempDir()
+	sides := []benchSide{{}, {variant: buildVariant(t, "operator", testenv.RepoPath(), bins)}}
+	if rev := os.Getenv("BENCH_BEFORE"); rev != "" {
+		report.before = rev
+		sides = append(sides, benchSide{variant: buildVariant(t, "operator at "+rev, checkout(t, rev), bins)})
+	}
+	for _, s := range sides {
+		report.sides = append(report.sides, s.name())
+	}
 
 	for _, n := range sizes {
-		floor := benchFloor(t, n)
-		op := benchOperator(t, n, defaultConcurrency, true, true)
-		quiet := benchOperator(t, n, defaultConcurrency, false, false)
-		report.rows = append(report.rows, benchRow{n: n, floor: floor, op: op, quiet: quiet.converge})
-		t.Logf("N=%d floor %s operator %s ratio %.2f writes/pipeline %.2f events/pipeline %.2f restart writes %d resync writes %d heap/object %d B",
-			n, floor.Round(time.Millisecond), op.converge.Round(time.Millisecond), op.converge.Seconds()/floor.Seconds(),
-			float64(op.writes)/float64(n), float64(op.events)/float64(n), op.restartWrites, op.resyncWrites, op.heapPerObject)
+		row := convergeRow{n: n, runs: map[string][]sideRun{}}
+		for r := range runs {
+			// Sides alternate: each goes first in some runs and last in others.
+			order := slices.Clone(sides)
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, s := range order {
+				run := benchRound(t, s, n, defaultConcurrency)
+				row.runs[s.name()] = append(row.runs[s.name()], run)
+				t.Logf("N=%d run %d %s: %s", n, r+1, s.name(), run.converge.Round(time.Millisecond))
+			}
+		}
+		acc := benchAccounting(t, n, defaultConcurrency)
+		row.accounting = acc
+		report.rows = append(report.rows, row)
+		t.Logf("N=%d ratio %.2f writes/pipeline %.2f events/pipeline %.2f restart writes %d resync writes %d heap/object %d B",
+			n, row.ratio("operator"), float64(acc.writes)/float64(n), float64(acc.events)/float64(n),
+			acc.restartWrites, acc.resyncWrites, acc.heapPerObject)
 	}
 
-	sweepN := sizes[len(sizes)/2]
-	sweep := []int{1, 2, 4, 8}
-	if os.Getenv("BENCH_SWEEP") == "off" {
-		sweep = nil
+	if os.Getenv("BENCH_PROFILE") != "off" {
+		report.profiles = benchProfiles(t, sizes[0], report.rows[0], sides[1].variant)
 	}
-	for _, c := range sweep {
-		op := benchOperator(t, sweepN, c, false, true)
-		report.sweep = append(report.sweep, sweepRow{concurrency: c, n: sweepN, converge: op.converge})
-		t.Logf("MaxConcurrentReconciles=%d N=%d converge %s", c, sweepN, op.converge.Round(time.Millisecond))
+	if os.Getenv("BENCH_SWEEP") != "off" {
+		for _, c := range []int{1, 2, 4, 8, 16} {
+			run := benchRound(t, sides[1], sizes[0], c)
+			report.sweep = append(report.sweep, sweepRow{concurrency: c, n: sizes[0], converge: run.converge})
+			t.Logf("MaxConcurrentReconciles=%d N=%d converge %s", c, sizes[0], run.converge.Round(time.Millisecond))
+		}
 	}
 	report.foreignGrowth = benchForeign(t)
 
@@ -88,6 +105,86 @@ func TestBench(t *testing.T) {
 	if err := os.WriteFile(out, []byte(keepNodeEvents(out, report.markdown())), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// benchInts reads a comma-separated list of positive integers from the environment.
+func benchInts(t *testing.T, name string, def []int) []int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// sideRun is one timed round of one side.
+type sideRun struct {
+	converge time.Duration
+	cpu      cpuTimes
+	webhooks webhookStats
+}
+
+// benchRound starts a fresh control plane for s, runs a warm-up round of n Pipelines (the
+// same work, untimed, so that the timed round finds a store as full, and an operator as warm,
+// on every side), then the timed round of n more, and stops the control plane.
+func benchRound(t *testing.T, s benchSide, n, concurrency int) sideRun {
+	t.Helper()
+	se := startSide(t, s, concurrency, "")
+	defer se.stop()
+	se.round(t, "warmup", n)
+	cpu0 := se.cpu(t)
+	var wh0 webhookStats
+	if s.variant != nil {
+		wh0 = se.webhooks(t)
+	}
+	run := sideRun{converge: se.round(t, "bench", n)}
+	run.cpu = se.cpu(t).sub(cpu0)
+	if s.variant != nil {
+		run.webhooks = se.webhooks(t).sub(wh0)
+	}
+	return run
+}
+
+// sideProfile is where one side's CPU went in a profiled round.
+type sideProfile struct {
+	side                      string
+	apiserver, operator       map[string]float64
+	apiserverCPU, operatorCPU float64
+}
+
+// benchProfiles runs the floor and the operator once more at n, profiling the apiserver and
+// the operator for as long as the side's median round took.
+func benchProfiles(t *testing.T, n int, row convergeRow, operator *benchVariant) []sideProfile {
+	t.Helper()
+	var out []sideProfile
+	for _, s := range []benchSide{{}, {variant: operator}} {
+		name, addr := s.name(), ""
+		if s.variant != nil {
+			addr = freeLoopbackAddr(t)
+		}
+		se := startSide(t, s, defaultConcurrency, addr)
+		se.round(t, "warmup", n)
+		wait := se.profileFor(t, row.median(name), addr)
+		se.round(t, "bench", n)
+		api, op := wait()
+		se.stop()
+		sp := sideProfile{side: name}
+		sp.apiserver, sp.apiserverCPU = areaShares(api, apiserverAreas)
+		if op != nil {
+			sp.operator, sp.operatorCPU = areaShares(op, operatorAreas)
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 // defaultConcurrency is the manager's --max-concurrent-reconciles default, chosen by the sweep.
@@ -99,8 +196,8 @@ const (
 )
 
 // startBenchEnv starts a fresh kube-apiserver and etcd with room for thousands of Services,
-// and returns its config and a client, with namespace ns created.
-func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
+// and returns its config, a client, with namespace ns created, and what stops them.
+func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client, func()) {
 	t.Helper()
 	env := testenv.New()
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/12")
@@ -108,11 +205,11 @@ func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	// Every client here reads and writes v1, the stored version: the apiserver calls no
 	// conversion webhook. The one the CRD names is served all the same, as in a cluster.
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	stop := func() { cancel(); _ = env.Stop() }
+	t.Cleanup(stop) // stopping twice is harmless
 	if err := testenv.ServeConversion(ctx, env); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +221,7 @@ func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client) {
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	return cfg, c
+	return cfg, c, stop
 }
 
 func runtimeScheme() *apiruntime.Scheme { return testenv.Scheme() }
@@ -169,16 +266,16 @@ func parallel(n int, f func(i int) error) error {
 	return <-errs
 }
 
-// benchFloor is the raw-write floor: the Pipelines and the exact objects the operator makes for
-// them (the same objects, created as the operator creates them), plus its finalizer and status
-// writes, by parallel writers.
-func benchFloor(t *testing.T, n int) time.Duration {
-	_, c := startBenchEnv(t, "bench")
+// floorRound is the raw-write floor: n Pipelines in namespace ns and the exact objects the
+// operator makes for them (the same objects, created as the operator creates them), plus its
+// finalizer and status writes, by the same parallel writers, with no operator and no webhook.
+func floorRound(t *testing.T, c client.Client, ns string, n int) time.Duration {
+	t.Helper()
 	ctx := context.Background()
 	scheme := runtimeScheme()
 	start := time.Now()
 	err := parallel(n, func(i int) error {
-		p := benchPipeline("bench", i)
+		p := benchPipeline(ns, i)
 		if err := c.Create(ctx, p); err != nil {
 			return err
 		}
@@ -219,9 +316,8 @@ func benchFloor(t *testing.T, n int) time.Duration {
 	return time.Since(start)
 }
 
-// operatorRun holds the figures of one operator run.
-type operatorRun struct {
-	converge      time.Duration
+// accountingRun holds the counts of one in-process operator run.
+type accountingRun struct {
 	writes        int64 // object writes (not events) until converged
 	events        int64
 	restartWrites int64
@@ -317,28 +413,27 @@ func (r *countingReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*bu
 	return b.Complete(r)
 }
 
-// benchOperator creates n Pipelines with the same parallel writers as the floor while the
-// operator runs, and waits until every one carries its first status.
-func benchOperator(t *testing.T, n, concurrency int, full, withEvents bool) operatorRun {
-	cfg, c := startBenchEnv(t, "bench")
+// benchAccounting counts what the operator writes: it runs the reconciler in this process
+// (with the operator's cache settings, no webhooks) while n Pipelines are created, counts its
+// writes and events, then starts a new manager against the converged Pipelines, counts its
+// writes on restart and on a resync, and measures its heap per cached object. Nothing here is
+// timed.
+func benchAccounting(t *testing.T, n, concurrency int) accountingRun {
+	cfg, c, stopEnv := startBenchEnv(t, "bench")
+	defer stopEnv()
 	ctx := context.Background()
-	var run operatorRun
+	var run accountingRun
 
-	rc, _, stop := benchManager(t, cfg, concurrency, nil, withEvents)
-	wait := watchConverged(t, cfg, n)
-	start := time.Now()
+	rc, _, stop := benchManager(t, cfg, concurrency, nil, true)
+	wait := watchConverged(t, cfg, "bench", n)
 	if err := parallel(n, func(i int) error { return c.Create(ctx, benchPipeline("bench", i)) }); err != nil {
 		t.Fatal(err)
 	}
 	wait()
-	run.converge = time.Since(start)
 	// Let the passes that the operator's own writes trigger run out before counting.
 	settle(rc)
 	run.writes, run.events = rc.writes.Load(), rc.events.Load()
 	stop()
-	if !full {
-		return run
-	}
 
 	before := resourceVersions(t, c)
 	runtime.GC()
@@ -368,7 +463,8 @@ func benchOperator(t *testing.T, n, concurrency int, full, withEvents bool) oper
 // benchForeign measures how much the operator's heap grows when 5000 Deployments and Services
 // that it does not manage exist in the cluster.
 func benchForeign(t *testing.T) int64 {
-	cfg, c := startBenchEnv(t, "foreign")
+	cfg, c, stopEnv := startBenchEnv(t, "foreign")
+	defer stopEnv()
 	ctx := context.Background()
 	_, _, stop := benchManager(t, cfg, defaultConcurrency, nil, true)
 	defer stop()
@@ -398,16 +494,16 @@ func benchForeign(t *testing.T) int64 {
 	return int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
 }
 
-// watchConverged watches the Pipelines of the run and returns a function that waits until n
-// carry the status of their generation; a watch loads the apiserver far less than polling.
-func watchConverged(t *testing.T, cfg *rest.Config, n int) func() {
+// watchConverged watches the Pipelines of namespace ns and returns a function that waits until
+// n carry the status of their generation; a watch loads the apiserver far less than polling.
+func watchConverged(t *testing.T, cfg *rest.Config, ns string, n int) func() {
 	t.Helper()
 	ctx := context.Background()
 	wc, err := client.NewWithWatch(cfg, benchScheme())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace("bench"))
+	w, err := wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,13 +518,13 @@ func watchConverged(t *testing.T, cfg *rest.Config, n int) func() {
 	// any time.
 	rewatch := func() {
 		list := &pipelinev1.PipelineList{}
-		if err := wc.List(ctx, list, client.InNamespace("bench")); err != nil {
+		if err := wc.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		for i := range list.Items {
 			see(&list.Items[i])
 		}
-		if w, err = wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace("bench"),
+		if w, err = wc.Watch(ctx, &pipelinev1.PipelineList{}, client.InNamespace(ns),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
 			t.Fatal(err)
 		}
@@ -508,11 +604,35 @@ func diffCount(a, b map[string]string) int {
 	return n + max(0, len(b)-len(a))
 }
 
-type benchRow struct {
-	n     int
-	floor time.Duration
-	op    operatorRun
-	quiet time.Duration // the operator with events discarded
+// convergeRow holds the runs of every side at one size.
+type convergeRow struct {
+	n          int
+	runs       map[string][]sideRun // by side
+	accounting accountingRun
+}
+
+func (r convergeRow) converges(side string) []time.Duration {
+	var ds []time.Duration
+	for _, run := range r.runs[side] {
+		ds = append(ds, run.converge)
+	}
+	return ds
+}
+
+func (r convergeRow) median(side string) time.Duration { return medianDuration(r.converges(side)) }
+
+// ratio is the ratio of the medians of side and the floor.
+func (r convergeRow) ratio(side string) float64 {
+	return r.median(side).Seconds() / r.median("floor").Seconds()
+}
+
+// cpuPerPipeline is the median, over the runs of side, of what f reads from a run, per Pipeline.
+func (r convergeRow) cpuPerPipeline(side string, f func(cpuTimes) time.Duration) time.Duration {
+	var ds []time.Duration
+	for _, run := range r.runs[side] {
+		ds = append(ds, f(run.cpu)/time.Duration(r.n))
+	}
+	return medianDuration(ds)
 }
 
 type sweepRow struct {
@@ -522,7 +642,11 @@ type sweepRow struct {
 
 type benchReport struct {
 	started       time.Time
-	rows          []benchRow
+	runs          int
+	before        string   // BENCH_BEFORE
+	sides         []string // floor, operator, and the operator before
+	rows          []convergeRow
+	profiles      []sideProfile
 	sweep         []sweepRow
 	foreignGrowth int64
 }
@@ -531,48 +655,190 @@ type benchReport struct {
 // the PV, the PVC, a Deployment and a Service per step, the steps' NetworkPolicy, and one status.
 const minWritesPerPipeline = 1 + 2 + 2*benchSteps + 1 + 1
 
+func seconds(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%.2f", d.Seconds()))
+	}
+	return strings.Join(parts, ", ") + " s"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
 func (r *benchReport) markdown() string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# Performance\n\nMeasured by `make bench` on %s (%s/%s, %d CPUs, %s), %s.\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), r.started.UTC().Format("2006-01-02 15:04 UTC"))
-	b.WriteString(`Each run starts a fresh kube-apiserver and etcd (envtest, Service range widened to /12) and
-creates N Pipelines of 3 steps with 16 parallel writers. No built-in controller runs, so
-"converged" means every child exists and every Pipeline carries the status of its first
-generation. The writers, like the operator, create, read and watch Pipelines in v1, the version
-the apiserver stores: no request goes through the conversion webhook.
+	b.WriteString(`
+## Method
 
-- **floor**: the same writers create the Pipelines and, themselves, every object the operator
-  would make (with the same create requests), its finalizer and a status: the fastest this
-  apiserver takes the same object mix on this machine.
-- **operator**: the writers create only the Pipelines; the operator (MaxConcurrentReconciles
-  ` + strconv.Itoa(defaultConcurrency) + `) does the rest. Time from the first create to the last Pipeline converged.
+Two sides do the same work, each in a kube-apiserver and etcd of its own (envtest, Service
+range widened to /12), started fresh for every run; no built-in controller runs, so
+"converged" means every child exists and every Pipeline carries the status of its first
+generation. 16 parallel writers create N Pipelines of 3 steps, in v1, the version the
+apiserver stores: no request is converted.
+
+- **floor**: the least work that yields the same objects. The writers create the Pipelines
+  and, themselves, exact copies of every object the operator makes (the same create
+  requests), its finalizer patch and the status it writes. No operator runs and the
+  apiserver calls no webhook.
+- **operator**: the writers create only the Pipelines. The operator's manager (the binary of
+  cmd/, --max-concurrent-reconciles ` + strconv.Itoa(defaultConcurrency) + `) runs in a process of its own, as its own user,
+  with its mutating and validating webhooks registered (config/webhook) and served by it: every
+  create and update of a Pipeline goes through both, and the validating webhook's
+  SubjectAccessReview of the inline NFS storage is in the loop.
+- **a run** of a side starts its control plane (and operator), runs a warm-up round of N
+  Pipelines, untimed, then the timed round of N more: every side is timed on an equally full
+  store, with its connections and caches warm. The time is from the first create of the timed
+  round to the last Pipeline converged (watched, not polled).
+- **runs alternate**: the floor goes first in odd runs and last in even ones; the figures are
+  the medians of the runs, and the ratio is the ratio of the medians.
+- **CPU** of each process in the timed round, read from the kernel (/proc, getrusage):
+  kube-apiserver, etcd, the operator, and the benchmark's own process (the writers; on the
+  floor, also building the children and statuses it writes).
+`)
+	fmt.Fprintf(&b, "\n## Convergence\n\n%d runs of each side; goal: operator ≤ 1.25 × the floor.\n\n", r.runs)
+	b.WriteString("| N |")
+	for _, s := range r.sides {
+		fmt.Fprintf(&b, " %s (runs) | %s (median) |", s, s)
+	}
+	for _, s := range r.sides[1:] {
+		fmt.Fprintf(&b, " ratio, %s |", s)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|---|", len(r.sides)) + strings.Repeat("---|", len(r.sides)-1) + "\n")
+	for _, row := range r.rows {
+		fmt.Fprintf(&b, "| %d |", row.n)
+		for _, s := range r.sides {
+			fmt.Fprintf(&b, " %s | %.2f s |", seconds(row.converges(s)), row.median(s).Seconds())
+		}
+		for _, s := range r.sides[1:] {
+			fmt.Fprintf(&b, " %.2f |", row.ratio(s))
+		}
+		b.WriteString("\n")
+	}
+	if r.before != "" {
+		fmt.Fprintf(&b, "\n\"operator at %s\" is the code at that revision (`BENCH_BEFORE=%s`), built and run by the same\n"+
+			"harness in the same runs, with the CRDs and webhook configurations of that revision.\n", r.before, r.before)
+	}
+
+	b.WriteString("\n## CPU per Pipeline\n\nMedians over the runs of the timed round, per Pipeline.\n\n| N | process |")
+	for _, s := range r.sides {
+		fmt.Fprintf(&b, " %s |", s)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(r.sides)) + "\n")
+	procs := []struct {
+		name string
+		f    func(cpuTimes) time.Duration
+	}{
+		{"kube-apiserver", func(c cpuTimes) time.Duration { return c.apiserver }},
+		{"etcd", func(c cpuTimes) time.Duration { return c.etcd }},
+		{"operator", func(c cpuTimes) time.Duration { return c.operator }},
+		{"writers (benchmark process)", func(c cpuTimes) time.Duration { return c.bench }},
+		{"all", func(c cpuTimes) time.Duration { return c.apiserver + c.etcd + c.operator + c.bench }},
+	}
+	for _, row := range r.rows {
+		for _, p := range procs {
+			fmt.Fprintf(&b, "| %d | %s |", row.n, p.name)
+			for _, s := range r.sides {
+				fmt.Fprintf(&b, " %s |", ms(row.cpuPerPipeline(s, p.f)))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	b.WriteString("\n## Admission\n\nWhat the apiserver spent calling the operator's webhooks in the timed round (its " +
+		"apiserver_admission_webhook_admission_duration_seconds and apiserver_request_total metrics), medians over the runs.\n\n" +
+		"| N | side | webhook | calls per Pipeline | wall-clock per call | SubjectAccessReviews per Pipeline |\n|---|---|---|---|---|---|\n")
+	for _, row := range r.rows {
+		for _, s := range r.sides[1:] {
+			var names []string
+			for name := range row.runs[s][0].webhooks.calls {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				var calls, per, reviews []time.Duration // scaled by 1000 to keep the median's type
+				for _, run := range row.runs[s] {
+					c := run.webhooks.calls[name]
+					calls = append(calls, time.Duration(c*1000/float64(row.n)))
+					if c > 0 {
+						per = append(per, time.Duration(run.webhooks.seconds[name]/c*float64(time.Second)))
+					}
+					reviews = append(reviews, time.Duration(run.webhooks.reviews*1000/float64(row.n)))
+				}
+				perCall := "–"
+				if len(per) > 0 {
+					perCall = ms(medianDuration(per))
+				}
+				fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %s | %.2f |\n", row.n, s, name,
+					float64(medianDuration(calls))/1000, perCall, float64(medianDuration(reviews))/1000)
+			}
+		}
+	}
+
+	if len(r.profiles) > 0 {
+		n := r.rows[0].n
+		fmt.Fprintf(&b, "\n## Where the CPU goes\n\nOne more run of the floor and of the operator at N=%d, with a CPU profile of the "+
+			"apiserver (its /debug/pprof) and of the operator (--pprof-bind-address) taken through the timed round, "+
+			"for as long as the side's median round. A sample belongs to the first area, in the order listed, "+
+			"with a function of its stack in that area; the rest is \"other\" (HTTP serving, filters, the "+
+			"registry's own work). Per Pipeline.\n\n", n)
+		var floor, op sideProfile
+		for _, p := range r.profiles {
+			if p.side == "floor" {
+				floor = p
+			} else {
+				op = p
+			}
+		}
+		perPipeline := func(sec float64) string { return fmt.Sprintf("%.1f ms", sec*1000/float64(n)) }
+		b.WriteString("| kube-apiserver | floor | operator | difference |\n|---|---|---|---|\n")
+		for _, a := range append(slices.Clone(apiserverAreas), profileArea{name: "other"}) {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", a.name, perPipeline(floor.apiserver[a.name]),
+				perPipeline(op.apiserver[a.name]), perPipeline(op.apiserver[a.name]-floor.apiserver[a.name]))
+		}
+		fmt.Fprintf(&b, "| all | %s | %s | %s |\n", perPipeline(floor.apiserverCPU), perPipeline(op.apiserverCPU),
+			perPipeline(op.apiserverCPU-floor.apiserverCPU))
+		b.WriteString("\n| operator | per Pipeline | share |\n|---|---|---|\n")
+		for _, a := range append(slices.Clone(operatorAreas), profileArea{name: "other"}) {
+			share := 0.0
+			if op.operatorCPU > 0 {
+				share = op.operator[a.name] / op.operatorCPU * 100
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f %% |\n", a.name, perPipeline(op.operator[a.name]), share)
+		}
+		fmt.Fprintf(&b, "| all | %s | 100 %% |\n", perPipeline(op.operatorCPU))
+	}
+
+	b.WriteString(`
+## Writes, restarts and memory
+
+Counted apart, untimed: the reconciler runs in the benchmark's process (the operator's cache
+settings, no webhooks) while the writers create N Pipelines.
+
 - **writes**: the operator's object writes per Pipeline (the minimum is ` + strconv.Itoa(minWritesPerPipeline) + `: finalizer, PV,
-  PVC, 3 Deployments, 3 Services, the steps' NetworkPolicy, status); events are counted apart. A pass that runs before
-  the cache shows a child made by the pass before sends a create that the apiserver refuses as
-  already existing: it is counted too, which is when the figure exceeds ` + strconv.Itoa(minWritesPerPipeline) + `.
+  PVC, 3 Deployments, 3 Services, the steps' NetworkPolicy, status); events are counted apart. A
+  pass that runs before the cache shows a child made by the pass before sends a create that the
+  apiserver refuses as already existing: it is counted too, which is when the figure exceeds ` + strconv.Itoa(minWritesPerPipeline) + `.
 - **restart / resync**: a new manager starts against the converged Pipelines and reconciles
   every one; then a 5 s cache resync reconciles every one again. Writes and events counted;
   resourceVersions of every Pipeline and child compared before and after.
 - **heap/object**: growth of the Go heap (after GC) while the new manager fills its cache,
   divided by the objects it caches (Pipelines, PVs, PVCs, Deployments, Services, NetworkPolicies).
 
-- **without events**: the same operator run with its events discarded, to show what the events
-  cost the apiserver.
-
-| N | floor | operator | ratio (target ≤ 1.25) | without events | writes/Pipeline | events/Pipeline | restart writes | resync writes | heap/object (target ≤ 4 KiB) |
-|---|---|---|---|---|---|---|---|---|---|
+| N | writes/Pipeline | events/Pipeline | restart writes | resync writes | heap/object (target ≤ 4 KiB) |
+|---|---|---|---|---|---|
 `)
 	for _, row := range r.rows {
-		fmt.Fprintf(&b, "| %d | %.2f s | %.2f s | %.2f | %.2f s (%.2f) | %.2f | %.2f | %d | %d | %d B |\n", row.n, row.floor.Seconds(),
-			row.op.converge.Seconds(), row.op.converge.Seconds()/row.floor.Seconds(),
-			row.quiet.Seconds(), row.quiet.Seconds()/row.floor.Seconds(), float64(row.op.writes)/float64(row.n),
-			float64(row.op.events)/float64(row.n), row.op.restartWrites, row.op.resyncWrites, row.op.heapPerObject)
+		a := row.accounting
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %d | %d | %d B |\n", row.n, float64(a.writes)/float64(row.n),
+			float64(a.events)/float64(row.n), a.restartWrites, a.resyncWrites, a.heapPerObject)
 	}
 	if len(r.rows) > 1 {
 		// The slope between the two largest sizes: what one more cached object costs, without the
 		// informers' fixed share that weighs on the small sizes.
-		a, z := r.rows[len(r.rows)-2].op, r.rows[len(r.rows)-1].op
+		a, z := r.rows[len(r.rows)-2].accounting, r.rows[len(r.rows)-1].accounting
 		if z.cached > a.cached {
 			slope := float64(z.heapGrowth-a.heapGrowth) / float64(z.cached-a.cached)
 			fmt.Fprintf(&b, "\nHeap per additional cached object, from N=%d to N=%d: %.0f B; the remainder, %.2f MiB, is the\n"+
@@ -582,49 +848,34 @@ the apiserver stores: no request goes through the conversion webhook.
 	}
 	fmt.Fprintf(&b, "\nHeap growth with 5000 foreign Deployments and Services (no operator labels) created while the\noperator runs: %.2f MiB (target ≤ 2 MiB).\n",
 		float64(r.foreignGrowth)/(1<<20))
-	b.WriteString("\n## MaxConcurrentReconciles\n\n| MaxConcurrentReconciles | N | operator converge |\n|---|---|---|\n")
-	sort.Slice(r.sweep, func(i, j int) bool { return r.sweep[i].concurrency < r.sweep[j].concurrency })
-	best := time.Duration(0)
-	for _, s := range r.sweep {
-		fmt.Fprintf(&b, "| %d | %d | %.2f s |\n", s.concurrency, s.n, s.converge.Seconds())
-		if best == 0 || s.converge < best {
-			best = s.converge
+	if len(r.sweep) > 0 {
+		fmt.Fprintf(&b, "\n## MaxConcurrentReconciles\n\nOne run of the operator side (as above, webhooks served) at N=%d per setting.\n\n"+
+			"| --max-concurrent-reconciles | operator converge |\n|---|---|\n", r.sweep[0].n)
+		for _, s := range r.sweep {
+			fmt.Fprintf(&b, "| %d | %.2f s |\n", s.concurrency, s.converge.Seconds())
 		}
-	}
-	for _, s := range r.sweep {
-		if s.converge == best {
-			fmt.Fprintf(&b, "\nFastest in this run: %d. The manager's default (`--max-concurrent-reconciles`) is %d. "+
-				"On a shared 2-core machine these figures trade places from run to run: a guide, not a ranking.\n",
-				s.concurrency, defaultConcurrency)
-		}
+		fmt.Fprintf(&b, "\nThe manager's default is %d. On a shared 2-core machine these figures trade places from run to "+
+			"run: a guide, not a ranking.\n", defaultConcurrency)
 	}
 	b.WriteString(`
-## Where the time goes
+## What the operator does beyond the floor
 
-The operator does more than the floor's writers, by design:
-
-- it records events on the Pipeline: one per pass for the children it created, one per child
-  it updates or deletes (the "without events" column shows their share);
+- its webhooks: the apiserver calls the mutating and the validating webhook on every create
+  and update of a Pipeline (TLS, an AdmissionReview each way), and the validating webhook asks
+  the apiserver a SubjectAccessReview for inline NFS or CSI storage;
+- it records events on the Pipeline;
 - the apiserver streams every write back to the operator's informers, which the floor's
   writers do not watch;
-- it compares every child it reads with what it would write (the JSON of both), on the same two
-  cores as the apiserver and etcd.
+- it compares every child it reads with what it would write, on the same two cores as the
+  apiserver and etcd.
 
-Children are made with a plain create, which fails on an existing object of the same name: the
-operator never takes over someone else's object, and knowing that costs no extra request. The
-first update of a child (not measured here) costs two requests more than later ones: a read of
-its managedFields and a patch that hands the fields of the create over to the apply.
+A converged Pipeline costs nothing: passes that find nothing to change compare the children in
+the cache with what they would apply and write nothing, which the restart and resync columns
+show.
 
-A Pipeline whose spec changed looks for children of its earlier spec (a list of every child
-kind in its namespace, from the cache); a new Pipeline skips that search, since its spec never
-named other children.
-
-A converged Pipeline costs nothing: passes that find nothing to change compare the children
-in the cache with what they would apply and write nothing, which the restart and resync
-columns show.
+Reproduce with ` + "`make bench`" + ` (` + "`make bench BENCH_SIZES=200 BENCH_RUNS=5 BENCH_BEFORE=<revision>`" + ` to compare
+with an earlier revision). The router's data path is measured apart by ` + "`make bench-router`" + `, which
+writes [performance-router.md](performance-router.md).
 `)
-	b.WriteString("\nReproduce with `make bench` (sizes: `make bench BENCH_SIZES=100,300,1000`).\n")
-	b.WriteString("\nThe router's data path is measured apart by `make bench-router`, which writes\n" +
-		"[performance-router.md](performance-router.md).\n")
 	return b.String()
 }
