@@ -201,6 +201,14 @@ bench: manifests envtest ## Measure convergence against the raw-write floor (ope
 		BENCH_RUNS=$(BENCH_RUNS) BENCH_BEFORE=$(BENCH_BEFORE) \
 		go test ./internal/controller/pipeline/ -run TestBench -count=1 -timeout 120m -v
 
+BENCH_SCALE_N ?= 10000
+
+.PHONY: bench-scale
+bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (about an hour).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_SCALE_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_SCALE_N=$(BENCH_SCALE_N) \
+		BENCH_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_NODE_PIPELINES=$(BENCH_SCALE_N) \
+		go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v
+
 BENCH_ROUTER_ARGS ?=
 
 # KServe's router listens on its fixed port 8080: the benchmark runs in a network namespace of

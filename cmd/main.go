@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,6 +28,9 @@ func main() {
 	flag.StringVar(&o.PprofAddr, "pprof-bind-address", "0",
 		"Address of Go's profiling endpoints (/debug/pprof/, plain HTTP without authentication): 127.0.0.1:6060 to profile "+
 			"the manager from its own machine or pod (kubectl port-forward), 0 to disable them. make bench profiles through it.")
+	syncPeriod := flag.Duration("sync-period", 10*time.Hour,
+		"How often every Pipeline is reconciled again even when nothing changed (the informers' resync). A pass over a "+
+			"converged Pipeline writes nothing.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false,
 		"Elect a leader through a Lease so that only one replica reconciles at a time (config/manager sets it). "+
@@ -81,6 +85,7 @@ func main() {
 	}
 	o.Webhooks = webhooks.WebhookOptions
 	o.StorageRevocationGrace = grace
+	o.SyncPeriod = syncPeriod
 	o.DisableStepNetworkPolicies = !*stepPolicies
 	if limit, err := manager.SetMemoryLimit(os.LookupEnv); err != nil {
 		log.Error(err, "invalid environment")

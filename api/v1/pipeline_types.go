@@ -19,6 +19,12 @@ const (
 	ConversionDataAnnotation = "distri-infer.ndsl.cn/conversion-data"
 )
 
+// CleanupFinalizer is the finalizer of every Pipeline: the operator deletes the Pipeline's
+// cluster-scoped PersistentVolume, which cannot carry an owner reference to it, before the
+// Pipeline goes. The defaulting webhook adds it when a Pipeline is created; the operator adds it
+// to a Pipeline that lacks it (created while the webhooks were off).
+const CleanupFinalizer = "distri-infer.ndsl.cn/cleanup"
+
 // PipelineSpec is the desired state of a Pipeline.
 // +kubebuilder:validation:XValidation:rule="!has(self.dataPath) || self.dataPath.mode != 'Router' || self.steps.all(s, s.name != 'router')",message="a step named router would share the name <pipeline>-router with the router's Deployment and Service: rename the step, or set dataPath.mode to Chain"
 type PipelineSpec struct {

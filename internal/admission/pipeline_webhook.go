@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -45,13 +46,22 @@ func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) erro
 // Defaulter writes the defaults of a Pipeline into its spec, so that the stored resource shows
 // what the operator does: the steps' replicas and ports, the router's replicas, the failover
 // settings, and the storage's capacity, access modes and mount path (pipelinev1.Pipeline.Default).
+// A new Pipeline gets the operator's finalizer too.
 type Defaulter struct{}
 
 // Default implements admission.Defaulter. On an update, a port that was the value of the step's
 // environment variable pipelinev1.ListenPortEnv follows a new value of that variable, so that
 // editing the variable alone is enough, as editing v1beta1's args.listenPort was.
+//
+// On a create, it adds pipelinev1.CleanupFinalizer, which the operator would otherwise add with
+// a write of its own (and another pass through these webhooks) before making anything. Never on
+// an update: whoever removes the finalizer from a Pipeline, by hand, keeps it removed.
 func (*Defaulter) Default(ctx context.Context, p *pipelinev1.Pipeline) error {
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+	req, reqErr := admission.RequestFromContext(ctx)
+	if reqErr == nil && req.Operation == admissionv1.Create {
+		controllerutil.AddFinalizer(p, pipelinev1.CleanupFinalizer)
+	}
+	if reqErr == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		old := &pipelinev1.Pipeline{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return fmt.Errorf("decode the stored Pipeline: %w", err)

@@ -96,6 +96,7 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(m.NFS.Capacity).To(HaveValue(Equal(resource.MustParse("1Gi"))))
 		Expect(m.NFS.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}))
 		Expect(m.MountPath).To(Equal("/models"))
+		Expect(got.Finalizers).To(Equal([]string{pipelinev1.CleanupFinalizer}), "the operator's finalizer is added at creation")
 
 		By("an update that sends the Pipeline back unchanged is accepted and changes nothing")
 		again := got.DeepCopy()
@@ -316,6 +317,30 @@ var _ = Describe("Pipeline admission", func() {
 		p.Spec.ModelStorage.MountPath = "/srv/models"
 		Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		Expect(warned.take()).To(BeEmpty())
+	})
+
+	It("gives a new Pipeline the operator's finalizer, in either version, and never adds it back on an update", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Finalizers = []string{"example.com/keep"}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(p.Finalizers).To(Equal([]string{"example.com/keep", pipelinev1.CleanupFinalizer}))
+
+		By("an update that removes it keeps it removed")
+		p.Finalizers = []string{"example.com/keep"}
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		got := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Finalizers).To(Equal([]string{"example.com/keep"}))
+
+		By("a dry run shows it, a v1beta1 create gets it")
+		dry := sample(ns)
+		dry.Name = "dry"
+		Expect(k8sClient.Create(ctx, dry, client.DryRunAll)).To(Succeed())
+		Expect(dry.Finalizers).To(Equal([]string{pipelinev1.CleanupFinalizer}))
+		old := sampleV1beta1(ns)
+		old.Name = "written-as-v1beta1"
+		Expect(k8sClient.Create(ctx, old)).To(Succeed())
+		Expect(old.Finalizers).To(Equal([]string{pipelinev1.CleanupFinalizer}))
 	})
 
 	It("lets a Pipeline being deleted lose its finalizer", func(ctx SpecContext) {

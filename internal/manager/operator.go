@@ -45,6 +45,9 @@ import (
 type Options struct {
 	// MetricsAddr is the address of the metrics endpoint; "0" disables it.
 	MetricsAddr string
+	// SyncPeriod is how often the informers hand every cached object to the controllers again,
+	// so that every Pipeline is reconciled again; nil is controller-runtime's default (10 hours).
+	SyncPeriod *time.Duration
 	// PprofAddr is the address of Go's profiling endpoints (net/http/pprof, plain HTTP, no
 	// authentication); "" or "0" disables them.
 	PprofAddr string
@@ -181,6 +184,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		PprofBindAddress:       o.PprofAddr,
 		Cache:                  apply.CacheOptions(),
 	}
+	mgrOpts.Cache.SyncPeriod = o.SyncPeriod
 	if o.SeveralInProcess {
 		mgrOpts.Controller.SkipNameValidation = ptr.To(true)
 	}

@@ -98,7 +98,8 @@ type sideEnv struct {
 // repository, pointed at 127.0.0.1, and the operator's manager serving them; the floor's
 // apiserver calls no admission webhook. Every client writes v1, the stored version, so no
 // request is converted; the floor's conversion webhook is served all the same.
-func startSide(t *testing.T, s benchSide, concurrency int, pprofAddr string) *sideEnv {
+// args are the operator's flags beyond those that connect it to the side.
+func startSide(t *testing.T, s benchSide, args ...string) *sideEnv {
 	t.Helper()
 	repo := testenv.RepoPath()
 	if s.variant != nil {
@@ -146,7 +147,7 @@ func startSide(t *testing.T, s benchSide, concurrency int, pprofAddr string) *si
 			t.Fatal(err)
 		}
 	} else {
-		se.operator = startOperatorProcess(t, env, cfg, s.variant, concurrency, pprofAddr)
+		se.operator = startOperatorProcess(t, env, cfg, s.variant, args...)
 		se.waitAdmission(t)
 	}
 	ok = true
@@ -180,8 +181,8 @@ type benchProcess struct {
 
 // startOperatorProcess runs v's manager as the operator's image runs it, as a user of its own
 // with the rights of cluster administrators (RBAC is not what is measured), serving the
-// webhooks where env pointed the apiserver, with certificates envtest made.
-func startOperatorProcess(t *testing.T, env *envtest.Environment, cfg *rest.Config, v *benchVariant, concurrency int, pprofAddr string) *benchProcess {
+// webhooks where env pointed the apiserver, with certificates envtest made; extra are more flags.
+func startOperatorProcess(t *testing.T, env *envtest.Environment, cfg *rest.Config, v *benchVariant, extra ...string) *benchProcess {
 	t.Helper()
 	user, err := env.AddUser(envtest.User{Name: "pipeline-operator", Groups: []string{"system:masters"}}, cfg)
 	if err != nil {
@@ -200,12 +201,8 @@ func startOperatorProcess(t *testing.T, env *envtest.Environment, cfg *rest.Conf
 		t.Fatal(err)
 	}
 	wio := env.WebhookInstallOptions
-	args := []string{"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--webhook-cert-dir=" + wio.LocalServingCertDir, "--webhook-port=" + strconv.Itoa(wio.LocalServingPort),
-		"--max-concurrent-reconciles=" + strconv.Itoa(concurrency)}
-	if pprofAddr != "" {
-		args = append(args, "--pprof-bind-address="+pprofAddr)
-	}
+	args := append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--webhook-cert-dir=" + wio.LocalServingCertDir, "--webhook-port=" + strconv.Itoa(wio.LocalServingPort)}, extra...)
 	p := &benchProcess{log: filepath.Join(dir, "manager.log"), done: make(chan struct{})}
 	log, err := os.Create(p.log)
 	if err != nil {
@@ -593,4 +590,35 @@ func medianDuration(ds []time.Duration) time.Duration {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// The benchmark's readers of metrics and profiles, on fixed input.
+func TestBenchReaders(t *testing.T) {
+	name, labels, value, ok := metricLine(`apiserver_request_total{code="201",resource="pipelines",subresource="",verb="POST"} 1200`)
+	if !ok || name != "apiserver_request_total" || labels["resource"] != "pipelines" || labels["verb"] != "POST" || value != 1200 {
+		t.Errorf("metricLine: %q %v %v %v", name, labels, value, ok)
+	}
+	if _, _, _, ok := metricLine("# TYPE apiserver_request_total counter"); ok {
+		t.Error("metricLine read a comment")
+	}
+	counts := requestCounts{"pipelines POST": 1200, "pipelines PATCH": 3, "pipelines/status PATCH": 1000,
+		"deployments POST": 3000, "events POST": 1000, "subjectaccessreviews POST": 1000, "pipelines GET": 99}
+	if w, e := counts.sub(requestCounts{"pipelines POST": 200}).operatorWrites(1000); w != 4003 || e != 1000 {
+		t.Errorf("operatorWrites: %d writes, %d events", w, e)
+	}
+	if m := medianDuration([]time.Duration{3, 1, 2, 10}); m != 2 {
+		t.Errorf("median of 1, 2, 3, 10: %d", m)
+	}
+	fn := func(name string) *profile.Location {
+		return &profile.Location{Line: []profile.Line{{Function: &profile.Function{Name: name}}}}
+	}
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "samples"}, {Type: "cpu"}}, Sample: []*profile.Sample{
+		{Value: []int64{1, 2e9}, Location: []*profile.Location{fn("crypto/tls.(*Conn).Write"), fn("k8s.io/apiserver/pkg/admission/plugin/webhook/generic.(*Webhook).Dispatch")}},
+		{Value: []int64{1, 1e9}, Location: []*profile.Location{fn("crypto/tls.(*Conn).Write"), fn("net/http.(*conn).serve")}},
+		{Value: []int64{1, 5e8}, Location: []*profile.Location{fn("net/http.(*conn).serve")}},
+	}}
+	shares, total := areaShares(p, apiserverAreas)
+	if total != 3.5 || shares[apiserverAreas[0].name] != 2 || shares["TLS"] != 1 || shares["other"] != 0.5 {
+		t.Errorf("areaShares: %v of %v", shares, total)
+	}
 }

@@ -107,6 +107,8 @@ func TestBench(t *testing.T) {
 	}
 }
 
+func concurrencyFlag(n int) string { return "--max-concurrent-reconciles=" + strconv.Itoa(n) }
+
 // benchInts reads a comma-separated list of positive integers from the environment.
 func benchInts(t *testing.T, name string, def []int) []int {
 	t.Helper()
@@ -138,7 +140,7 @@ type sideRun struct {
 // on every side), then the timed round of n more, and stops the control plane.
 func benchRound(t *testing.T, s benchSide, n, concurrency int) sideRun {
 	t.Helper()
-	se := startSide(t, s, concurrency, "")
+	se := startSide(t, s, concurrencyFlag(concurrency))
 	defer se.stop()
 	se.round(t, "warmup", n)
 	cpu0 := se.cpu(t)
@@ -168,10 +170,12 @@ func benchProfiles(t *testing.T, n int, row convergeRow, operator *benchVariant)
 	var out []sideProfile
 	for _, s := range []benchSide{{}, {variant: operator}} {
 		name, addr := s.name(), ""
+		args := []string{concurrencyFlag(defaultConcurrency)}
 		if s.variant != nil {
 			addr = freeLoopbackAddr(t)
+			args = append(args, "--pprof-bind-address="+addr)
 		}
-		se := startSide(t, s, defaultConcurrency, addr)
+		se := startSide(t, s, args...)
 		se.round(t, "warmup", n)
 		wait := se.profileFor(t, row.median(name), addr)
 		se.round(t, "bench", n)
@@ -266,22 +270,19 @@ func parallel(n int, f func(i int) error) error {
 	return <-errs
 }
 
-// floorRound is the raw-write floor: n Pipelines in namespace ns and the exact objects the
-// operator makes for them (the same objects, created as the operator creates them), plus its
-// finalizer and status writes, by the same parallel writers, with no operator and no webhook.
+// floorRound is the raw-write floor: n Pipelines in namespace ns, with their finalizer, and the
+// exact objects the operator makes for them (the same objects, created as the operator creates
+// them), plus its status write, by the same parallel writers, with no operator and no webhook.
 func floorRound(t *testing.T, c client.Client, ns string, n int) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	scheme := runtimeScheme()
 	start := time.Now()
 	err := parallel(n, func(i int) error {
+		// With the finalizer the defaulting webhook gives a new Pipeline.
 		p := benchPipeline(ns, i)
-		if err := c.Create(ctx, p); err != nil {
-			return err
-		}
-		patch := client.MergeFrom(p.DeepCopy())
 		p.Finalizers = []string{Finalizer}
-		if err := c.Patch(ctx, p, patch); err != nil {
+		if err := c.Create(ctx, p); err != nil {
 			return err
 		}
 		desired := []apiruntime.ApplyConfiguration{resources.PV(p, "", resources.InlineVolumeSource(p)), resources.PVC(p, ""),

@@ -30,7 +30,7 @@ import (
 
 // Finalizer lets the operator delete the cluster-scoped PersistentVolume of a Pipeline, which
 // cannot carry an owner reference to it, before the Pipeline goes.
-const Finalizer = "distri-infer.ndsl.cn/cleanup"
+const Finalizer = pipelinev1.CleanupFinalizer
 
 // Reconciler reconciles Pipelines.
 type Reconciler struct {
