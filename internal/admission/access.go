@@ -18,7 +18,8 @@ import (
 // PersistentVolumes: for such a source the operator creates a cluster-scoped PersistentVolume
 // (an NFS export or CSI volume of the author's choosing) with its own rights, which would give
 // a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
-// SubjectAccessReview of the admission request's user. validate calls it on create and whenever
+// SubjectAccessReview of the admission request's user, or reuses an allowing answer that v.Access
+// keeps. validate calls it on create and whenever
 // the storage changes: a tenant may still edit the rest of a Pipeline an administrator made. Its
 // message spells the storage types as n says.
 func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline, n fieldNames) error {
@@ -39,12 +40,18 @@ func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline, n
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes", Version: "v1"},
 	}}
 	t := n.storageType(m.Type)
+	if v.Access.allows(&review.Spec) {
+		return nil
+	}
+	// The answer is valid from before it was asked.
+	asked := v.Access.now()
 	if err := v.Reviews.Create(ctx, review); err != nil {
 		// Closed, not open: without an answer the operator would make the volume for anyone.
 		return apierrors.NewServiceUnavailable(fmt.Sprintf(
 			"cannot check whether %s may create PersistentVolumes, which %s storage needs: %v; try again", req.UserInfo.Username, t, err))
 	}
 	if review.Status.Allowed {
+		v.Access.allow(&review.Spec, asked)
 		return nil
 	}
 	return apierrors.NewForbidden(pipelinev1.Resource("pipelines"), p.Name,

@@ -32,12 +32,14 @@ import (
 // and indexes them by hostname once the Pipeline controller is set up on the same manager
 // (nodes.SetupIndexes); a reader without that index is asked with a label selector. The
 // manager's client asks the apiserver whether the requester may create the PersistentVolume an
-// inline storage source stands for (SubjectAccessReviews); its API reader reads the
+// inline storage source stands for (SubjectAccessReviews, an allowing answer reused for
+// DefaultAccessValidity); its API reader reads the
 // ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh.
 func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Classes: mgr.GetAPIReader()}).
+		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Access: NewAccessCache(DefaultAccessValidity),
+			Classes: mgr.GetAPIReader()}).
 		Complete()
 }
 
@@ -118,6 +120,8 @@ type Validator struct {
 	// Reviews creates the SubjectAccessReviews that check the requester of an inline storage
 	// source (see storageAccess); nil turns that check off.
 	Reviews client.Client
+	// Access keeps the reviews that allowed a requester for a while; nil keeps none.
+	Access *AccessCache
 	// Classes reads ModelStorageClasses and Namespaces, to check that the class a Pipeline's
 	// storage names is published to its namespace (see modelStorageClassAccess); nil turns that
 	// check off.
