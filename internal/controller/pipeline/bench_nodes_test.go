@@ -481,9 +481,15 @@ func ratio(a, b int64) float64 {
 // withSection is doc with its node-events section replaced by section, or with section
 // appended when it has none.
 func withSection(doc, section string) string {
-	begin, end := strings.Index(doc, nodeEventsBegin), strings.Index(doc, nodeEventsEnd)
-	if begin >= 0 && end > begin {
-		return doc[:begin] + section + strings.TrimPrefix(doc[end+len(nodeEventsEnd):], "\n")
+	return withMarkedSection(doc, section, nodeEventsBegin, nodeEventsEnd)
+}
+
+// withMarkedSection is doc with its section between begin and end replaced by section, or with
+// section appended when it has none.
+func withMarkedSection(doc, section, begin, end string) string {
+	b, e := strings.Index(doc, begin), strings.Index(doc, end)
+	if b >= 0 && e > b {
+		return doc[:b] + section + strings.TrimPrefix(doc[e+len(end):], "\n")
 	}
 	if doc != "" && !strings.HasSuffix(doc, "\n\n") {
 		doc = strings.TrimSuffix(doc, "\n") + "\n\n"
@@ -491,19 +497,29 @@ func withSection(doc, section string) string {
 	return doc + section
 }
 
-// keepNodeEvents is doc, a new docs/performance.md, with the node-events section of the file
-// at path, which TestBench rewrites otherwise.
-func keepNodeEvents(path, doc string) string {
+// The sections of a benchmark's document that a rewrite keeps: the node events, written by
+// TestBenchNodeEvents, and the reading of the figures, written by hand.
+var keptSections = [][2]string{{nodeEventsBegin, nodeEventsEnd}, {readingBegin, readingEnd}}
+
+const (
+	readingBegin = "<!-- begin: reading, written by hand; make bench keeps it -->"
+	readingEnd   = "<!-- end: reading -->"
+)
+
+// keepSections is doc, a new benchmark document, with the kept sections of the file at path.
+func keepSections(path, doc string) string {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return doc
 	}
 	s := string(old)
-	begin, end := strings.Index(s, nodeEventsBegin), strings.Index(s, nodeEventsEnd)
-	if begin < 0 || end < begin {
-		return doc
+	for _, m := range keptSections {
+		begin, end := strings.Index(s, m[0]), strings.Index(s, m[1])
+		if begin >= 0 && end > begin {
+			doc = withMarkedSection(doc, s[begin:end+len(m[1])]+"\n", m[0], m[1])
+		}
 	}
-	return withSection(doc, s[begin:end+len(nodeEventsEnd)]+"\n")
+	return doc
 }
 
 func TestWithSection(t *testing.T) {
@@ -521,10 +537,17 @@ func TestWithSection(t *testing.T) {
 	if err := os.WriteFile(path, []byte(withIt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := keepNodeEvents(path, "# Performance\n\nnew text\n"); got != "# Performance\n\nnew text\n\n"+section {
+	if got := keepSections(path, "# Performance\n\nnew text\n"); got != "# Performance\n\nnew text\n\n"+section {
 		t.Errorf("kept:\n%q", got)
 	}
-	if got := keepNodeEvents(path+".missing", doc); got != doc {
+	reading := readingBegin + "\n## Reading\n" + readingEnd + "\n"
+	if err := os.WriteFile(path, []byte(reading+withIt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keepSections(path, "# Performance\n\nnew text\n"); got != "# Performance\n\nnew text\n\n"+section+"\n"+reading {
+		t.Errorf("kept both:\n%q", got)
+	}
+	if got := keepSections(path+".missing", doc); got != doc {
 		t.Errorf("without a file:\n%q", got)
 	}
 }

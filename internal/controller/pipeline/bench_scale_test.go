@@ -82,8 +82,8 @@ func TestBenchScale(t *testing.T) {
 	rep.resyncWrites, rep.resyncEvents = se.requests(t).sub(after).operatorWrites(0)
 	t.Logf("resync: %d writes, %d events", rep.resyncWrites, rep.resyncEvents)
 
-	// The section of TestBenchNodeEvents (run before, at the same size) stays.
-	if err := os.WriteFile(out, []byte(keepNodeEvents(out, rep.markdown())), 0o644); err != nil {
+	// The node events (TestBenchNodeEvents, run before at the same size) and the reading stay.
+	if err := os.WriteFile(out, []byte(keepSections(out, rep.markdown())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
