@@ -18,10 +18,10 @@ import (
 // PersistentVolumes: for such a source the operator creates a cluster-scoped PersistentVolume
 // (an NFS export or CSI volume of the author's choosing) with its own rights, which would give
 // a namespace editor a power that is the cluster administrator's. It asks the apiserver with a
-// SubjectAccessReview of the admission request's user, or reuses an allowing answer that v.Access
-// keeps. validate calls it on create and whenever
-// the storage changes: a tenant may still edit the rest of a Pipeline an administrator made. Its
-// message spells the storage types as n says.
+// SubjectAccessReview of the admission request's user, or reuses an allowing answer that
+// v.Access keeps. validate calls it on create and whenever the storage changes: a tenant may
+// still edit the rest of a Pipeline an administrator made. Its message spells the storage types
+// as n says.
 func (v *Validator) storageAccess(ctx context.Context, p *pipelinev1.Pipeline, n fieldNames) error {
 	m := &p.Spec.ModelStorage
 	if v.Reviews == nil || (m.Type != pipelinev1.ModelStorageTypeNFS && m.Type != pipelinev1.ModelStorageTypeCSI) {
