@@ -89,6 +89,7 @@ type sideEnv struct {
 	env      *envtest.Environment
 	cfg      *rest.Config
 	c        client.Client
+	http     *http.Client // to the apiserver, as its administrator
 	operator *benchProcess
 	stop     func()
 }
@@ -135,6 +136,9 @@ func startSide(t *testing.T, s benchSide, args ...string) *sideEnv {
 	}()
 	cfg.QPS, cfg.Burst = -1, 0 // as ctrl.GetConfig: the apiserver's priority and fairness limits, not the client's
 	if se.c, err = client.New(cfg, benchScheme()); err != nil {
+		t.Fatal(err)
+	}
+	if se.http, err = rest.HTTPClientFor(cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"warmup", "bench"} {
@@ -366,16 +370,8 @@ type webhookStats struct {
 // webhooks reads the apiserver's metrics.
 func (se *sideEnv) webhooks(t *testing.T) webhookStats {
 	t.Helper()
-	body := se.get(t, "/metrics")
 	ws := webhookStats{calls: map[string]float64{}, seconds: map[string]float64{}}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, labels, value, ok := metricLine(line)
-		if !ok {
-			continue
-		}
+	forEachSample(se.get(t, "/metrics"), func(name string, labels map[string]string, value float64) {
 		switch name {
 		case "apiserver_admission_webhook_admission_duration_seconds_count":
 			ws.calls[labels["name"]] += value
@@ -386,7 +382,7 @@ func (se *sideEnv) webhooks(t *testing.T) webhookStats {
 				ws.reviews += value
 			}
 		}
-	}
+	})
 	return ws
 }
 
@@ -424,21 +420,37 @@ func metricLine(line string) (string, map[string]string, float64, bool) {
 	return name, labels, value, true
 }
 
-// get reads path from the side's apiserver as its administrator.
-func (se *sideEnv) get(t *testing.T, path string) []byte {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(se.cfg)
-	if err != nil {
-		t.Fatal(err)
+// forEachSample calls f with every sample of a Prometheus text exposition.
+func forEachSample(body []byte, f func(name string, labels map[string]string, value float64)) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if name, labels, value, ok := metricLine(sc.Text()); ok {
+			f(name, labels, value)
+		}
 	}
-	resp, err := hc.Get(strings.TrimSuffix(se.cfg.Host, "/") + path)
+}
+
+// httpGet reads url with c; any answer but 200 is an error.
+func httpGet(c *http.Client, url string) ([]byte, error) {
+	resp, err := c.Get(url)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, err
+}
+
+// get reads path from the side's apiserver as its administrator.
+func (se *sideEnv) get(t *testing.T, path string) []byte {
+	t.Helper()
+	body, err := httpGet(se.http, strings.TrimSuffix(se.cfg.Host, "/")+path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return body
 }
@@ -453,10 +465,10 @@ func (se *sideEnv) profileFor(t *testing.T, d time.Duration, pprofAddr string) f
 		p   *profile.Profile
 		err error
 	}
-	fetch := func(get func() ([]byte, error)) chan result {
+	fetch := func(c *http.Client, url string) chan result {
 		ch := make(chan result, 1)
 		go func() {
-			data, err := get()
+			data, err := httpGet(c, url)
 			if err != nil {
 				ch <- result{err: err}
 				return
@@ -466,28 +478,10 @@ func (se *sideEnv) profileFor(t *testing.T, d time.Duration, pprofAddr string) f
 		}()
 		return ch
 	}
-	hc, err := rest.HTTPClientFor(se.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(c *http.Client, url string) func() ([]byte, error) {
-		return func() ([]byte, error) {
-			resp, err := c.Get(url)
-			if err != nil {
-				return nil, err
-			}
-			defer func() { _ = resp.Body.Close() }()
-			body, err := io.ReadAll(resp.Body)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-			}
-			return body, err
-		}
-	}
-	api := fetch(get(hc, strings.TrimSuffix(se.cfg.Host, "/")+"/debug/pprof/profile?seconds="+secs))
+	api := fetch(se.http, strings.TrimSuffix(se.cfg.Host, "/")+"/debug/pprof/profile?seconds="+secs)
 	var op chan result
 	if se.operator != nil && pprofAddr != "" {
-		op = fetch(get(http.DefaultClient, "http://"+pprofAddr+"/debug/pprof/profile?seconds="+secs))
+		op = fetch(http.DefaultClient, "http://"+pprofAddr+"/debug/pprof/profile?seconds="+secs)
 	}
 	return func() (*profile.Profile, *profile.Profile) {
 		a := <-api
@@ -553,7 +547,7 @@ var operatorAreas = []profileArea{
 func areaShares(p *profile.Profile, areas []profileArea) (map[string]float64, float64) {
 	shares := map[string]float64{}
 	total := 0.0
-	idx := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" })
+	idx := valueIndex(p, "cpu")
 	if idx < 0 {
 		return shares, 0
 	}
@@ -580,6 +574,11 @@ func areaShares(p *profile.Profile, areas []profileArea) (map[string]float64, fl
 		shares[area] += v
 	}
 	return shares, total
+}
+
+// valueIndex is the index of the sample values of type typ in p, -1 when it has none.
+func valueIndex(p *profile.Profile, typ string) int {
+	return slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == typ })
 }
 
 // medianDuration of ds; ds must not be empty.

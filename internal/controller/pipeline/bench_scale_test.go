@@ -1,10 +1,8 @@
 package pipeline
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -95,19 +93,16 @@ type requestCounts map[string]float64
 func (se *sideEnv) requests(t *testing.T) requestCounts {
 	t.Helper()
 	rc := requestCounts{}
-	sc := bufio.NewScanner(bytes.NewReader(se.get(t, "/metrics")))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, labels, value, ok := metricLine(sc.Text())
-		if !ok || name != "apiserver_request_total" {
-			continue
+	forEachSample(se.get(t, "/metrics"), func(name string, labels map[string]string, value float64) {
+		if name != "apiserver_request_total" {
+			return
 		}
 		key := labels["resource"]
 		if labels["subresource"] != "" {
 			key += "/" + labels["subresource"]
 		}
 		rc[key+" "+labels["verb"]] += value
-	}
+	})
 	return rc
 }
 
@@ -200,35 +195,25 @@ func waitReconciled(t *testing.T, p *benchProcess, metricsAddr string, passes in
 // from the operator's metrics.
 func controllerProgress(t *testing.T, metricsAddr string) (passes, depth float64) {
 	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	body, err := httpGet(http.DefaultClient, "http://"+metricsAddr+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, labels, value, ok := metricLine(sc.Text())
+	forEachSample(body, func(name string, labels map[string]string, value float64) {
 		switch {
-		case !ok:
 		case name == "controller_runtime_reconcile_total" && labels["controller"] == "pipeline":
 			passes += value
 		case name == "workqueue_depth" && labels["name"] == "pipeline":
 			depth += value
 		}
-	}
+	})
 	return passes, depth
 }
 
 // heapInUse is the operator's live heap after a garbage collection, from its heap profile.
 func heapInUse(t *testing.T, pprofAddr string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpGet(http.DefaultClient, "http://"+pprofAddr+"/debug/pprof/heap?gc=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,12 +221,7 @@ func heapInUse(t *testing.T, pprofAddr string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			idx = i
-		}
-	}
+	idx := valueIndex(p, "inuse_space")
 	if idx < 0 {
 		t.Fatal("the heap profile has no inuse_space")
 	}

@@ -199,33 +199,17 @@ const (
 	benchSteps   = 3
 )
 
-// startBenchEnv starts a fresh kube-apiserver and etcd with room for thousands of Services,
-// and returns its config, a client, with namespace ns created, and what stops them.
+// startBenchEnv starts the floor's control plane (startSide) with namespace ns too, and returns
+// its config, a client and what stops it (also when the test ends; stopping twice is harmless).
 func startBenchEnv(t *testing.T, ns string) (*rest.Config, client.Client, func()) {
 	t.Helper()
-	env := testenv.New()
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/12")
-	cfg, err := env.Start()
-	if err != nil {
+	se := startSide(t, benchSide{})
+	t.Cleanup(se.stop)
+	if err := client.IgnoreAlreadyExists(se.c.Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
 		t.Fatal(err)
 	}
-	// Every client here reads and writes v1, the stored version: the apiserver calls no
-	// conversion webhook. The one the CRD names is served all the same, as in a cluster.
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := func() { cancel(); _ = env.Stop() }
-	t.Cleanup(stop) // stopping twice is harmless
-	if err := testenv.ServeConversion(ctx, env); err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = -1, 0 // as ctrl.GetConfig: the apiserver's priority and fairness limits, not the client
-	c, err := client.New(cfg, benchScheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, c, stop
+	return se.cfg, se.c, se.stop
 }
 
 func runtimeScheme() *apiruntime.Scheme { return testenv.Scheme() }
