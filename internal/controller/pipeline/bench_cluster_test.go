@@ -519,6 +519,9 @@ type profileArea struct {
 
 // apiserverAreas divide the apiserver's CPU.
 var apiserverAreas = []profileArea{
+	// Every ClusterIP allocation counts the allocated addresses (twice, for its metrics): a
+	// list of every IPAddress, so a Service's create costs O(Services) in Kubernetes 1.37.
+	{"allocating ClusterIPs (the IPAddress allocator)", []string{"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"}},
 	{"calling admission webhooks (TLS, AdmissionReview encoding, waiting)", []string{"k8s.io/apiserver/pkg/admission/plugin/webhook"}},
 	{"answering SubjectAccessReviews", []string{"k8s.io/kubernetes/pkg/registry/authorization"}},
 	{"watch fan-out (watch cache, encoding events to watchers)", []string{"k8s.io/apiserver/pkg/storage/cacher", "k8s.io/apiserver/pkg/endpoints/handlers.serveWatch", "k8s.io/apiserver/pkg/endpoints/handlers.(*WatchServer)", "k8s.io/apiserver/pkg/endpoints/handlers/watch"}},
@@ -615,9 +618,10 @@ func TestBenchReaders(t *testing.T) {
 		{Value: []int64{1, 2e9}, Location: []*profile.Location{fn("crypto/tls.(*Conn).Write"), fn("k8s.io/apiserver/pkg/admission/plugin/webhook/generic.(*Webhook).Dispatch")}},
 		{Value: []int64{1, 1e9}, Location: []*profile.Location{fn("crypto/tls.(*Conn).Write"), fn("net/http.(*conn).serve")}},
 		{Value: []int64{1, 5e8}, Location: []*profile.Location{fn("net/http.(*conn).serve")}},
+		{Value: []int64{1, 4e9}, Location: []*profile.Location{fn("k8s.io/client-go/tools/cache.ListAll"), fn("k8s.io/kubernetes/pkg/registry/core/service/ipallocator.(*Allocator).Used")}},
 	}}
 	shares, total := areaShares(p, apiserverAreas)
-	if total != 3.5 || shares[apiserverAreas[0].name] != 2 || shares["TLS"] != 1 || shares["other"] != 0.5 {
+	if total != 7.5 || shares[apiserverAreas[0].name] != 4 || shares[apiserverAreas[1].name] != 2 || shares["TLS"] != 1 || shares["other"] != 0.5 {
 		t.Errorf("areaShares: %v of %v", shares, total)
 	}
 }

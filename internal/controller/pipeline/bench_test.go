@@ -521,7 +521,8 @@ func watchConverged(t *testing.T, cfg *rest.Config, ns string, n int) func() {
 	}
 	return func() {
 		defer func() { w.Stop() }()
-		timeout := time.After(30 * time.Minute)
+		// A guard against a hang, not a goal: a round at 10,000 takes over an hour here.
+		timeout := time.After(max(30*time.Minute, time.Duration(n)*time.Second))
 		for len(done) < n {
 			select {
 			case ev, ok := <-w.ResultChan():
