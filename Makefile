@@ -204,7 +204,7 @@ bench: manifests envtest ## Measure convergence against the raw-write floor (ope
 BENCH_SCALE_N ?= 10000
 
 .PHONY: bench-scale
-bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (about an hour).
+bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (about two and a half hours on 2 cores).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_SCALE_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_SCALE_N=$(BENCH_SCALE_N) \
 		BENCH_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_NODE_PIPELINES=$(BENCH_SCALE_N) \
 		go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v
