@@ -130,6 +130,14 @@ test: test-unit test-rules test-bundle test-integration test-faults test-fuzz te
 test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard included.
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) \
 		go test ./api/... ./config/... ./internal/... ./cmd/... ./hack/imagedigest/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
+	$(MAKE) test-router-platforms
+
+.PHONY: test-router-platforms
+test-router-platforms: ## The router's tests under the race detector and on linux/386, and its build for linux/arm64.
+	go test -race ./internal/router/... ./cmd/router/ -count=1
+	GOOS=linux GOARCH=386 go test ./internal/router/... ./cmd/router/ -count=1
+	GOOS=linux GOARCH=arm64 go vet ./internal/router/... ./cmd/router/
+	GOOS=linux GOARCH=arm64 go build -o /dev/null ./cmd/router
 
 .PHONY: test-rules
 test-rules: ## Check the alerting rules and dashboard with Prometheus's rule parser and engine.

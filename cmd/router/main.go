@@ -81,9 +81,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			"Bytes of its body a caller must send per 10 s after the first second, else 408 (negative: no minimum).")
 		writeTimeout = fs.Duration("write-timeout", router.DefaultWriteTimeout, "How long writing one answer may take.")
 		logJSON      = fs.Bool("log-json", false, "Write the logs as JSON lines.")
-		adaptProcs   = fs.Bool("adapt-procs", true,
-			"Run on one processor while at most one request is in flight, on all as soon as two are (ignored when GOMAXPROCS is set).")
-		profiling = fs.Bool("profiling", false,
+		adaptProcs   = fs.Bool("adapt-procs", false, "Deprecated, does nothing: the router no longer changes GOMAXPROCS.")
+		profiling    = fs.Bool("profiling", false,
 			"Serve Go's profiles at /debug/pprof/ on the metrics listener (for benchmarks; never in front of callers).")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -97,6 +96,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
+	if *adaptProcs {
+		log.Warn("--adapt-procs is deprecated and does nothing: the router runs on GOMAXPROCS processors")
+	}
 
 	cfg, err := router.LoadConfig(*configFile)
 	if err != nil {
@@ -118,7 +120,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("router serving", "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
 		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
 	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout,
-		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, AdaptProcs: *adaptProcs, Profiling: *profiling}
+		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, Profiling: *profiling}
 	start := time.Now()
 	err = srv.Serve(ctx, ln, adminLn)
 	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)

@@ -309,7 +309,17 @@ func validateStepURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return err
+		// Not url.Parse's error itself: it quotes the URL whole, credentials included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	if u.User != nil {
+		// Credentials in the URL would be written to the logs and sent with every call; a
+		// step that needs them is passed the caller's header (propagateHeaders).
+		return fmt.Errorf("%q: credentials (user:password@) are not allowed in a step URL", u.Redacted())
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: the scheme must be http or https", raw)

@@ -179,8 +179,8 @@ func TestRouterCallsAnAbsoluteNameWithTheDotOffTheHostHeader(t *testing.T) {
 	}
 	dns := newLoopbackDNS(t, name)
 	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: "http://" + name + ":" + port + "/"}}})
-	tr.client.dialer.Resolver = dns.resolver()
-	for _, size := range []int{16, directBodyLimit + 1} {
+	tr.client = newStepClient((&net.Dialer{Resolver: dns.resolver()}).DialContext)
+	for _, size := range []int{16, 1 << 20} {
 		body := strings.Repeat("x", size)
 		a := post(t, tr.url, "text/plain", body, nil)
 		if a.status != http.StatusOK || a.body != body {

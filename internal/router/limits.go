@@ -44,10 +44,6 @@ type guard struct {
 	grace        time.Duration
 	writeTimeout time.Duration
 	inFlight     atomic.Int64
-	// procs, when not nil, is told how many requests are in flight.
-	procs *procs
-	// monitor is told when a request starts.
-	monitor *monitor
 }
 
 // guarded is one request's guards, allocated together.
@@ -57,8 +53,7 @@ type guarded struct {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	n := g.inFlight.Add(1)
-	if n > g.maxInFlight {
+	if g.inFlight.Add(1) > g.maxInFlight {
 		g.inFlight.Add(-1)
 		id := requestID(req.Header)
 		w.Header()[HeaderRequestID] = []string{id}
@@ -67,10 +62,6 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer g.inFlight.Add(-1)
-	g.monitor.started()
-	if g.procs != nil {
-		g.procs.started(n)
-	}
 	now := time.Now()
 	rc := http.NewResponseController(w)
 	// A deadline left on the connection by its previous answer does not apply to this one.

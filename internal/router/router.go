@@ -89,7 +89,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, fmt.Errorf("register router metrics: %w", err)
 	}
 	r.metrics = m
-	r.client = newStepClient()
+	r.client = newStepClient(nil)
 	for i, s := range cfg.Steps {
 		t, err := newTarget(s.URL)
 		if err != nil {

@@ -38,10 +38,6 @@ type Server struct {
 	// WriteTimeout bounds the writing of one answer, from its first byte
 	// (DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
-	// AdaptProcs runs the Go scheduler on one processor while at most one request is in
-	// flight, and on its default number as soon as two are (see procs). It does nothing when
-	// GOMAXPROCS is set in the environment.
-	AdaptProcs bool
 	// Profiling serves Go's profiles (net/http/pprof) at /debug/pprof/ on the admin listener.
 	// Off by default: a profile shows the program's internals to whoever reaches that port.
 	Profiling bool
@@ -62,18 +58,11 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	// The read timeout bounds how long a caller may take to send its request; the guard keeps
 	// its body to a minimum rate, and bounds the writing of each answer.
 	g := s.guard()
-	if s.AdaptProcs {
-		if g.procs = newProcs(g.inFlight.Load); g.procs != nil {
-			pctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go g.procs.run(pctx)
-		}
-	}
 	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 3)
-	go func() { errc <- serve(main, rawListener{ln}, "pipeline") }()
+	go func() { errc <- serve(main, ln, "pipeline") }()
 	go func() { errc <- serve(admin, adminLn, "metrics") }()
 	// Ready at once, or once the models' metadata admits every tensor mapping; a mapping the
 	// metadata refuses stops the server with its *MappingError.
@@ -143,7 +132,6 @@ func (s *Server) LongestRequest() time.Duration {
 func (s *Server) guard() *guard {
 	g := &guard{router: s.Router, maxInFlight: int64(s.MaxInFlight), minBodyRate: s.MinBodyRate,
 		window: bodyRateWindow, grace: bodyRateGrace, writeTimeout: s.WriteTimeout}
-	g.monitor = newMonitor(g.inFlight.Load)
 	if g.maxInFlight <= 0 {
 		g.maxInFlight = DefaultMaxInFlight
 	}

@@ -185,9 +185,9 @@ func classify(ctx context.Context, err error, timeout time.Duration) *attemptErr
 }
 
 // answerHeaderTooLarge reports whether err is a step answer's header over
-// maxAnswerHeaderBytes: the direct path's error, or net/http's, which has no type of its own.
+// maxAnswerHeaderBytes: net/http's error, which has no type of its own.
 func answerHeaderTooLarge(err error) bool {
-	return errors.Is(err, errAnswerHeaderTooLarge) || strings.Contains(err.Error(), "server response headers exceeded")
+	return strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isDialError reports whether err happened while connecting (refused, name not resolved, no

@@ -1,0 +1,197 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// forged is an answer a step's connection holds after the answer it owes: were it read as the
+// next call's answer, one request would get what belongs to none.
+const forged = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nforged"
+
+// TestRouterNeverMixesAnswersAcrossRequests runs steps whose first answer is framed so that
+// bytes are left on the connection after it, or so that the connection may not be kept: the
+// next call must get its own answer, whatever the body's size, never the bytes left over.
+func TestRouterNeverMixesAnswersAcrossRequests(t *testing.T) {
+	for name, tc := range map[string]struct {
+		first string         // the raw answer to the first call
+		late  string         // more bytes, sent after a pause
+		ok    func(int) bool // the first call's acceptable statuses
+		conns int32          // connections the two calls must take (0: any)
+	}{
+		"bytes after the answer": {first: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + forged,
+			ok: is(http.StatusOK), conns: 2},
+		"bytes after the answer, a moment later": {first: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", late: forged,
+			ok: is(http.StatusOK), conns: 2},
+		"Content-Length with Transfer-Encoding": {
+			first: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + forged,
+			ok:    func(s int) bool { return s == http.StatusOK || s == http.StatusBadGateway }},
+		"two Content-Lengths": {first: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 8\r\n\r\nok" + forged,
+			ok: is(http.StatusBadGateway), conns: 2},
+		"HTTP/1.0 without keep-alive": {first: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+			ok: is(http.StatusOK), conns: 2},
+		"204 with a body": {first: "HTTP/1.1 204 No Content\r\nContent-Length: 6\r\n\r\nforged",
+			ok: is(http.StatusOK), conns: 2}, // the router answers a step's 2xx with 200
+	} {
+		for _, size := range []int{16, 1 << 20} {
+			t.Run(name+", "+strconv.Itoa(size)+" bytes", func(t *testing.T) {
+				s := newScriptedStep(t, tc.first, tc.late)
+				tr := newTestRouter(t, Config{Steps: []Step{{Name: "odd", URL: s.url}}})
+				if a := post(t, tr.url, "text/plain", strings.Repeat("a", size), nil); !tc.ok(a.status) || strings.Contains(a.body, "forged") {
+					t.Fatalf("first call: answer %d %.100q", a.status, a.body)
+				}
+				if tc.late != "" {
+					time.Sleep(100 * time.Millisecond)
+				}
+				body := strings.Repeat("b", size)
+				if a := post(t, tr.url, "text/plain", body, nil); a.status != http.StatusOK || a.body != body {
+					t.Fatalf("second call: answer %d %.100q, want its own", a.status, a.body)
+				}
+				if got := s.conns.Load(); tc.conns != 0 && got != tc.conns {
+					t.Errorf("%d connections, want %d: a connection whose framing is spoiled is not kept", got, tc.conns)
+				}
+			})
+		}
+	}
+}
+
+func is(status int) func(int) bool { return func(s int) bool { return s == status } }
+
+// newScriptedStep is a step that answers the first call it gets with the raw bytes first (then
+// late, after a pause), and every other call, on any connection, with an echo of its body.
+func newScriptedStep(t *testing.T, first, late string) *rawStep {
+	t.Helper()
+	var calls atomic.Int32
+	return newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			if calls.Add(1) == 1 {
+				_, _ = io.WriteString(c, first)
+				if late != "" {
+					time.Sleep(20 * time.Millisecond)
+					_, _ = io.WriteString(c, late)
+				}
+				continue
+			}
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+		}
+	})
+}
+
+// TestStepClientWritesNoFramingHeader passes the client headers that frame a message or belong
+// to a connection: the request the step gets is framed by the client alone.
+func TestStepClientWritesNoFramingHeader(t *testing.T) {
+	for _, size := range []int{16, 1 << 20} {
+		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
+			got := make(chan http.Header, 1)
+			s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				h := r.Header.Clone()
+				h.Set("X-Got-Length", strconv.Itoa(len(b)))
+				got <- h
+			})
+			tg, err := newTarget(s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			header := http.Header{
+				"Connection": {"close, X-Trace"}, "Keep-Alive": {"timeout=1"}, "Transfer-Encoding": {"chunked"},
+				"Content-Length": {"3"}, "Te": {"trailers"}, "Upgrade": {"websocket"}, "Proxy-Authorization": {"Basic eA=="},
+				"Host": {"elsewhere"}, "Expect": {"100-continue"}, "X-Trace": {"kept"},
+			}
+			in := payload{body: bufferOf([]byte(strings.Repeat("x", size))), contentType: "text/plain"}
+			res, err := newStepClient(nil).post(t.Context(), &tg, 10*time.Second, header, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+			h := <-got
+			for _, name := range []string{"Keep-Alive", "Transfer-Encoding", "Te", "Upgrade", "Proxy-Authorization", "Expect"} {
+				if v := h[name]; v != nil {
+					t.Errorf("the step got %s: %q", name, v)
+				}
+			}
+			if h.Get("X-Got-Length") != strconv.Itoa(size) || h.Get("Content-Type") != "text/plain" || h.Get("X-Trace") != "kept" {
+				t.Errorf("the step got %v", h)
+			}
+		})
+	}
+}
+
+// TestStepClientSendsAgainWhenAKeptConnectionTookNothing makes the write on a kept
+// connection fail before any byte of the request went out, as on a connection the step reset
+// while it was idle: the request, though not idempotent, is sent again on a new connection.
+func TestStepClientSendsAgainWhenAKeptConnectionTookNothing(t *testing.T) {
+	s := newStep(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) })
+	tg, err := newTarget(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int32
+	var d net.Dialer
+	c := newStepClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &failSecondRequest{Conn: conn, first: dials.Add(1) == 1}, nil
+	})
+	for i := range 2 {
+		body := strconv.Itoa(i)
+		res, err := c.post(t.Context(), &tg, 10*time.Second, http.Header{}, payload{body: bufferOf([]byte(body))})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if string(b) != body {
+			t.Fatalf("call %d: answer %q", i, b)
+		}
+	}
+	if got := dials.Load(); got != 2 {
+		t.Errorf("%d connections, want 2", got)
+	}
+}
+
+// failSecondRequest is a connection whose writes fail, nothing written, once its first request
+// was answered: the second request's first write finds it reset.
+type failSecondRequest struct {
+	net.Conn
+	first  bool
+	writes atomic.Int32
+	read   atomic.Bool
+}
+
+func (c *failSecondRequest) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.read.Store(true)
+	}
+	return n, err
+}
+
+func (c *failSecondRequest) Write(p []byte) (int, error) {
+	if c.first && c.read.Load() {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// bufferOf is a body holding b, as one chunk.
+func bufferOf(b []byte) *buffer { return &buffer{chunks: [][]byte{b}, size: int64(len(b))} }
