@@ -195,9 +195,9 @@ FUZZTIME ?= 5000x
 .PHONY: test-fuzz
 test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders, the router's JSON decoding and its reading by stopWhen (-fuzztime $(FUZZTIME)).
 	go test ./internal/controller/pipeline/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
-	go test ./internal/router/ -run '^$$' -fuzz FuzzDecodeJSON -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
-	go test ./internal/router/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
-	go test ./internal/router/ -run '^$$' -fuzz FuzzJSONValue -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzDecodeJSON -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONValue -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 BENCH_SIZES ?= 200,1000
 BENCH_RUNS ?= 3

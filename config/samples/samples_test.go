@@ -16,6 +16,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // TestPipelineV1IsTheDesignSample keeps the v1 sample the same Pipeline as the v1beta1 one: the
@@ -147,7 +148,7 @@ func checkPipeline(t *testing.T, file string, p *pipelinev1.Pipeline) {
 	for _, s := range p.Spec.Steps {
 		nodes = append(nodes, s.Locations()...)
 		if s.StopWhen != "" {
-			if _, err := router.CompileStopWhen(s.StopWhen); err != nil {
+			if _, err := stopwhen.Compile(s.StopWhen); err != nil {
 				t.Errorf("%s: step %s: stopWhen: %v", file, s.Name, err)
 			}
 		}

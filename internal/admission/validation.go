@@ -17,6 +17,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // injectedEnv are the environment variables the operator sets in every step's container.
@@ -83,7 +84,7 @@ func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 	errs = append(errs, validateStepPrivileges(s, sp)...)
 	errs = append(errs, validateModelServer(s, sp)...)
 	if s.StopWhen != "" {
-		sw, err := router.CompileStopWhen(s.StopWhen)
+		sw, err := stopwhen.Compile(s.StopWhen)
 		switch {
 		case err != nil:
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))

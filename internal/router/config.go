@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 const (
@@ -242,7 +244,7 @@ func (s Step) validate() error {
 		errs = append(errs, fmt.Errorf("retries: must be between 0 and %d, got %d", MaxRetries, s.Retries))
 	}
 	if s.StopWhen != "" {
-		sw, err := CompileStopWhen(s.StopWhen)
+		sw, err := stopwhen.Compile(s.StopWhen)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("stopWhen: %w", err))

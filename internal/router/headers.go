@@ -104,18 +104,6 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 	return out
 }
 
-// firstValues maps the lower-case name of every header to its first value, as stopWhen sees
-// them.
-func firstValues(h http.Header) map[string]string {
-	m := make(map[string]string, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			m[strings.ToLower(k)] = v[0]
-		}
-	}
-	return m
-}
-
 // answerHeader reports whether a header of the last step's answer goes back to the caller: not
 // a hop-by-hop header (those of RFC 9110 section 7.6.1, every Proxy-* header, and those the
 // answer's Connection header names), nor one the router sets itself.

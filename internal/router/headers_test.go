@@ -263,3 +263,21 @@ func (d *loopbackDNS) questions() []string {
 	defer d.mu.Unlock()
 	return slices.Clone(d.asked)
 }
+
+func TestIsJSON(t *testing.T) {
+	for contentType, want := range map[string]bool{
+		"application/json":                true,
+		"application/json; charset=utf-8": true,
+		"Application/JSON":                true,
+		"application/problem+json":        true,
+		"application/vnd.api+json; x=1":   true,
+		"application/jsonx":               false,
+		"text/plain":                      false,
+		"text/json; =":                    false,
+		"":                                false,
+	} {
+		if got := isJSON(contentType); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", contentType, got, want)
+		}
+	}
+}

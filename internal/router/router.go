@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // statusClientClosedRequest is counted (never sent: nobody listens) for a caller that went
@@ -98,7 +99,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		st := &step{name: s.Name, index: i + 1, target: t, timeout: s.Timeout(), retries: s.Retries,
 			idempotent: s.IsIdempotent(), budget: newRetryBudget(r.now), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
-			if st.stopWhen, err = CompileStopWhen(s.StopWhen); err != nil {
+			if st.stopWhen, err = stopwhen.Compile(s.StopWhen); err != nil {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
 			}
 		}

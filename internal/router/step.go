@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/celjson"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // Backoff before retry n (0 for the first retry): baseBackoff doubled each retry, at most
@@ -39,7 +41,7 @@ type step struct {
 	// sent nothing are made again.
 	idempotent bool
 	budget     *retryBudget
-	stopWhen   *StopWhen
+	stopWhen   *stopwhen.Expr
 	metrics    stepMetrics
 	// openInference is true for a step that speaks the Open Inference Protocol.
 	openInference bool
@@ -246,7 +248,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		return false, nil
 	}
 	var response any
-	if s.stopWhen.readsResponse && isJSON(resp.contentType) {
+	if s.stopWhen.ReadsResponse() && isJSON(resp.contentType) {
 		budgetFull := func(err error) (bool, *failure) {
 			return false, s.budgetFull("the stopWhen condition of "+s.label()+" could not be evaluated", err)
 		}
@@ -254,17 +256,17 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		if err := resp.body.join(); err != nil {
 			return budgetFull(fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
 		}
-		cost := jsonDecodeCost(resp.body.Bytes())
+		cost := celjson.DecodeCost(resp.body.Bytes())
 		if !bg.tryAcquire(cost) {
 			return budgetFull(fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
 		}
 		defer bg.release(cost)
-		if v := jsonValue(resp.body.Bytes()); v != nil {
+		if v := celjson.Value(resp.body.Bytes()); v != nil {
 			response = v
 		}
 	}
 	var tensors map[string][]any
-	if s.stopWhen.readsTensors && s.openInference {
+	if s.stopWhen.ReadsTensors() && s.openInference {
 		var (
 			f    *failure
 			cost int64
@@ -274,7 +276,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		}
 		defer bg.release(cost)
 	}
-	stop, err := s.stopWhen.Eval(ctx, StopWhenInput{
+	stop, err := s.stopWhen.Eval(ctx, stopwhen.Input{
 		Response: response,
 		Tensors:  tensors,
 		Status:   resp.status,

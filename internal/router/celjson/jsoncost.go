@@ -1,9 +1,9 @@
-package router
+package celjson
 
 import "bytes"
 
 // Decoding a JSON document for stopWhen takes memory the body's buffer does not count: every
-// value becomes an interface, every object a map. jsonDecodeCost estimates it from the
+// value becomes an interface, every object a map. DecodeCost estimates it from the
 // document's shape, so that the decoded document is held against the buffer budget too.
 const (
 	// jsonBytesFactor counts the document's bytes this many times (the document copied once
@@ -13,10 +13,10 @@ const (
 	jsonValueBytes = 64
 )
 
-// jsonDecodeCost estimates the bytes that decoding doc into Go values allocates: twice its
+// DecodeCost estimates the bytes that decoding doc into Go values allocates: twice its
 // size plus jsonValueBytes for every value (each comma, colon and opening bracket outside
 // strings starts one).
-func jsonDecodeCost(doc []byte) int64 {
+func DecodeCost(doc []byte) int64 {
 	values := int64(1)
 	for i := 0; i < len(doc); i++ {
 		switch doc[i] {

@@ -1,4 +1,4 @@
-package router
+package stopwhen
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 
 func TestCompileStopWhen(t *testing.T) {
 	for expr, want := range map[string]string{
-		"size(response.faces) == 0":                     "",
-		`status == 204 || headers["x-faces"] == "0"`:    "",
-		`response.label.startsWith("cat")`:              "",
-		"response.score > 0.5":                          "",
-		"response.ok":                                   "", // dyn: checked at run time
-		"size(response.faces) ==":                       "Syntax error",
-		"nope == 1":                                     "undeclared reference to 'nope'",
-		`"a string"`:                                    "must be a bool, it is string",
-		strings.Repeat("x", MaxStopWhenLength+1) + "==": "at most 4096",
+		"size(response.faces) == 0":                  "",
+		`status == 204 || headers["x-faces"] == "0"`: "",
+		`response.label.startsWith("cat")`:           "",
+		"response.score > 0.5":                       "",
+		"response.ok":                                "", // dyn: checked at run time
+		"size(response.faces) ==":                    "Syntax error",
+		"nope == 1":                                  "undeclared reference to 'nope'",
+		`"a string"`:                                 "must be a bool, it is string",
+		strings.Repeat("x", MaxLength+1) + "==":      "at most 4096",
 	} {
-		_, err := CompileStopWhen(expr)
+		_, err := Compile(expr)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%.40q: %v", expr, err)
@@ -35,21 +35,21 @@ func TestCompileStopWhen(t *testing.T) {
 func TestStopWhenEval(t *testing.T) {
 	for _, tc := range []struct {
 		expr    string
-		in      StopWhenInput
+		in      Input
 		want    bool
 		wantErr string
 	}{
-		{"size(response.faces) == 0", StopWhenInput{Response: map[string]any{"faces": []any{}}}, true, ""},
-		{"size(response.faces) == 0", StopWhenInput{Response: map[string]any{"faces": []any{"f"}}}, false, ""},
-		{"response.count == 0", StopWhenInput{Response: map[string]any{"count": 0.0}}, true, ""},
-		{"response == null", StopWhenInput{}, true, ""},
-		{`headers["x-faces"] == "0"`, StopWhenInput{Headers: map[string]string{"x-faces": "0"}}, true, ""},
-		{"status == 204", StopWhenInput{Status: 204}, true, ""},
-		{"size(response.faces) == 0", StopWhenInput{}, false, "no such"},
-		{"has(response.faces) && size(response.faces) == 0", StopWhenInput{}, false, ""},
-		{"response.ok", StopWhenInput{Response: map[string]any{"ok": "yes"}}, false, "bool"},
+		{"size(response.faces) == 0", Input{Response: map[string]any{"faces": []any{}}}, true, ""},
+		{"size(response.faces) == 0", Input{Response: map[string]any{"faces": []any{"f"}}}, false, ""},
+		{"response.count == 0", Input{Response: map[string]any{"count": 0.0}}, true, ""},
+		{"response == null", Input{}, true, ""},
+		{`headers["x-faces"] == "0"`, Input{Headers: map[string]string{"x-faces": "0"}}, true, ""},
+		{"status == 204", Input{Status: 204}, true, ""},
+		{"size(response.faces) == 0", Input{}, false, "no such"},
+		{"has(response.faces) && size(response.faces) == 0", Input{}, false, ""},
+		{"response.ok", Input{Response: map[string]any{"ok": "yes"}}, false, "bool"},
 	} {
-		sw, err := CompileStopWhen(tc.expr)
+		sw, err := Compile(tc.expr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestStopWhenReadsResponse(t *testing.T) {
 		"status == 200 && [1, 2].all(x, x > 0)":              false,
 		`headers.exists(response, response == "x-response")`: true,
 	} {
-		sw, err := CompileStopWhen(expr)
+		sw, err := Compile(expr)
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		}
@@ -106,42 +106,24 @@ func TestStopWhenEvalHeaders(t *testing.T) {
 		`!("x-empty" in headers)`:   true,
 		`headers["content-type"] == "application/json" && headers["x-faces"] != "1"`: true,
 	} {
-		sw, err := CompileStopWhen(expr)
+		sw, err := Compile(expr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h := http.Header{"X-Faces": {"0", "1"}, "Content-Type": {"application/json"}, "X-Empty": {}}
-		for _, in := range []StopWhenInput{{Header: h}, {Headers: firstValues(h)}} {
+		for _, in := range []Input{{Header: h}, {Headers: firstValues(h)}} {
 			if got, err := sw.Eval(context.Background(), in); err != nil || got != want {
 				t.Errorf("%s on %+v: %v, %v; want %v", expr, in, got, err, want)
 			}
 		}
 	}
 	// Neither: an empty map.
-	sw, err := CompileStopWhen("size(headers) == 0")
+	sw, err := Compile("size(headers) == 0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := sw.Eval(context.Background(), StopWhenInput{}); err != nil || !got {
+	if got, err := sw.Eval(context.Background(), Input{}); err != nil || !got {
 		t.Errorf("size(headers) == 0 without headers: %v, %v", got, err)
-	}
-}
-
-func TestIsJSON(t *testing.T) {
-	for contentType, want := range map[string]bool{
-		"application/json":                true,
-		"application/json; charset=utf-8": true,
-		"Application/JSON":                true,
-		"application/problem+json":        true,
-		"application/vnd.api+json; x=1":   true,
-		"application/jsonx":               false,
-		"text/plain":                      false,
-		"text/json; =":                    false,
-		"":                                false,
-	} {
-		if got := isJSON(contentType); got != want {
-			t.Errorf("isJSON(%q) = %v, want %v", contentType, got, want)
-		}
 	}
 }
 
@@ -174,30 +156,30 @@ func TestStopWhenCost(t *testing.T) {
 		`response.items.all(x, x.matches("^x+$")) && response.items.all(x, x.endsWith("y"))`,
 		`response.many.all(x, x.startsWith("it"))`,
 	} {
-		sw, err := CompileStopWhen(expr)
+		sw, err := Compile(expr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !sw.costTracked {
 			t.Errorf("%s: runs without cost tracking, but its work grows with its input", expr)
 		}
-		if _, err := sw.Eval(context.Background(), StopWhenInput{Response: big, Headers: bigHeaders}); err == nil ||
+		if _, err := sw.Eval(context.Background(), Input{Response: big, Headers: bigHeaders}); err == nil ||
 			!strings.Contains(err.Error(), "cost limit exceeded") {
 			t.Errorf("%s on a large response: error %v, want the cost limit exceeded", expr, err)
 		}
 	}
 	// A caller gone away ends work that grows with the answer before its cost limit does.
-	sw, err := CompileStopWhen(`response.many.all(x, x.startsWith("it"))`)
+	sw, err := Compile(`response.many.all(x, x.startsWith("it"))`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := sw.Eval(gone, StopWhenInput{Response: big}); !errors.Is(err, context.Canceled) {
+	if _, err := sw.Eval(gone, Input{Response: big}); !errors.Is(err, context.Canceled) {
 		t.Errorf("%s after the caller went away: error %v, want it interrupted", sw, err)
 	}
 
-	env, err := stopWhenEnv()
+	env, err := celEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +193,7 @@ func TestStopWhenCost(t *testing.T) {
 		"has(response.done) && response.done == true",
 		"status >= 500 || size(response) == 0",
 	} {
-		sw, err := CompileStopWhen(expr)
+		sw, err := Compile(expr)
 		if err != nil {
 			t.Fatal(err)
 		}

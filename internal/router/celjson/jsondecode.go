@@ -1,4 +1,8 @@
-package router
+// Package celjson reads the JSON answers of steps for stopWhen: Decode gives the values
+// encoding/json gives an `any`, without reflection; Value gives a CEL value that reads an
+// object's member or an array's size from the document's text without decoding the rest;
+// DecodeCost bounds, before decoding, the memory a decoded document takes.
+package celjson
 
 import (
 	"encoding/binary"
@@ -19,12 +23,12 @@ var (
 	errJSONNumber = errors.New("JSON number out of range")
 )
 
-// parseJSON decodes doc into the values encoding/json.Unmarshal gives an `any`
+// Decode decodes doc into the values encoding/json.Unmarshal gives an `any`
 // (map[string]any, []any, float64, string, bool and nil) and refuses what it refuses: the
 // same grammar, nesting depth and number range; invalid UTF-8 in strings becomes U+FFFD, and
 // of duplicate keys the last wins. It does not need reflection, and allocates each array and
 // object once, at its final size.
-func parseJSON(doc []byte) (any, error) {
+func Decode(doc []byte) (any, error) {
 	d := jsonDecoders.Get().(*jsonDecoder)
 	defer d.reset()
 	d.data, d.text = doc, string(doc)
@@ -39,8 +43,8 @@ func parseJSON(doc []byte) (any, error) {
 	return v, nil
 }
 
-// validJSON reports whether parseJSON would decode doc, without decoding it.
-func validJSON(doc []byte) bool {
+// Valid reports whether Decode would decode doc, without decoding it.
+func Valid(doc []byte) bool {
 	d := jsonDecoders.Get().(*jsonDecoder)
 	defer d.reset()
 	d.data, d.check = doc, true

@@ -1,4 +1,7 @@
-package router
+// Package stopwhen compiles and evaluates a step's stopWhen expression (CEL): whether a
+// pipeline ends at a step, given the step's answer. The operator compiles expressions to
+// refuse bad ones at admission; the router evaluates them on every answer.
+package stopwhen
 
 import (
 	"context"
@@ -17,19 +20,19 @@ import (
 )
 
 const (
-	// MaxStopWhenLength is the longest stopWhen expression, in bytes.
-	MaxStopWhenLength = 4096
-	// stopWhenCostLimit bounds the work one evaluation may do (the per-expression limit
+	// MaxLength is the longest stopWhen expression, in bytes.
+	MaxLength = 4096
+	// costLimit bounds the work one evaluation may do (the per-expression limit
 	// Kubernetes uses for CEL in CRD validation rules).
-	stopWhenCostLimit = 1_000_000
+	costLimit = 1_000_000
 )
 
-// stopWhenEnv is the CEL environment every stopWhen expression is compiled in: the standard
+// celEnv is the CEL environment every stopWhen expression is compiled in: the standard
 // library, the string, list and set extensions, and four variables: response (the step's
 // decoded JSON body, or null), status (the HTTP status, an int), headers (the first value of
 // every response header, by lower-case name) and tensors (the output tensors of an Open
 // Inference Protocol answer, by name, each a flat list of its decoded elements).
-var stopWhenEnv = sync.OnceValues(func() (*cel.Env, error) {
+var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("response", cel.DynType),
 		cel.Variable("status", cel.IntType),
@@ -41,8 +44,8 @@ var stopWhenEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
-// StopWhen is a compiled stopWhen expression; safe for concurrent use.
-type StopWhen struct {
+// Expr is a compiled stopWhen expression; safe for concurrent use.
+type Expr struct {
 	expr    string
 	program cel.Program
 	// readsResponse is false when the expression cannot read the variable response: the
@@ -51,13 +54,13 @@ type StopWhen struct {
 	// readsTensors is true when the expression may read the variable tensors.
 	readsTensors bool
 	// costTracked is true when the expression's work grows with its input: it runs under
-	// stopWhenCostLimit.
+	// costLimit.
 	costTracked bool
 }
 
-// StopWhenInput is what a stopWhen expression sees of a step's response.
-type StopWhenInput struct {
-	// Response is the JSON body, decoded (as parseJSON decodes it) or read (jsonValue); nil
+// Input is what a stopWhen expression sees of a step's response.
+type Input struct {
+	// Response is the JSON body, decoded into Go values or a CEL value read lazily (package jsonview); nil
 	// when the body is not JSON.
 	Response any
 	// Tensors are the output tensors of an Open Inference Protocol answer, by name, each a flat
@@ -72,13 +75,13 @@ type StopWhenInput struct {
 	Header http.Header
 }
 
-// CompileStopWhen compiles expr with the router's CEL environment. The error carries the
+// Compile compiles expr with the router's CEL environment. The error carries the
 // compiler's message; an expression that is not a bool is refused.
-func CompileStopWhen(expr string) (*StopWhen, error) {
-	if len(expr) > MaxStopWhenLength {
-		return nil, fmt.Errorf("the expression is %d bytes, at most %d are allowed", len(expr), MaxStopWhenLength)
+func Compile(expr string) (*Expr, error) {
+	if len(expr) > MaxLength {
+		return nil, fmt.Errorf("the expression is %d bytes, at most %d are allowed", len(expr), MaxLength)
 	}
-	env, err := stopWhenEnv()
+	env, err := celEnv()
 	if err != nil {
 		return nil, fmt.Errorf("stopWhen environment: %w", err)
 	}
@@ -89,12 +92,12 @@ func CompileStopWhen(expr string) (*StopWhen, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression must be a bool, it is %s", t)
 	}
-	sw := &StopWhen{expr: expr, readsResponse: readsVariable(ast.NativeRep(), "response"),
+	sw := &Expr{expr: expr, readsResponse: readsVariable(ast.NativeRep(), "response"),
 		readsTensors: readsVariable(ast.NativeRep(), "tensors"),
-		costTracked:  !boundedBelow(env, ast, stopWhenCostLimit)}
+		costTracked:  !boundedBelow(env, ast, costLimit)}
 	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
 	if sw.costTracked {
-		opts = append(opts, cel.CostLimit(stopWhenCostLimit))
+		opts = append(opts, cel.CostLimit(costLimit))
 	}
 	if sw.program, err = env.Program(ast, opts...); err != nil {
 		return nil, err
@@ -158,25 +161,29 @@ func readsVariable(a *celast.AST, name string) bool {
 	return false
 }
 
+// ReadsResponse reports whether the expression may read the variable response: when it
+// cannot, the step's answer need not be decoded.
+func (s *Expr) ReadsResponse() bool { return s.readsResponse }
+
 // ReadsTensors reports whether the expression reads the variable tensors, which only an Open
 // Inference Protocol step's answer has.
-func (s *StopWhen) ReadsTensors() bool { return s.readsTensors }
+func (s *Expr) ReadsTensors() bool { return s.readsTensors }
 
 // String is the expression's source.
-func (s *StopWhen) String() string { return s.expr }
+func (s *Expr) String() string { return s.expr }
 
 // Eval reports whether the pipeline stops at a step whose response is in.
-func (s *StopWhen) Eval(ctx context.Context, in StopWhenInput) (bool, error) {
+func (s *Expr) Eval(ctx context.Context, in Input) (bool, error) {
 	var (
 		val ref.Val
 		err error
 	)
 	if s.costTracked {
 		// Work that grows with the answer also ends when ctx does (the caller went away).
-		val, _, err = s.program.ContextEval(ctx, &stopWhenActivation{in: in})
+		val, _, err = s.program.ContextEval(ctx, &activation{in: in})
 	} else {
 		// Bounded work: watching ctx would cost more than finishing.
-		val, _, err = s.program.Eval(&stopWhenActivation{in: in})
+		val, _, err = s.program.Eval(&activation{in: in})
 	}
 	if err != nil {
 		return false, err
@@ -190,12 +197,12 @@ func (s *StopWhen) Eval(ctx context.Context, in StopWhenInput) (bool, error) {
 
 // stopWhenActivation gives an evaluation its three variables without a map of them, and
 // makes headers only when the expression reads them.
-type stopWhenActivation struct {
-	in StopWhenInput
+type activation struct {
+	in Input
 }
 
 // ResolveName implements interpreter.Activation.
-func (a *stopWhenActivation) ResolveName(name string) (any, bool) {
+func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "response":
 		return a.in.Response, true
@@ -216,4 +223,16 @@ func (a *stopWhenActivation) ResolveName(name string) (any, bool) {
 }
 
 // Parent implements interpreter.Activation.
-func (a *stopWhenActivation) Parent() interpreter.Activation { return nil }
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// firstValues maps the lower-case name of every header to its first value, as stopWhen sees
+// them.
+func firstValues(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			m[strings.ToLower(k)] = v[0]
+		}
+	}
+	return m
+}

@@ -1,4 +1,4 @@
-package router
+package celjson
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // jsonValueExpressions read a document every way an expression can: members and elements,
@@ -83,7 +85,7 @@ func TestJSONValueEvaluatesAsTheDecodedDocument(t *testing.T) {
 	for _, doc := range jsonValueDocuments {
 		checkJSONValueAsDecoded(t, []byte(doc))
 	}
-	checkJSONValueAsDecoded(t, benchDocument())
+	checkJSONValueAsDecoded(t, itemsDocument(t))
 }
 
 // FuzzJSONValue checks every expression on the document read as it is read and decoded whole.
@@ -98,10 +100,10 @@ func FuzzJSONValue(f *testing.F) {
 }
 
 // jsonValueStopWhens are jsonValueExpressions compiled, once.
-var jsonValueStopWhens = sync.OnceValues(func() ([]*StopWhen, error) {
-	var all []*StopWhen
+var jsonValueStopWhens = sync.OnceValues(func() ([]*stopwhen.Expr, error) {
+	var all []*stopwhen.Expr
 	for _, expr := range jsonValueExpressions {
-		sw, err := CompileStopWhen(expr)
+		sw, err := stopwhen.Compile(expr)
 		if err != nil {
 			return nil, err
 		}
@@ -110,18 +112,18 @@ var jsonValueStopWhens = sync.OnceValues(func() ([]*StopWhen, error) {
 	return all, nil
 })
 
-// checkJSONValueAsDecoded evaluates every expression on doc read by jsonValue and decoded by
+// checkJSONValueAsDecoded evaluates every expression on doc read by Value and decoded by
 // decodeJSON: the same answer, or an error for both.
 func checkJSONValueAsDecoded(t *testing.T, doc []byte) {
 	t.Helper()
 	ctx := context.Background()
-	read := jsonValue(doc)
+	read := Value(doc)
 	decoded := decodeJSON(doc)
 	var v any
 	if wantErr := json.Unmarshal(doc, &v); (read == nil) != (wantErr != nil) {
 		t.Fatalf("%q: read as %v, encoding/json's error %v", doc, read, wantErr)
 	}
-	var in StopWhenInput
+	var in stopwhen.Input
 	if read != nil {
 		in.Response = read
 	}
@@ -132,7 +134,7 @@ func checkJSONValueAsDecoded(t *testing.T, doc []byte) {
 	for _, sw := range compiled {
 		expr := sw.String()
 		got, gotErr := sw.Eval(ctx, in)
-		want, wantErr := sw.Eval(ctx, StopWhenInput{Response: decoded})
+		want, wantErr := sw.Eval(ctx, stopwhen.Input{Response: decoded})
 		// Errors may name the Go type of a value: only whether there is one must match.
 		if got != want || (gotErr == nil) != (wantErr == nil) {
 			t.Errorf("%s on %q: %v, %v; decoded: %v, %v", expr, doc, got, gotErr, want, wantErr)
@@ -150,12 +152,12 @@ func TestJSONValueReadsWithoutDecoding(t *testing.T) {
 		"has(response.z)":             false,
 		`response["items"][0] == 3.0`: false,
 	} {
-		doc := jsonValue([]byte(`{"items": [1, "b"], "a": 2, "s": "` + strings.Repeat("x", 1000) + `"}`))
-		sw, err := CompileStopWhen(expr)
+		doc := Value([]byte(`{"items": [1, "b"], "a": 2, "s": "` + strings.Repeat("x", 1000) + `"}`))
+		sw, err := stopwhen.Compile(expr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := sw.Eval(context.Background(), StopWhenInput{Response: doc})
+		got, err := sw.Eval(context.Background(), stopwhen.Input{Response: doc})
 		if err != nil || got != want {
 			t.Errorf("%s: %v, %v; want %v", expr, got, err, want)
 		}
@@ -188,13 +190,13 @@ func TestJSONValueReadsAnAnswerAFewTimesAtMost(t *testing.T) {
 		strings.Repeat(`response.items[7] == "x" || `, 50) + "false",
 		"[response.deep, response.deep, response.deep] == [response.deep, response.deep, response.deep]",
 	} {
-		sw, err := CompileStopWhen(expr)
+		sw, err := stopwhen.Compile(expr)
 		if err != nil {
 			t.Fatalf("%.80s: %v", expr, err)
 		}
-		v := jsonValue(doc)
-		got, err := sw.Eval(context.Background(), StopWhenInput{Response: v})
-		want, wantErr := sw.Eval(context.Background(), StopWhenInput{Response: decodeJSON(doc)})
+		v := Value(doc)
+		got, err := sw.Eval(context.Background(), stopwhen.Input{Response: v})
+		want, wantErr := sw.Eval(context.Background(), stopwhen.Input{Response: decodeJSON(doc)})
 		if got != want || err != nil || wantErr != nil {
 			t.Errorf("%.80s: %v, %v; decoded: %v, %v", expr, got, err, want, wantErr)
 		}

@@ -1,4 +1,4 @@
-package router
+package celjson
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 )
 
-// jsonValue is the CEL value of a JSON document, nil when it does not parse. Its objects and
+// Value is the CEL value of a JSON document, nil when it does not parse. Its objects and
 // arrays are read from the document's text as an expression reads them: a member is found, or
 // an array's elements counted, without decoding the rest. The values are those of the decoded
 // document in every other way; the document must outlive them.
@@ -20,8 +20,8 @@ import (
 // jsonReadAllowance times the document, the document is decoded, once, and everything is read
 // from the decoded values. What needs a whole object or array (equality, iteration, a
 // conversion) takes it from that decoded document too. Each member is read at most once.
-func jsonValue(doc []byte) ref.Val {
-	if !validJSON(doc) {
+func Value(doc []byte) ref.Val {
+	if !Valid(doc) {
 		return nil
 	}
 	text := bytes.TrimSpace(doc)
@@ -69,7 +69,7 @@ func (d *jsonDoc) container(parent *jsonContainer, selector ref.Val, text []byte
 
 // decodedJSON is the value of the valid JSON text v, decoded.
 func decodedJSON(v []byte) ref.Val {
-	d, _ := parseJSON(v)
+	d, _ := Decode(v)
 	return types.DefaultTypeAdapter.NativeToValue(d)
 }
 
@@ -186,7 +186,7 @@ func decodeKey(quoted []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw)
 	}
-	decoded, _ := parseJSON(quoted)
+	decoded, _ := Decode(quoted)
 	return decoded.(string)
 }
 
