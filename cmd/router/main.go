@@ -79,6 +79,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			"How many requests are served at once; more are answered 503 with Retry-After: 1.")
 		minBodyRate = fs.Int64("min-body-rate", router.DefaultMinBodyRate,
 			"Bytes of its body a caller must send per 10 s after the first second, else 408 (negative: no minimum).")
+		retryMinPerSecond = fs.Float64("retry-budget-min-per-second", router.DefaultRetryMinPerSecond,
+			"Retries per second each step's retry budget allows whatever its traffic, on top of 20% of its requests (0: the 20% alone).")
 		writeTimeout = fs.Duration("write-timeout", router.DefaultWriteTimeout, "How long writing one answer may take.")
 		logJSON      = fs.Bool("log-json", false, "Write the logs as JSON lines.")
 		adaptProcs   = fs.Bool("adapt-procs", false, "Deprecated, does nothing: the router no longer changes GOMAXPROCS.")
@@ -90,6 +92,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *configFile == "" {
 		return errors.New("--config is required")
+	}
+	retryBudget := router.DefaultRetryBudget()
+	retryBudget.MinPerSecond = *retryMinPerSecond
+	if err := retryBudget.Validate(); err != nil {
+		return fmt.Errorf("--retry-budget-min-per-second: %w", err)
 	}
 	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
 	if *logJSON {
@@ -104,7 +111,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, err := router.New(cfg, router.Options{Logger: log})
+	rt, err := router.New(cfg, router.Options{Logger: log, RetryBudget: &retryBudget})
 	if err != nil {
 		return err
 	}

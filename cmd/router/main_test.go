@@ -60,6 +60,15 @@ func TestRunRequiresAConfig(t *testing.T) {
 	}
 }
 
+func TestRunRefusesANegativeRetryBudgetFloor(t *testing.T) {
+	f := writeConfig(t, `{"steps": [{"name": "detect", "url": "http://127.0.0.1:1/"}]}`)
+	err := run(context.Background(), []string{"--config", f, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--retry-budget-min-per-second=-1"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--retry-budget-min-per-second") {
+		t.Fatalf("run: %v, want the flag refused", err)
+	}
+}
+
 // TestRunStopsGracefullyOnSIGTERM sends SIGTERM to the test process while a request is in
 // flight: the signal context that main uses catches it, the request finishes, run returns nil.
 func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {

@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"step"}),
 		stepRetriesBudgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_router_step_retries_budget_exhausted_total",
-			Help: "Retries of a step not made because its retry budget (20% of its requests in the last 10 s, plus 3) was used up.",
+			Help: "Retries of a step not made because its retry budget (20% of its requests in the last 10 s, plus 10 a second by default) was used up.",
 		}, []string{"step"}),
 		stepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_router_step_errors_total",

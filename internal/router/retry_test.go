@@ -33,58 +33,50 @@ func TestRouterRetriesWithinTheStepsRetryBudget(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	tr := newTestRouterWith(t, Config{Steps: []Step{{Name: "down", URL: down.URL, Retries: 3}}}, io.Discard,
 		func(o *Options) { o.Clock = clock.Now })
-	// Ten requests within one second: the budget allows 20% of 10 plus 3 retries, 5, where
-	// retries alone would allow 30.
-	for range 10 {
+	// A hundred requests within one second: the budget allows 20% of 100 plus 10 × 10
+	// retries, 120, where retries alone would allow 300.
+	for range 100 {
 		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusBadGateway {
 			t.Fatalf("answer %d %q, want 502 with the step's last answer", a.status, a.body)
 		}
 	}
-	if got := down.calls.Load(); got != 15 {
-		t.Errorf("the step was called %d times, want 10 requests + 5 retries", got)
+	if got := down.calls.Load(); got != 220 {
+		t.Errorf("the step was called %d times, want 100 requests + 120 retries", got)
 	}
-	if got := tr.counter(t, "retries", "down"); got != 5 {
-		t.Errorf("retries_total: %v, want 5", got)
+	if got := tr.counter(t, "retries", "down"); got != 120 {
+		t.Errorf("retries_total: %v, want 120", got)
 	}
-	// The first request used its 3 retries; of the 9 others each was refused a retry once.
-	if got := tr.counter(t, "budget_exhausted", "down"); got != 9 {
-		t.Errorf("retries_budget_exhausted_total: %v, want 9", got)
+	// The first 35 requests got their 3 retries (the 35th within 20% of 35 plus 100); of
+	// the 65 others each was refused a retry once.
+	if got := tr.counter(t, "budget_exhausted", "down"); got != 65 {
+		t.Errorf("retries_budget_exhausted_total: %v, want 65", got)
 	}
-	// Ten seconds later the window is empty again: the floor allows three retries.
+	// Ten seconds later the window is empty again: the floor allows the retries.
 	clock.Advance(11 * time.Second)
 	post(t, tr.url, "", "in", nil)
-	if got := down.calls.Load(); got != 15+4 {
-		t.Errorf("after the window: the step was called %d times in all, want 4 more", got-15)
+	if got := down.calls.Load(); got != 220+4 {
+		t.Errorf("after the window: the step was called %d times more, want 4", got-220)
 	}
 }
 
-func TestRetryBudgetForgetsWhatLeftTheWindow(t *testing.T) {
+// TestRouterRetryBudgetAllowsEveryRetryAtLowLoad sends a request a second to a step that always
+// answers 503: a fresh router makes every retry each request asks for.
+func TestRouterRetryBudgetAllowsEveryRetryAtLowLoad(t *testing.T) {
+	down := statusStep(t, http.StatusServiceUnavailable, "down")
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	b := newRetryBudget(clock.Now)
-	for range 100 {
-		b.request()
-	}
-	allowed := 0
-	for b.tryRetry() {
-		allowed++
-	}
-	if allowed != 23 {
-		t.Fatalf("100 requests allow %d retries, want 20 + 3", allowed)
-	}
-	// 9.9 s later the requests still count, and the retries too.
-	clock.Advance(9900 * time.Millisecond)
-	if b.tryRetry() {
-		t.Fatal("a retry allowed within the window after the budget was used")
-	}
-	// At 10 s the first second has left the window: only the floor is left.
-	clock.Advance(100 * time.Millisecond)
-	for i := range 3 {
-		if !b.tryRetry() {
-			t.Fatalf("retry %d of the floor refused", i+1)
+	tr := newTestRouterWith(t, Config{Steps: []Step{{Name: "down", URL: down.URL, Retries: 2}}}, io.Discard,
+		func(o *Options) { o.Clock = clock.Now })
+	for i := range 20 {
+		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusBadGateway {
+			t.Fatalf("request %d: answer %d %q, want 502", i+1, a.status, a.body)
 		}
+		clock.Advance(time.Second)
 	}
-	if b.tryRetry() {
-		t.Fatal("a fourth retry allowed with no requests in the window")
+	if got := down.calls.Load(); got != 60 {
+		t.Errorf("the step was called %d times, want 20 requests × 3 attempts", got)
+	}
+	if got := tr.counter(t, "budget_exhausted", "down"); got != 0 {
+		t.Errorf("retries_budget_exhausted_total: %v, want 0", got)
 	}
 }
 

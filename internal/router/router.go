@@ -33,6 +33,8 @@ type Options struct {
 	Backoff func(n int) time.Duration
 	// Clock is the time of day for the retry budgets and Retry-After dates (time.Now when nil).
 	Clock func() time.Time
+	// RetryBudget bounds each step's retries (DefaultRetryBudget() when nil).
+	RetryBudget *RetryBudget
 }
 
 // Router carries requests through the steps of a pipeline; it is an http.Handler.
@@ -91,13 +93,18 @@ func New(cfg Config, opts Options) (*Router, error) {
 	}
 	r.metrics = m
 	r.client = newStepClient(nil)
+	if opts.RetryBudget != nil {
+		if err := opts.RetryBudget.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	for i, s := range cfg.Steps {
 		t, err := newTarget(s.URL)
 		if err != nil {
 			return nil, fmt.Errorf("step %q url: %w", s.Name, err)
 		}
 		st := &step{name: s.Name, index: i + 1, target: t, timeout: s.Timeout(), retries: s.Retries,
-			idempotent: s.IsIdempotent(), budget: newRetryBudget(r.now), metrics: m.forStep(s.Name)}
+			idempotent: s.IsIdempotent(), budget: newStepRetryBudget(r.now, opts.RetryBudget), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = stopwhen.Compile(s.StopWhen); err != nil {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
