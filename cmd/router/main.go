@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func main() {
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			"Bytes of its body a caller must send per 10 s after the first second, else 408 (negative: no minimum).")
 		retryMinPerSecond = fs.Float64("retry-budget-min-per-second", router.DefaultRetryMinPerSecond,
 			"Retries per second each step's retry budget allows whatever its traffic, on top of 20% of its requests (0: the 20% alone).")
-		writeTimeout = fs.Duration("write-timeout", router.DefaultWriteTimeout, "How long writing one answer may take.")
+		writeTimeout = fs.Duration("write-timeout", routerconfig.DefaultWriteTimeout, "How long writing one answer may take.")
 		logJSON      = fs.Bool("log-json", false, "Write the logs as JSON lines.")
 		adaptProcs   = fs.Bool("adapt-procs", false, "Deprecated, does nothing: the router no longer changes GOMAXPROCS.")
 		profiling    = fs.Bool("profiling", false,
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("--adapt-procs is deprecated and does nothing: the router runs on GOMAXPROCS processors")
 	}
 
-	cfg, err := router.LoadConfig(*configFile)
+	cfg, err := routerconfig.LoadConfig(*configFile)
 	if err != nil {
 		return err
 	}

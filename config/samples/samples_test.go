@@ -15,7 +15,7 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -164,9 +164,9 @@ func checkPipeline(t *testing.T, file string, p *pipelinev1.Pipeline) {
 			t.Errorf("%s: the router refuses its configuration: %v", file, err)
 		}
 		for i, s := range p.Spec.Steps {
-			var want []router.TensorInput
+			var want []routerconfig.TensorInput
 			for _, in := range s.Inputs {
-				want = append(want, router.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
+				want = append(want, routerconfig.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
 			}
 			if got := cfg.Steps[i].Inputs; !equality.Semantic.DeepEqual(got, want) {
 				t.Errorf("%s: step %s: the router maps the inputs %v, want %v", file, s.Name, got, want)
@@ -176,7 +176,7 @@ func checkPipeline(t *testing.T, file string, p *pipelinev1.Pipeline) {
 	if rt := p.Spec.RouterSettings(); rt != nil {
 		nodes = append(nodes, rt.Locations()...)
 		for _, h := range rt.PropagateHeaders {
-			if err := router.CheckPropagatedHeader(string(h)); err != nil {
+			if err := routerconfig.CheckPropagatedHeader(string(h)); err != nil {
 				t.Errorf("%s: dataPath.router.propagateHeaders: %v", file, err)
 			}
 		}

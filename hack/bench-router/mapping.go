@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
@@ -115,12 +115,12 @@ func measureMapping(ctx context.Context, o options, stepURLs []string) (*mapping
 	var procs []*process
 	for _, bin := range []bool{false, true} {
 		for _, mapped := range []bool{false, true} {
-			cfg := router.Config{Pipeline: "bench/mapping", MaxBodyBytes: 16 << 20}
+			cfg := routerconfig.Config{Pipeline: "bench/mapping", MaxBodyBytes: 16 << 20}
 			for i, base := range bases {
-				s := router.Step{Name: "echo-" + strconv.Itoa(i+1), URL: base + "/infer", TimeoutSeconds: 30,
-					Protocol: router.ProtocolOpenInference, MetadataURL: base}
+				s := routerconfig.Step{Name: "echo-" + strconv.Itoa(i+1), URL: base + "/infer", TimeoutSeconds: 30,
+					Protocol: routerconfig.ProtocolOpenInference, MetadataURL: base}
 				if mapped {
-					s.Inputs = []router.TensorInput{{Name: "x", Tensor: "x"}}
+					s.Inputs = []routerconfig.TensorInput{{Name: "x", Tensor: "x"}}
 					if i > 0 {
 						s.Inputs[0].Step = "echo-1"
 					}

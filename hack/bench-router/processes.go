@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // kserveAddr is where KServe's router listens: its port is fixed (8080, all addresses).
@@ -45,15 +45,15 @@ const benchStopWhen = "size(response.items) == 0"
 // startRouter runs the pipeline router in front of the steps, with stopWhen on every step when
 // it is not empty, and returns once it serves.
 func startRouter(ctx context.Context, bin string, urls []string, stopWhen string) (*process, error) {
-	cfg := router.Config{Pipeline: "bench/pipeline"}
+	cfg := routerconfig.Config{Pipeline: "bench/pipeline"}
 	for i, u := range urls {
-		cfg.Steps = append(cfg.Steps, router.Step{Name: "step-" + strconv.Itoa(i+1), URL: u, TimeoutSeconds: 30, StopWhen: stopWhen})
+		cfg.Steps = append(cfg.Steps, routerconfig.Step{Name: "step-" + strconv.Itoa(i+1), URL: u, TimeoutSeconds: 30, StopWhen: stopWhen})
 	}
 	return startRouterConfig(ctx, bin, cfg)
 }
 
 // startRouterConfig runs the pipeline router with cfg and returns once it serves.
-func startRouterConfig(ctx context.Context, bin string, cfg router.Config) (*process, error) {
+func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config) (*process, error) {
 	dir, err := os.MkdirTemp("", "bench-router-")
 	if err != nil {
 		return nil, err

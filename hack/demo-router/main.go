@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func main() {
@@ -48,9 +48,9 @@ func demo(bin string) error {
 	}
 	say("step servers: fake face detector on %s, fake recognizer on %s", detURL, recURL)
 
-	cfg := router.Config{
+	cfg := routerconfig.Config{
 		Pipeline: "default/facedetection-pipeline",
-		Steps: []router.Step{
+		Steps: []routerconfig.Step{
 			{Name: "detect", URL: detURL + "/infer", TimeoutSeconds: 5, Retries: 2, StopWhen: "size(response.faces) == 0"},
 			{Name: "recognize", URL: recURL + "/", TimeoutSeconds: 10},
 		},
@@ -171,11 +171,11 @@ func send(addr, body, wantLast string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("< %s\n< %s: %s\n< %s: %s\n< %s", res.Status, router.HeaderLastStep, res.Header.Get(router.HeaderLastStep),
-		router.HeaderRequestID, res.Header.Get(router.HeaderRequestID), b)
-	if res.StatusCode != http.StatusOK || res.Header.Get(router.HeaderLastStep) != wantLast {
+	fmt.Printf("< %s\n< %s: %s\n< %s: %s\n< %s", res.Status, routerconfig.HeaderLastStep, res.Header.Get(routerconfig.HeaderLastStep),
+		routerconfig.HeaderRequestID, res.Header.Get(routerconfig.HeaderRequestID), b)
+	if res.StatusCode != http.StatusOK || res.Header.Get(routerconfig.HeaderLastStep) != wantLast {
 		return fmt.Errorf("the router answered %s from step %q, want 200 from %q",
-			res.Status, res.Header.Get(router.HeaderLastStep), wantLast)
+			res.Status, res.Header.Get(routerconfig.HeaderLastStep), wantLast)
 	}
 	return nil
 }

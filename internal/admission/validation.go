@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -47,7 +47,7 @@ func validatePipeline(p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 		errs = append(errs, validateNodeNames(rt.Location, rt.FallbackLocations, rp)...)
 		errs = append(errs, validateResources(rt.Resources, rp.Child("resources"))...)
 		for i, h := range rt.PropagateHeaders {
-			if err := router.CheckPropagatedHeader(string(h)); err != nil {
+			if err := routerconfig.CheckPropagatedHeader(string(h)); err != nil {
 				errs = append(errs, field.Invalid(rp.Child("propagateHeaders").Index(i), h, err.Error()))
 			}
 		}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // pipelineCRD is the CustomResourceDefinition of Pipelines.
@@ -431,10 +432,10 @@ var _ = Describe("The Prometheus Operator manifests", func() {
 		kept := regexp.MustCompile("^(?:" + keep.Regex + ")$") // Prometheus anchors relabeling regexes
 
 		By("keeping every series of a router of 64 steps, dropping the Go runtime's and the process's")
-		cfg := router.Config{Pipeline: "team-a/faces"}
+		cfg := routerconfig.Config{Pipeline: "team-a/faces"}
 		for i := range 64 {
 			// Never called: the router only needs the URLs to be valid.
-			cfg.Steps = append(cfg.Steps, router.Step{Name: fmt.Sprintf("step-%d", i+1), URL: "http://127.0.0.1:1/"})
+			cfg.Steps = append(cfg.Steps, routerconfig.Step{Name: fmt.Sprintf("step-%d", i+1), URL: "http://127.0.0.1:1/"})
 		}
 		r, err := router.New(cfg, router.Options{})
 		Expect(err).NotTo(HaveOccurred())

@@ -8,7 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -71,7 +71,7 @@ func TestStepURLsAreAbsoluteNamesInTheClusterDomain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := router.ParseConfig([]byte(data))
+		cfg, err := routerconfig.ParseConfig([]byte(data))
 		if err != nil {
 			t.Fatalf("domain %q: the router refuses the configuration: %v\n%s", tc.domain, err, data)
 		}

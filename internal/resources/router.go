@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // EnvRouterImage is the manager's environment variable naming the image the router runs from.
@@ -125,10 +125,10 @@ func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 // InferPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
 // retries and stopWhen; for an Open Inference Protocol step also where its model's metadata is
 // read, and its mapped inputs.
-func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
-	cfg := router.Config{
+func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Config {
+	cfg := routerconfig.Config{
 		Pipeline: p.Namespace + "/" + p.Name,
-		Steps:    make([]router.Step, 0, len(p.Spec.Steps)),
+		Steps:    make([]routerconfig.Step, 0, len(p.Spec.Steps)),
 	}
 	rt := routerSettings(p)
 	if rt.MaxBodyBytes != nil {
@@ -141,7 +141,7 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 		cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
 	}
 	for i, s := range p.Spec.Steps {
-		step := router.Step{
+		step := routerconfig.Step{
 			Name:       StepName(p, i),
 			URL:        StepURL(p, i, domain) + InferPath(p, i),
 			StopWhen:   s.StopWhen,
@@ -154,11 +154,11 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) router.Config {
 			step.Retries = int(*s.Retries)
 		}
 		if OpenInference(p, i) {
-			step.Protocol = router.ProtocolOpenInference
+			step.Protocol = routerconfig.ProtocolOpenInference
 			step.MetadataURL = StepURL(p, i, domain) + oipModelPath(p, i, "")
 		}
 		for _, in := range s.Inputs {
-			step.Inputs = append(step.Inputs, router.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
+			step.Inputs = append(step.Inputs, routerconfig.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
 		}
 		cfg.Steps = append(cfg.Steps, step)
 	}

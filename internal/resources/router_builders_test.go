@@ -15,18 +15,18 @@ import (
 	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 	for name, tc := range map[string]struct {
 		mutate func(*pipelinev1.Pipeline)
-		want   router.Config
+		want   routerconfig.Config
 	}{
 		"the sample with router fields on the first step": {
 			mutate: func(*pipelinev1.Pipeline) {},
-			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
+			want: routerconfig.Config{Pipeline: "vision/facedetection-pipeline", Steps: []routerconfig.Step{
 				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
 				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/"},
 			}},
@@ -39,8 +39,8 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.DataPath.Router.MaxBodyBytes = ptr.To[int64](1 << 20)
 				p.Spec.DataPath.Router.PropagateHeaders = []pipelinev1.HeaderName{"X-User", "x-tenant"}
 			},
-			want: router.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
-				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []router.Step{
+			want: routerconfig.Config{Pipeline: "vision/facedetection-pipeline", MaxBodyBytes: 1 << 20,
+				PropagateHeaders: []string{"X-User", "x-tenant"}, Steps: []routerconfig.Step{
 					{Name: "detect", URL: "http://facedetection-pipeline-detect.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
 					{Name: "recognize", URL: "http://facedetection-pipeline-recognize.vision.svc.cluster.local.:8000/"},
 				}},
@@ -50,7 +50,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.Steps[1].Idempotent = ptr.To(false)
 				p.Spec.DataPath.Router.RequestTimeoutSeconds = ptr.To[int32](30)
 			},
-			want: router.Config{Pipeline: "vision/facedetection-pipeline", RequestTimeoutSeconds: 30, Steps: []router.Step{
+			want: routerconfig.Config{Pipeline: "vision/facedetection-pipeline", RequestTimeoutSeconds: 30, Steps: []routerconfig.Step{
 				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/", TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0"},
 				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/", Idempotent: ptr.To(false)},
 			}},
@@ -62,14 +62,14 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{
 					{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"}, {Name: "attention_mask", Tensor: "attention_mask"}}
 			},
-			want: router.Config{Pipeline: "vision/facedetection-pipeline", Steps: []router.Step{
+			want: routerconfig.Config{Pipeline: "vision/facedetection-pipeline", Steps: []routerconfig.Step{
 				{Name: "step-1", URL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/v2/models/facedetection-1/infer",
-					TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0", Protocol: router.ProtocolOpenInference,
+					TimeoutSeconds: 5, Retries: 2, StopWhen: "response.faces == 0", Protocol: routerconfig.ProtocolOpenInference,
 					MetadataURL: "http://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080/v2/models/facedetection-1"},
 				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier/infer",
-					Protocol:    router.ProtocolOpenInference,
+					Protocol:    routerconfig.ProtocolOpenInference,
 					MetadataURL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier",
-					Inputs: []router.TensorInput{{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"},
+					Inputs: []routerconfig.TensorInput{{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"},
 						{Name: "attention_mask", Tensor: "attention_mask"}}},
 			}},
 		},
@@ -81,7 +81,7 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := router.ParseConfig([]byte(data))
+			cfg, err := routerconfig.ParseConfig([]byte(data))
 			if err != nil {
 				t.Fatalf("the router refuses the configuration: %v\n%s", err, data)
 			}

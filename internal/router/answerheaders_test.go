@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func TestRouterGivesTheCallerTheLastStepsHeaders(t *testing.T) {
@@ -28,22 +30,22 @@ func TestRouterGivesTheCallerTheLastStepsHeaders(t *testing.T) {
 		h.Set("Keep-Alive", "timeout=5")
 		h.Set("Proxy-Authenticate", "Basic")
 		h.Set("Upgrade", "h2c")
-		h.Set(HeaderRequestID, "the step's own")
-		h.Set(HeaderLastStep, "the step's own")
+		h.Set(config.HeaderRequestID, "the step's own")
+		h.Set(config.HeaderLastStep, "the step's own")
 		_, _ = w.Write([]byte(`{"faces":2}`))
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: last.URL}}})
-	a := post(t, tr.url, "text/plain", "picture", http.Header{HeaderRequestID: {"req-1"}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: last.URL}}})
+	a := post(t, tr.url, "text/plain", "picture", http.Header{config.HeaderRequestID: {"req-1"}})
 	if a.status != http.StatusOK || a.body != `{"faces":2}` {
 		t.Fatalf("answer %d %q", a.status, a.body)
 	}
 	want := map[string][]string{
-		"X-Faces":        {"2"},
-		"X-Label":        {"alice", "bob"},
-		"Content-Type":   {"application/json"},
-		"Content-Length": {strconv.Itoa(len(a.body))},
-		HeaderRequestID:  {"req-1"},
-		HeaderLastStep:   {"recognise"},
+		"X-Faces":              {"2"},
+		"X-Label":              {"alice", "bob"},
+		"Content-Type":         {"application/json"},
+		"Content-Length":       {strconv.Itoa(len(a.body))},
+		config.HeaderRequestID: {"req-1"},
+		config.HeaderLastStep:  {"recognise"},
 	}
 	for k, v := range want {
 		if got := a.header[k]; len(got) != len(v) || (len(v) > 0 && got[0] != v[0]) || (len(v) > 1 && got[1] != v[1]) {
@@ -63,7 +65,7 @@ func TestRouterPassesAClientErrorsHeadersBack(t *testing.T) {
 		w.Header().Set("X-Quota", "exceeded")
 		http.Error(w, "no quota", http.StatusForbidden)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "limited", URL: limited.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "limited", URL: limited.URL}}})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusForbidden || a.header.Get("X-Quota") != "exceeded" {
 		t.Fatalf("answer %d, X-Quota %q: want the step's 403 with its headers", a.status, a.header.Get("X-Quota"))
@@ -84,7 +86,7 @@ func TestRouterPassesContentEncodingOnWithTheBody(t *testing.T) {
 		w.Header().Set("Content-Encoding", "gzip")
 		_, _ = w.Write([]byte("gzip bytes"))
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: first.URL}, {Name: "two", URL: second.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: first.URL}, {Name: "two", URL: second.URL}}})
 	// Accept-Encoding is set so that the test's client does not decode the answer itself.
 	a := post(t, tr.url, "application/octet-stream", "zstd bytes",
 		http.Header{"Content-Encoding": {"zstd"}, "Accept-Encoding": {"gzip"}})

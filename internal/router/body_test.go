@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // unsized hides the length of a reader, as a chunked body does.
@@ -318,7 +320,7 @@ func TestRouterPassesLargeBodiesWhole(t *testing.T) {
 	s1 := appendStep(t, "|1", "text/plain", nil)
 	s2 := appendStep(t, "|2", "text/plain", nil)
 	s3 := appendStep(t, "|3", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}, {Name: "three", URL: s3.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}, {Name: "three", URL: s3.URL}}})
 	const callers, each = 8, 5
 	var wg sync.WaitGroup
 	errs := make(chan string, callers*each)
@@ -349,14 +351,14 @@ func TestStopWhenReadsAnAnswerOfSeveralBlocks(t *testing.T) {
 	doc := `{"items":["` + strings.Repeat("x", 3*blockBytes) + `"]}`
 	first := jsonStep(t, doc)
 	second := appendStep(t, "|2", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "one", URL: first.URL, StopWhen: "size(response.items) == 1"},
 		{Name: "two", URL: second.URL},
 	}})
 	a := post(t, tr.url, "application/json", "{}", nil)
-	if a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "one" || a.body != doc {
+	if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "one" || a.body != doc {
 		t.Fatalf("answer %d from %q, %d bytes; want the first step's answer of %d bytes", a.status,
-			a.header.Get(HeaderLastStep), len(a.body), len(doc))
+			a.header.Get(config.HeaderLastStep), len(a.body), len(doc))
 	}
 	if got := second.calls.Load(); got != 0 {
 		t.Errorf("the second step was called %d times", got)
@@ -368,7 +370,7 @@ func TestStopWhenReadsAnAnswerOfSeveralBlocks(t *testing.T) {
 // TestStopsJoinsTheAnswerItDecodes has stopWhen join the JSON answer of a step whose expression
 // reads response, within the budget, and leave other answers in their blocks.
 func TestStopsJoinsTheAnswerItDecodes(t *testing.T) {
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "stops", URL: "http://127.0.0.1:1/", StopWhen: "response == null"},
 		{Name: "plain", URL: "http://127.0.0.1:2/"},
 		{Name: "on-status", URL: "http://127.0.0.1:3/", StopWhen: "status == 299"},

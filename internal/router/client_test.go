@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // rawStep is a step on a raw loopback listener: serve handles each connection, and conns
@@ -53,7 +55,7 @@ func TestRouterKeepsOneConnectionToAStepForSequentialCalls(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		_, _ = w.Write(b)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s.URL}}})
 	for i := range 20 {
 		if a := post(t, tr.url, "text/plain", strconv.Itoa(i), nil); a.status != http.StatusOK || a.body != strconv.Itoa(i) {
 			t.Fatalf("call %d: answer %d %q", i, a.status, a.body)
@@ -78,7 +80,7 @@ func TestRouterDoesNotSendOnAConnectionTheStepClosed(t *testing.T) {
 		b, _ := io.ReadAll(req.Body)
 		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "closer", URL: s.url}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "closer", URL: s.url}}})
 	for i := range 20 {
 		if a := post(t, tr.url, "text/plain", strconv.Itoa(i), nil); a.status != http.StatusOK || a.body != strconv.Itoa(i) {
 			t.Fatalf("call %d: answer %d %q", i, a.status, a.body)
@@ -104,7 +106,7 @@ func TestRouterSkipsInformationalAnswers(t *testing.T) {
 				"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Model-Version: 7\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 		}
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hints", URL: s.url}, {Name: "hints-again", URL: s.url}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "hints", URL: s.url}, {Name: "hints-again", URL: s.url}}})
 	for range 3 {
 		a := post(t, tr.url, "text/plain", "in", nil)
 		if a.status != http.StatusOK || a.body != "in" || a.header.Get("X-Model-Version") != "7" {
@@ -135,7 +137,7 @@ func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
 			}
 		}
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hints", URL: s.url}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "hints", URL: s.url}}})
 	a := post(t, tr.url, "text/plain", "in", nil)
 	if a.status != http.StatusBadGateway {
 		t.Fatalf("answer %d %q, want 502", a.status, a.body)
@@ -161,7 +163,7 @@ func TestRouterReadsALargeAnswerWhileItSendsALargeBody(t *testing.T) {
 		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", req.ContentLength)
 		_, _ = io.Copy(c, req.Body)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "stream", URL: s.url, TimeoutSeconds: 20}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "stream", URL: s.url, TimeoutSeconds: 20}}})
 	a := post(t, tr.url, "application/octet-stream", strings.Repeat("x", size), nil)
 	if a.status != http.StatusOK || len(a.body) != size {
 		t.Fatalf("answer %d of %d bytes, want 200 with %d", a.status, len(a.body), size)
@@ -183,7 +185,7 @@ func TestRouterRefusesATruncatedAnswer(t *testing.T) {
 				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s",
 					blockBytes+500, strings.Repeat("x", sent))
 			})
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "cut", URL: s.url}}})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "cut", URL: s.url}}})
 			a := post(t, tr.url, "text/plain", "in", nil)
 			if a.status != http.StatusBadGateway {
 				t.Fatalf("answer %d with %d bytes, want 502", a.status, len(a.body))
@@ -200,7 +202,7 @@ func TestRouterRefusesATruncatedAnswer(t *testing.T) {
 // like a success.
 func TestRouterRefusesATruncatedRequest(t *testing.T) {
 	s := newStep(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) })
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "echo", URL: s.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "echo", URL: s.URL}}})
 	c, err := net.Dial("tcp", strings.TrimPrefix(tr.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +254,7 @@ func TestRouterBoundsAStepAnswersHeader(t *testing.T) {
 					}
 				}
 			})
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "chatty", URL: s.url, Retries: 2}}})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "chatty", URL: s.url, Retries: 2}}})
 			a := post(t, tr.url, "text/plain", strings.Repeat("x", size), nil)
 			if a.status != http.StatusBadGateway {
 				t.Fatalf("answer %d, want 502", a.status)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // forged is an answer a step's connection holds after the answer it owes: were it read as the
@@ -46,7 +48,7 @@ func TestRouterNeverMixesAnswersAcrossRequests(t *testing.T) {
 		for _, size := range []int{16, 1 << 20} {
 			t.Run(name+", "+strconv.Itoa(size)+" bytes", func(t *testing.T) {
 				s := newScriptedStep(t, tc.first, tc.late)
-				tr := newTestRouter(t, Config{Steps: []Step{{Name: "odd", URL: s.url}}})
+				tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "odd", URL: s.url}}})
 				if a := post(t, tr.url, "text/plain", strings.Repeat("a", size), nil); !tc.ok(a.status) || strings.Contains(a.body, "forged") {
 					t.Fatalf("first call: answer %d %.100q", a.status, a.body)
 				}

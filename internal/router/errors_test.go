@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // TestRouterErrorBodiesNameTheStepNotItsAddress checks that an error answer tells the caller
@@ -30,7 +32,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 
 	for _, tc := range []struct {
 		name      string
-		steps     []Step
+		steps     []config.Step
 		requestID string // sent by the caller; generated when empty
 		status    int
 		reason    string
@@ -38,7 +40,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 		wantLog   []string
 	}{{
 		name:      "connection refused",
-		steps:     []Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: closedURL, Retries: 1}},
+		steps:     []config.Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: closedURL, Retries: 1}},
 		requestID: "req-refused",
 		status:    http.StatusBadGateway,
 		reason:    ReasonConnection,
@@ -46,7 +48,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 		wantLog:   []string{"connection refused", closedURL},
 	}, {
 		name: "timeout",
-		steps: []Step{{Name: "detect", URL: first.URL},
+		steps: []config.Step{{Name: "detect", URL: first.URL},
 			{Name: "recognise", URL: hung.URL, TimeoutSeconds: 0.2}},
 		requestID: "req-timeout",
 		status:    http.StatusGatewayTimeout,
@@ -55,7 +57,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 		wantLog:   []string{hung.URL},
 	}, {
 		name:      "5xx",
-		steps:     []Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: unavailable.URL}},
+		steps:     []config.Step{{Name: "detect", URL: first.URL}, {Name: "recognise", URL: unavailable.URL}},
 		requestID: "req-unavailable",
 		status:    http.StatusBadGateway,
 		reason:    ReasonServerError,
@@ -63,7 +65,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 		wantLog:   []string{unavailable.URL},
 	}, {
 		name: "stopWhen fails at evaluation",
-		steps: []Step{{Name: "recognise", URL: notJSON.URL, StopWhen: expr},
+		steps: []config.Step{{Name: "recognise", URL: notJSON.URL, StopWhen: expr},
 			{Name: "never", URL: first.URL}},
 		status:   http.StatusBadGateway,
 		reason:   ReasonStopWhen,
@@ -71,13 +73,13 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 		wantLog:  []string{`size(response.faces) == 0`, "no such key", notJSON.URL},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, log := newLoggedTestRouter(t, Config{Pipeline: "team-a/faces", Steps: tc.steps})
+			tr, log := newLoggedTestRouter(t, config.Config{Pipeline: "team-a/faces", Steps: tc.steps})
 			var header http.Header
 			if tc.requestID != "" {
-				header = http.Header{HeaderRequestID: {tc.requestID}}
+				header = http.Header{config.HeaderRequestID: {tc.requestID}}
 			}
 			a := post(t, tr.url, "text/plain", "in", header)
-			id := a.header.Get(HeaderRequestID)
+			id := a.header.Get(config.HeaderRequestID)
 			if a.status != tc.status || id == "" || (tc.requestID != "" && id != tc.requestID) {
 				t.Fatalf("answer %d with request id %q: %s, want %d with the request id", a.status, id, a.body, tc.status)
 			}
@@ -117,7 +119,7 @@ func TestRouterErrorBodiesNameTheStepNotItsAddress(t *testing.T) {
 
 func TestRouterErrorBodyOfAnUnreadableRequestBodyIsLogged(t *testing.T) {
 	step := appendStep(t, "", "text/plain", nil)
-	tr, log := newLoggedTestRouter(t, Config{Steps: []Step{{Name: "one", URL: step.URL}}})
+	tr, log := newLoggedTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: step.URL}}})
 	// A chunked body whose chunk size is not a number: reading it fails.
 	conn, err := (&net.Dialer{}).Dial("tcp", strings.TrimPrefix(tr.url, "http://"))
 	if err != nil {
@@ -142,7 +144,7 @@ func TestRouterErrorBodyOfAnUnreadableRequestBodyIsLogged(t *testing.T) {
 }
 
 // stepIndex is the 1-based position of the step named name.
-func stepIndex(steps []Step, name string) int {
+func stepIndex(steps []config.Step, name string) int {
 	for i, s := range steps {
 		if s.Name == name {
 			return i + 1

@@ -7,30 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
-)
-
-const (
-	// HeaderRequestID carries the request's identifier to every step and back to the caller.
-	HeaderRequestID = "X-Request-Id"
-	// HeaderLastStep names, in the router's answer, the step whose response it is.
-	HeaderLastStep = "X-Pipeline-Last-Step"
 )
 
 // traceHeaders are passed on to every step whatever propagateHeaders says (W3C Trace Context
 // and Baggage).
 var traceHeaders = []string{"Traceparent", "Tracestate", "Baggage"}
-
-// reservedHeader reports whether the router sets the header itself, so that propagating it
-// from the caller would be wrong.
-func reservedHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
-		"Te", "Trailer", "Upgrade", "Proxy-Connection", HeaderRequestID, HeaderLastStep:
-		return true
-	}
-	return false
-}
 
 // propagatedHeaderNames is the canonical names of the headers passed on to the steps. Not
 // Inference-Header-Content-Length, even when extra names it: it goes with the body it describes
@@ -52,7 +35,7 @@ const maxRequestIDLength = 128
 // validRequestID), else a new one: a caller that sent none, or one of another form, gets the
 // router's.
 func requestID(h http.Header) string {
-	if id := h.Get(HeaderRequestID); validRequestID(id) {
+	if id := h.Get(config.HeaderRequestID); validRequestID(id) {
 		return id
 	}
 	return newRequestID()
@@ -96,7 +79,7 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 			out[n] = v
 		}
 	}
-	out[HeaderRequestID] = []string{id}
+	out[config.HeaderRequestID] = []string{id}
 	if out["User-Agent"] == nil {
 		// The router's own, unless propagateHeaders passes the caller's on.
 		out["User-Agent"] = []string{"pipeline-router"}
@@ -110,7 +93,7 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 func answerHeader(name string, connection []string) bool {
 	switch name {
 	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Content-Length", HeaderRequestID, HeaderLastStep:
+		"Content-Length", config.HeaderRequestID, config.HeaderLastStep:
 		return false
 	}
 	if strings.HasPrefix(name, "Proxy-") {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func TestNewRequestIDIsAVersion4UUID(t *testing.T) {
@@ -40,8 +42,8 @@ func TestRouterSendsItsUserAgentUnlessTheCallersIsPassedOn(t *testing.T) {
 		defer mu.Unlock()
 		got = append(got, r.Header.Get("User-Agent"))
 	})
-	plain := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}})
-	passing := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}, PropagateHeaders: []string{"user-agent"}})
+	plain := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s.URL}}})
+	passing := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s.URL}}, PropagateHeaders: []string{"user-agent"}})
 	caller := http.Header{"User-Agent": {"face-client/2"}}
 	for _, url := range []string{plain.url, passing.url} {
 		if a := post(t, url, "text/plain", "in", caller); a.status != http.StatusOK {
@@ -96,9 +98,9 @@ func TestRouterKeepsOnlyASafeRequestID(t *testing.T) {
 	s := newStep(t, func(_ http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		seen = append(seen, r.Header.Values(HeaderRequestID)...)
+		seen = append(seen, r.Header.Values(config.HeaderRequestID)...)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s.URL}}})
 	for _, tc := range []struct {
 		name string
 		sent []string
@@ -120,24 +122,24 @@ func TestRouterKeepsOnlyASafeRequestID(t *testing.T) {
 			mu.Lock()
 			seen = nil
 			mu.Unlock()
-			a := post(t, tr.url, "text/plain", "in", http.Header{HeaderRequestID: tc.sent})
+			a := post(t, tr.url, "text/plain", "in", http.Header{config.HeaderRequestID: tc.sent})
 			if a.status != http.StatusOK {
 				t.Fatalf("answer %d %q", a.status, a.body)
 			}
-			got := a.header.Values(HeaderRequestID)
+			got := a.header.Values(config.HeaderRequestID)
 			if len(got) != 1 {
-				t.Fatalf("the answer carries %s %q, want one value", HeaderRequestID, got)
+				t.Fatalf("the answer carries %s %q, want one value", config.HeaderRequestID, got)
 			}
 			if tc.keep && got[0] != tc.sent[0] {
-				t.Errorf("the answer carries %s %q, want the caller's %q", HeaderRequestID, got[0], tc.sent[0])
+				t.Errorf("the answer carries %s %q, want the caller's %q", config.HeaderRequestID, got[0], tc.sent[0])
 			}
 			if !tc.keep && !uuid.MatchString(got[0]) {
-				t.Errorf("the answer carries %s %q, want a new UUID in place of %q", HeaderRequestID, got[0], tc.sent)
+				t.Errorf("the answer carries %s %q, want a new UUID in place of %q", config.HeaderRequestID, got[0], tc.sent)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.Equal(seen, got) {
-				t.Errorf("the step saw %s %q, the caller %q", HeaderRequestID, seen, got)
+				t.Errorf("the step saw %s %q, the caller %q", config.HeaderRequestID, seen, got)
 			}
 		})
 	}
@@ -147,7 +149,7 @@ func TestRouterKeepsOnlyASafeRequestID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(HeaderRequestID, "<bad>")
+	req.Header.Set(config.HeaderRequestID, "<bad>")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +159,8 @@ func TestRouterKeepsOnlyASafeRequestID(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&e); err != nil {
 		t.Fatal(err)
 	}
-	if id := res.Header.Get(HeaderRequestID); res.StatusCode != http.StatusMethodNotAllowed || !uuid.MatchString(id) || e.RequestID != id {
-		t.Errorf("answer %d with %s %q, body requestId %q; want 405 and one new UUID in both", res.StatusCode, HeaderRequestID, id, e.RequestID)
+	if id := res.Header.Get(config.HeaderRequestID); res.StatusCode != http.StatusMethodNotAllowed || !uuid.MatchString(id) || e.RequestID != id {
+		t.Errorf("answer %d with %s %q, body requestId %q; want 405 and one new UUID in both", res.StatusCode, config.HeaderRequestID, id, e.RequestID)
 	}
 }
 
@@ -178,7 +180,7 @@ func TestRouterCallsAnAbsoluteNameWithTheDotOffTheHostHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	dns := newLoopbackDNS(t, name)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: "http://" + name + ":" + port + "/"}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: "http://" + name + ":" + port + "/"}}})
 	tr.client = newStepClient((&net.Dialer{Resolver: dns.resolver()}).DialContext)
 	for _, size := range []int{16, 1 << 20} {
 		body := strings.Repeat("x", size)

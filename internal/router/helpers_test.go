@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // stepServer is a step on a loopback address that counts its calls.
@@ -41,7 +43,7 @@ type testRouter struct {
 	reg *prometheus.Registry
 }
 
-func newTestRouter(t testing.TB, cfg Config) *testRouter {
+func newTestRouter(t testing.TB, cfg config.Config) *testRouter {
 	t.Helper()
 	return newTestRouterLoggingTo(t, cfg, io.Discard)
 }
@@ -65,19 +67,19 @@ func (l *logBuffer) String() string {
 }
 
 // newLoggedTestRouter is a test router whose log the test reads.
-func newLoggedTestRouter(t testing.TB, cfg Config) (*testRouter, *logBuffer) {
+func newLoggedTestRouter(t testing.TB, cfg config.Config) (*testRouter, *logBuffer) {
 	t.Helper()
 	log := &logBuffer{}
 	return newTestRouterLoggingTo(t, cfg, log), log
 }
 
-func newTestRouterLoggingTo(t testing.TB, cfg Config, log io.Writer) *testRouter {
+func newTestRouterLoggingTo(t testing.TB, cfg config.Config, log io.Writer) *testRouter {
 	t.Helper()
 	return newTestRouterWith(t, cfg, log, nil)
 }
 
 // newTestRouterWith is a test router whose options configure adjusts.
-func newTestRouterWith(t testing.TB, cfg Config, log io.Writer, configure func(*Options)) *testRouter {
+func newTestRouterWith(t testing.TB, cfg config.Config, log io.Writer, configure func(*Options)) *testRouter {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := Options{

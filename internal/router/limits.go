@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // Defaults of the Server's limits on callers.
@@ -19,8 +21,6 @@ const (
 	// DefaultMinBodyRate is how many bytes of its body a caller must send per 10 s, after the
 	// first second, when Server.MinBodyRate is 0: 64 KiB.
 	DefaultMinBodyRate = 64 << 10
-	// DefaultWriteTimeout bounds the writing of one answer when Server.WriteTimeout is 0.
-	DefaultWriteTimeout = time.Minute
 )
 
 // The body rate is measured over bodyRateWindow after a grace of bodyRateGrace: a caller
@@ -56,7 +56,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if g.inFlight.Add(1) > g.maxInFlight {
 		g.inFlight.Add(-1)
 		id := requestID(req.Header)
-		w.Header()[HeaderRequestID] = []string{id}
+		w.Header()[config.HeaderRequestID] = []string{id}
 		g.router.metrics.answered(writeError(w, http.StatusServiceUnavailable, errorBody{
 			Error: "the router serves as many requests as it may at once", RequestID: id}))
 		return
@@ -105,7 +105,7 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // guardedBody reads a request body under a read deadline that moves with the bytes received:
-// the caller must keep to the minimum rate, and finish within bodyReadTimeout.
+// the caller must keep to the minimum rate, and finish within config.BodyReadTimeout.
 type guardedBody struct {
 	body     io.ReadCloser
 	rc       *http.ResponseController
@@ -134,11 +134,11 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 
 // bodyDeadline is when the rest of a body that started at start, read bytes of it received,
 // must have arrived: after the grace and one window, one more window per minBodyRate bytes
-// received, and bodyReadTimeout after start at the latest. The time owed is bounded before it
+// received, and config.BodyReadTimeout after start at the latest. The time owed is bounded before it
 // is a Duration: at a tiny rate, a large body's would not fit in one.
 func (g *guard) bodyDeadline(start time.Time, read int64) time.Time {
-	owed := min(float64(read)/float64(g.minBodyRate)*float64(g.window), float64(bodyReadTimeout))
-	return start.Add(min(g.grace+g.window+time.Duration(owed), bodyReadTimeout))
+	owed := min(float64(read)/float64(g.minBodyRate)*float64(g.window), float64(config.BodyReadTimeout))
+	return start.Add(min(g.grace+g.window+time.Duration(owed), config.BodyReadTimeout))
 }
 
 // Close closes the body.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // openIdleRequest sends the head of a POST that announces contentLength bytes of body and
@@ -38,9 +40,9 @@ func openIdleRequest(t *testing.T, url string, contentLength int64) net.Conn {
 // maxBodyBytes (64 MiB) and send nothing: they must not keep other callers out.
 func TestServerIdleBodiesDoNotHoldTheBudget(t *testing.T) {
 	step := appendStep(t, "|ok", "text/plain", nil)
-	s := serveRouter(t, Config{Steps: []Step{{Name: "one", URL: step.URL}}}, 0)
+	s := serveRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: step.URL}}}, 0)
 	for range 4 {
-		openIdleRequest(t, s.url, DefaultMaxBodyBytes)
+		openIdleRequest(t, s.url, config.DefaultMaxBodyBytes)
 	}
 	if a := post(t, s.url, "text/plain", "hello", nil); a.status != http.StatusOK || a.body != "hello|ok" {
 		t.Fatalf("another caller while four bodies are announced: %d %q, want 200", a.status, a.body)
@@ -49,7 +51,7 @@ func TestServerIdleBodiesDoNotHoldTheBudget(t *testing.T) {
 
 func TestServerCutsOffABodyThatArrivesTooSlowly(t *testing.T) {
 	step := appendStep(t, "|ok", "text/plain", nil)
-	s := serveRouterWith(t, Config{Steps: []Step{{Name: "one", URL: step.URL}}}, func(s *Server) {
+	s := serveRouterWith(t, config.Config{Steps: []config.Step{{Name: "one", URL: step.URL}}}, func(s *Server) {
 		s.MinBodyRate = 1 << 10
 		s.bodyRateWindow = time.Second
 	})
@@ -82,7 +84,7 @@ func TestServerCutsOffABodyThatArrivesTooSlowly(t *testing.T) {
 func TestServerBoundsTheWritingOfAnAnswer(t *testing.T) {
 	big := strings.Repeat("z", 32<<20)
 	step := statusStep(t, http.StatusOK, big)
-	s := serveRouterWith(t, Config{Steps: []Step{{Name: "big", URL: step.URL}}}, func(s *Server) {
+	s := serveRouterWith(t, config.Config{Steps: []config.Step{{Name: "big", URL: step.URL}}}, func(s *Server) {
 		s.WriteTimeout = 200 * time.Millisecond
 	})
 	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
@@ -109,7 +111,7 @@ func TestServerCapsTheRequestsInFlight(t *testing.T) {
 		<-release
 		_, _ = w.Write([]byte("done"))
 	})
-	s := serveRouterWith(t, Config{Steps: []Step{{Name: "held", URL: held.URL}}}, func(s *Server) { s.MaxInFlight = 2 })
+	s := serveRouterWith(t, config.Config{Steps: []config.Step{{Name: "held", URL: held.URL}}}, func(s *Server) { s.MaxInFlight = 2 })
 	answers := make(chan answer, 2)
 	for range 2 {
 		go func() { answers <- post(t, s.url, "", "in", nil) }()
@@ -152,8 +154,8 @@ func TestBodyDeadline(t *testing.T) {
 	}{
 		{"nothing received: the grace and one window", 64 << 10, 0, 11 * time.Second},
 		{"one window's bytes: one more window", 64 << 10, 64 << 10, 21 * time.Second},
-		{"far ahead: bodyReadTimeout at the latest", 64 << 10, 1 << 30, bodyReadTimeout},
-		{"a tiny rate and a large body: bodyReadTimeout, not a time in the past", 1, 2 << 30, bodyReadTimeout},
+		{"far ahead: config.BodyReadTimeout at the latest", 64 << 10, 1 << 30, config.BodyReadTimeout},
+		{"a tiny rate and a large body: config.BodyReadTimeout, not a time in the past", 1, 2 << 30, config.BodyReadTimeout},
 	} {
 		g.minBodyRate = tc.rate
 		if got := g.bodyDeadline(start, tc.read).Sub(start); got != tc.want {

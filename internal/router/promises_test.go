@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // TestRouterAnswers502ForA3xxAndFollowsNoRedirect checks that a redirect is an answer like any
@@ -22,7 +24,7 @@ func TestRouterAnswers502ForA3xxAndFollowsNoRedirect(t *testing.T) {
 				w.Header().Set("Location", target.URL)
 				w.WriteHeader(code)
 			})
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "moved", URL: redirect.URL, Retries: 2}}})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "moved", URL: redirect.URL, Retries: 2}}})
 			a := post(t, tr.url, "", "in", nil)
 			if a.status != http.StatusBadGateway {
 				t.Fatalf("answer %d %q, want 502", a.status, a.body)
@@ -70,7 +72,7 @@ func TestRouterAnswers502ForA1xx(t *testing.T) {
 			}()
 		}
 	}()
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "switch", URL: "http://" + ln.Addr().String() + "/", Retries: 2}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "switch", URL: "http://" + ln.Addr().String() + "/", Retries: 2}}})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusBadGateway {
 		t.Fatalf("answer %d %q, want 502", a.status, a.body)
@@ -104,7 +106,7 @@ func TestDefaultBackoffDoublesWithJitterUpToASecond(t *testing.T) {
 }
 
 func TestRouterUsesTheDefaultBackoffWhenNoneIsGiven(t *testing.T) {
-	r, err := New(Config{Steps: []Step{{Name: "a", URL: "http://127.0.0.1:1/"}}}, Options{})
+	r, err := New(config.Config{Steps: []config.Step{{Name: "a", URL: "http://127.0.0.1:1/"}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestRouterUsesTheDefaultBackoffWhenNoneIsGiven(t *testing.T) {
 }
 
 func TestServerWaitsOnShutdownAsLongAsARequestMayTake(t *testing.T) {
-	r, err := New(Config{Steps: []Step{{Name: "a", URL: "http://127.0.0.1:1/", TimeoutSeconds: 40, Retries: 1}}}, Options{})
+	r, err := New(config.Config{Steps: []config.Step{{Name: "a", URL: "http://127.0.0.1:1/", TimeoutSeconds: 40, Retries: 1}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // fakeClock is a time of day the test moves.
@@ -31,7 +33,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 func TestRouterRetriesWithinTheStepsRetryBudget(t *testing.T) {
 	down := statusStep(t, http.StatusServiceUnavailable, "down")
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	tr := newTestRouterWith(t, Config{Steps: []Step{{Name: "down", URL: down.URL, Retries: 3}}}, io.Discard,
+	tr := newTestRouterWith(t, config.Config{Steps: []config.Step{{Name: "down", URL: down.URL, Retries: 3}}}, io.Discard,
 		func(o *Options) { o.Clock = clock.Now })
 	// A hundred requests within one second: the budget allows 20% of 100 plus 10 × 10
 	// retries, 120, where retries alone would allow 300.
@@ -64,7 +66,7 @@ func TestRouterRetriesWithinTheStepsRetryBudget(t *testing.T) {
 func TestRouterRetryBudgetAllowsEveryRetryAtLowLoad(t *testing.T) {
 	down := statusStep(t, http.StatusServiceUnavailable, "down")
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	tr := newTestRouterWith(t, Config{Steps: []Step{{Name: "down", URL: down.URL, Retries: 2}}}, io.Discard,
+	tr := newTestRouterWith(t, config.Config{Steps: []config.Step{{Name: "down", URL: down.URL, Retries: 2}}}, io.Discard,
 		func(o *Options) { o.Clock = clock.Now })
 	for i := range 20 {
 		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusBadGateway {
@@ -122,7 +124,7 @@ func TestRouterWaitsForRetryAfterBeforeTheNextAttempt(t *testing.T) {
 	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			step := newTimedStep(t, answerWith(status, "1", "later"), answerWith(http.StatusOK, "", "done"))
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "busy", URL: step.URL, Retries: 2}}})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "busy", URL: step.URL, Retries: 2}}})
 			a := post(t, tr.url, "", "in", nil)
 			if a.status != http.StatusOK || a.body != "done" {
 				t.Fatalf("answer %d %q, want the second attempt's 200", a.status, a.body)
@@ -141,14 +143,14 @@ func TestRouterGivesRetryAfterBackWhenItDoesNotFitTheDeadline(t *testing.T) {
 	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			step := newTimedStep(t, answerWith(status, "120", "come back later"), answerWith(http.StatusOK, "", "done"))
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "busy", URL: step.URL, Retries: 3}}, RequestTimeoutSeconds: 60})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "busy", URL: step.URL, Retries: 3}}, RequestTimeoutSeconds: 60})
 			a := post(t, tr.url, "", "in", nil)
 			if a.status != status || a.header.Get("Retry-After") != "120" {
 				t.Fatalf("answer %d (Retry-After %q) %q, want %d with the step's Retry-After", a.status,
 					a.header.Get("Retry-After"), a.body, status)
 			}
-			if a.header.Get(HeaderLastStep) != "busy" {
-				t.Errorf("%s %q", HeaderLastStep, a.header.Get(HeaderLastStep))
+			if a.header.Get(config.HeaderLastStep) != "busy" {
+				t.Errorf("%s %q", config.HeaderLastStep, a.header.Get(config.HeaderLastStep))
 			}
 			if got := step.calls.Load(); got != 1 {
 				t.Errorf("the step was called %d times, want once", got)
@@ -197,7 +199,7 @@ func TestRouterRetriesOnlyWhatMaySucceedAnotherTime(t *testing.T) {
 			if tc.step != nil {
 				url, before = tc.step.URL, tc.step.calls.Load()
 			}
-			tr := newTestRouter(t, Config{Steps: []Step{{Name: "s", URL: url, Retries: 2, Idempotent: tc.idempotent}}})
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "s", URL: url, Retries: 2, Idempotent: tc.idempotent}}})
 			a := post(t, tr.url, "", "in", nil)
 			if a.status != tc.status {
 				t.Errorf("answer %d %q, want %d", a.status, a.body, tc.status)
@@ -218,7 +220,7 @@ func TestRouterEndsAttemptsAtTheRequestsDeadline(t *testing.T) {
 		_, _ = io.ReadAll(r.Body)
 		<-r.Context().Done()
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hung", URL: hung.URL, TimeoutSeconds: 600, Retries: 2}},
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "hung", URL: hung.URL, TimeoutSeconds: 600, Retries: 2}},
 		RequestTimeoutSeconds: 0.3})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusGatewayTimeout {

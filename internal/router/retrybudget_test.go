@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // epoch is a time of day on a whole second, where the budget's buckets begin.
@@ -182,7 +184,7 @@ func TestRetryBudgetValidate(t *testing.T) {
 		if err := rb.Validate(); err == nil {
 			t.Errorf("%+v validates", rb)
 		}
-		if _, err := New(Config{Steps: []Step{{Name: "a", URL: "http://127.0.0.1:1/"}}}, Options{RetryBudget: &rb}); err == nil {
+		if _, err := New(config.Config{Steps: []config.Step{{Name: "a", URL: "http://127.0.0.1:1/"}}}, Options{RetryBudget: &rb}); err == nil {
 			t.Errorf("New took the budget %+v", rb)
 		}
 	}

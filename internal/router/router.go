@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
@@ -57,7 +58,7 @@ type Router struct {
 }
 
 // New validates cfg, compiles its stopWhen expressions and makes the router.
-func New(cfg Config, opts Options) (*Router, error) {
+func New(cfg config.Config, opts Options) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
 			}
 		}
-		st.openInference, st.metadataURL = s.Protocol == ProtocolOpenInference, s.MetadataURL
+		st.openInference, st.metadataURL = s.Protocol == config.ProtocolOpenInference, s.MetadataURL
 		for _, in := range s.Inputs {
 			source := 0
 			if in.Step != "" {
@@ -130,7 +131,7 @@ func (r *Router) Gatherer() prometheus.Gatherer { return r.gatherer }
 // ServeHTTP runs one request through the pipeline.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	id := requestID(req.Header)
-	w.Header()[HeaderRequestID] = []string{id}
+	w.Header()[config.HeaderRequestID] = []string{id}
 	code := r.serve(w, req, id)
 	r.metrics.answered(code)
 	if code == statusClientClosedRequest {
@@ -185,7 +186,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 	}
 	h := w.Header()
 	copyAnswerHeaders(h, resp.header)
-	h[HeaderLastStep] = []string{last}
+	h[config.HeaderLastStep] = []string{last}
 	// An empty Content-Type stays empty: the step's body is not sniffed.
 	h["Content-Type"] = nil
 	if resp.contentType != "" {
@@ -277,7 +278,7 @@ func writeError(w http.ResponseWriter, status int, e errorBody) int {
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	if e.Step != "" {
-		h[HeaderLastStep] = []string{e.Step}
+		h[config.HeaderLastStep] = []string{e.Step}
 	}
 	if status == http.StatusServiceUnavailable {
 		h["Retry-After"] = []string{cmp.Or(e.retryAfter, "1")}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/celjson"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -27,12 +28,12 @@ func benchRouterThreeSteps(b *testing.B, stopWhen string) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
 	}
-	var steps []Step
+	var steps []config.Step
 	for _, name := range []string{"one", "two", "three"} {
 		s := newStep(b, echo)
-		steps = append(steps, Step{Name: name, URL: s.URL, StopWhen: stopWhen})
+		steps = append(steps, config.Step{Name: name, URL: s.URL, StopWhen: stopWhen})
 	}
-	tr := newTestRouter(b, Config{Steps: steps})
+	tr := newTestRouter(b, config.Config{Steps: steps})
 	body := benchDocument()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()
@@ -45,8 +46,8 @@ func benchRouterThreeSteps(b *testing.B, stopWhen string) {
 			}
 			got, _ := io.ReadAll(res.Body)
 			_ = res.Body.Close()
-			if res.StatusCode != http.StatusOK || len(got) != len(body) || res.Header.Get(HeaderLastStep) != "three" {
-				b.Fatalf("answer %d from %q", res.StatusCode, res.Header.Get(HeaderLastStep))
+			if res.StatusCode != http.StatusOK || len(got) != len(body) || res.Header.Get(config.HeaderLastStep) != "three" {
+				b.Fatalf("answer %d from %q", res.StatusCode, res.Header.Get(config.HeaderLastStep))
 			}
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func TestRouterCallsTheStepsInOrder(t *testing.T) {
@@ -18,7 +20,7 @@ func TestRouterCallsTheStepsInOrder(t *testing.T) {
 	s1 := appendStep(t, "|1", "text/x-one", &got1)
 	s2 := appendStep(t, "|2", "text/x-two", &got2)
 	s3 := appendStep(t, "|3", "application/x-three", &got3)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL + "/infer"}, {Name: "three", URL: s3.URL},
 	}})
 
@@ -26,8 +28,8 @@ func TestRouterCallsTheStepsInOrder(t *testing.T) {
 	if a.status != http.StatusOK || a.body != "in|1|2|3" {
 		t.Fatalf("answer %d %q, want 200 %q", a.status, a.body, "in|1|2|3")
 	}
-	if got := a.header.Get(HeaderLastStep); got != "three" {
-		t.Errorf("%s: %q, want three", HeaderLastStep, got)
+	if got := a.header.Get(config.HeaderLastStep); got != "three" {
+		t.Errorf("%s: %q, want three", config.HeaderLastStep, got)
 	}
 	if got := a.header.Get("Content-Type"); got != "application/x-three" {
 		t.Errorf("Content-Type of the answer: %q, want the last step's", got)
@@ -54,13 +56,13 @@ func TestRouterEndsEarlyWhenStopWhenHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			detect := jsonStep(t, tc.detected)
 			recognize := appendStep(t, "|recognized", "application/json", nil)
-			tr := newTestRouter(t, Config{Steps: []Step{
+			tr := newTestRouter(t, config.Config{Steps: []config.Step{
 				{Name: "detect", URL: detect.URL, StopWhen: "size(response.faces) == 0"},
 				{Name: "recognize", URL: recognize.URL},
 			}})
 			a := post(t, tr.url, "image/jpeg", "jpeg bytes", nil)
-			if a.status != http.StatusOK || a.body != tc.want || a.header.Get(HeaderLastStep) != tc.wantLast {
-				t.Fatalf("answer %d %q from %q, want 200 %q from %q", a.status, a.body, a.header.Get(HeaderLastStep), tc.want, tc.wantLast)
+			if a.status != http.StatusOK || a.body != tc.want || a.header.Get(config.HeaderLastStep) != tc.wantLast {
+				t.Fatalf("answer %d %q from %q, want 200 %q from %q", a.status, a.body, a.header.Get(config.HeaderLastStep), tc.want, tc.wantLast)
 			}
 			if got := recognize.calls.Load(); got != tc.recognizerCalls {
 				t.Errorf("recognizer called %d times, want %d", got, tc.recognizerCalls)
@@ -75,13 +77,13 @@ func TestRouterStopWhenSeesStatusAndHeaders(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	second := appendStep(t, "never", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "first", URL: first.URL, StopWhen: `status == 202 && headers["x-faces"] == "0" && response == null`},
 		{Name: "second", URL: second.URL},
 	}})
 	a := post(t, tr.url, "", "", nil)
-	if a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "first" || second.calls.Load() != 0 {
-		t.Fatalf("answer %d from %q, second step called %d times", a.status, a.header.Get(HeaderLastStep), second.calls.Load())
+	if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "first" || second.calls.Load() != 0 {
+		t.Fatalf("answer %d from %q, second step called %d times", a.status, a.header.Get(config.HeaderLastStep), second.calls.Load())
 	}
 }
 
@@ -101,12 +103,12 @@ func TestRouterStopWhenReadsTheAnswerHoweverItIsNamed(t *testing.T) {
 		"[1].exists(x, response.x.y == x)",
 		"response != null && status == 200",
 	} {
-		tr := newTestRouter(t, Config{Steps: []Step{
+		tr := newTestRouter(t, config.Config{Steps: []config.Step{
 			{Name: "detect", URL: detect.URL, StopWhen: expr},
 			{Name: "recognize", URL: recognize.URL},
 		}})
-		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "detect" {
-			t.Errorf("%s: answer %d %q from %q, want the detector's", expr, a.status, a.body, a.header.Get(HeaderLastStep))
+		if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "detect" {
+			t.Errorf("%s: answer %d %q from %q, want the detector's", expr, a.status, a.body, a.header.Get(config.HeaderLastStep))
 		}
 	}
 }
@@ -114,7 +116,7 @@ func TestRouterStopWhenReadsTheAnswerHoweverItIsNamed(t *testing.T) {
 func TestRouterAnswers502WhenStopWhenFailsAtRunTime(t *testing.T) {
 	detect := statusStep(t, http.StatusOK, "not json")
 	recognize := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "detect", URL: detect.URL, StopWhen: "size(response.faces) == 0"},
 		{Name: "recognize", URL: recognize.URL},
 	}})
@@ -136,13 +138,13 @@ func TestRouterAnswers502WhenStopWhenFailsAtRunTime(t *testing.T) {
 func TestRouterPassesClientErrorsBackWithoutRetry(t *testing.T) {
 	bad := statusStep(t, http.StatusUnprocessableEntity, "no image in the body")
 	next := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "bad", URL: bad.URL, Retries: 3}, {Name: "next", URL: next.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "bad", URL: bad.URL, Retries: 3}, {Name: "next", URL: next.URL}}})
 	a := post(t, tr.url, "", "x", nil)
 	if a.status != http.StatusUnprocessableEntity || a.body != "no image in the body" || a.header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("answer %d %q (%s), want the step's 422", a.status, a.body, a.header.Get("Content-Type"))
 	}
-	if a.header.Get(HeaderLastStep) != "bad" {
-		t.Errorf("%s: %q", HeaderLastStep, a.header.Get(HeaderLastStep))
+	if a.header.Get(config.HeaderLastStep) != "bad" {
+		t.Errorf("%s: %q", config.HeaderLastStep, a.header.Get(config.HeaderLastStep))
 	}
 	if got := bad.calls.Load(); got != 1 {
 		t.Errorf("the step was called %d times, want once", got)
@@ -166,7 +168,7 @@ func TestRouterRetriesServerErrors(t *testing.T) {
 		}
 		_, _ = w.Write(append(b, "|ok"...))
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "flaky", URL: flaky.URL, Retries: 2}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "flaky", URL: flaky.URL, Retries: 2}}})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusOK || a.body != "in|ok" {
 		t.Fatalf("answer %d %q, want 200 %q", a.status, a.body, "in|ok")
@@ -184,7 +186,7 @@ func TestRouterRetriesServerErrors(t *testing.T) {
 
 func TestRouterAnswers502WhenRetriesRunOut(t *testing.T) {
 	down := statusStep(t, http.StatusServiceUnavailable, "down")
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "down", URL: down.URL, Retries: 1}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "down", URL: down.URL, Retries: 1}}})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusBadGateway {
 		t.Fatalf("answer %d %q, want 502", a.status, a.body)
@@ -201,7 +203,7 @@ func TestRouterAnswers502WhenTheStepIsUnreachable(t *testing.T) {
 	gone := newStep(t, func(http.ResponseWriter, *http.Request) {})
 	url := gone.URL
 	gone.Close()
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "gone", URL: url, Retries: 2}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "gone", URL: url, Retries: 2}}})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusBadGateway || a.errorBody(t).Step != "gone" {
 		t.Fatalf("answer %d %q, want 502 naming the step", a.status, a.body)
@@ -217,7 +219,7 @@ func TestRouterAnswers504WhenTheStepTimesOut(t *testing.T) {
 		_, _ = io.ReadAll(r.Body)
 		<-r.Context().Done()
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "hung", URL: hung.URL, TimeoutSeconds: 0.2, Retries: 1}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "hung", URL: hung.URL, TimeoutSeconds: 0.2, Retries: 1}}})
 	start := time.Now()
 	a := post(t, tr.url, "", "in", nil)
 	elapsed := time.Since(start)
@@ -248,7 +250,7 @@ func TestRouterCancelsTheStepCallWhenTheCallerGoesAway(t *testing.T) {
 		}
 	})
 	next := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "slow", URL: slow.URL, Retries: 3}, {Name: "next", URL: next.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "slow", URL: slow.URL, Retries: 3}, {Name: "next", URL: next.URL}}})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -299,8 +301,8 @@ func TestRouterPassesHeadersOn(t *testing.T) {
 		}
 	}
 	s1, s2 := newStep(t, record("one")), newStep(t, record("two"))
-	tr := newTestRouter(t, Config{
-		Steps:            []Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}},
+	tr := newTestRouter(t, config.Config{
+		Steps:            []config.Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}},
 		PropagateHeaders: []string{"x-user"},
 	})
 	sent := http.Header{
@@ -314,7 +316,7 @@ func TestRouterPassesHeadersOn(t *testing.T) {
 	t.Run("request id generated", func(t *testing.T) {
 		seen = nil
 		a := post(t, tr.url, "", "in", sent)
-		id := a.header.Get(HeaderRequestID)
+		id := a.header.Get(config.HeaderRequestID)
 		if a.status != http.StatusOK || id == "" {
 			t.Fatalf("answer %d with request id %q", a.status, id)
 		}
@@ -330,8 +332,8 @@ func TestRouterPassesHeadersOn(t *testing.T) {
 			if h.Get("X-Secret") != "" {
 				t.Errorf("step %d got X-Secret, which is not in propagateHeaders", i+1)
 			}
-			if h.Get(HeaderRequestID) != id {
-				t.Errorf("step %d got request id %q, the caller %q", i+1, h.Get(HeaderRequestID), id)
+			if h.Get(config.HeaderRequestID) != id {
+				t.Errorf("step %d got request id %q, the caller %q", i+1, h.Get(config.HeaderRequestID), id)
 			}
 		}
 		if got := a.header.Get("X-Step-Only"); got != "from step two" {
@@ -341,20 +343,20 @@ func TestRouterPassesHeadersOn(t *testing.T) {
 	t.Run("request id kept", func(t *testing.T) {
 		seen = nil
 		h := sent.Clone()
-		h.Set(HeaderRequestID, "req-42")
+		h.Set(config.HeaderRequestID, "req-42")
 		a := post(t, tr.url, "", "in", h)
-		if got := a.header.Get(HeaderRequestID); got != "req-42" {
+		if got := a.header.Get(config.HeaderRequestID); got != "req-42" {
 			t.Errorf("answer's request id %q, want the caller's", got)
 		}
 		for i, h := range seen {
-			if got := h.Get(HeaderRequestID); got != "req-42" {
+			if got := h.Get(config.HeaderRequestID); got != "req-42" {
 				t.Errorf("step %d got request id %q", i+1, got)
 			}
 		}
 	})
 	t.Run("request ids differ", func(t *testing.T) {
 		a, b := post(t, tr.url, "", "in", nil), post(t, tr.url, "", "in", nil)
-		if a.header.Get(HeaderRequestID) == b.header.Get(HeaderRequestID) {
+		if a.header.Get(config.HeaderRequestID) == b.header.Get(config.HeaderRequestID) {
 			t.Error("two requests got the same generated id")
 		}
 	})
@@ -362,7 +364,7 @@ func TestRouterPassesHeadersOn(t *testing.T) {
 
 func TestRouterRefusesBodiesOverMaxBodyBytes(t *testing.T) {
 	step := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: step.URL}}, MaxBodyBytes: 1024})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: step.URL}}, MaxBodyBytes: 1024})
 
 	if a := post(t, tr.url, "", strings.Repeat("x", 1024), nil); a.status != http.StatusOK {
 		t.Fatalf("a body of exactly maxBodyBytes: %d %q", a.status, a.body)
@@ -392,7 +394,7 @@ func TestRouterRefusesBodiesOverMaxBodyBytes(t *testing.T) {
 
 func TestRouterAnswers502ForAStepResponseOverMaxBodyBytes(t *testing.T) {
 	big := statusStep(t, http.StatusOK, strings.Repeat("y", 2048))
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "big", URL: big.URL, Retries: 2}}, MaxBodyBytes: 1024})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "big", URL: big.URL, Retries: 2}}, MaxBodyBytes: 1024})
 	a := post(t, tr.url, "", "in", nil)
 	if a.status != http.StatusBadGateway || a.errorBody(t).Step != "big" {
 		t.Fatalf("answer %d %q, want 502 naming the step", a.status, a.body)
@@ -405,7 +407,7 @@ func TestRouterAnswers502ForAStepResponseOverMaxBodyBytes(t *testing.T) {
 func TestRouterServesConcurrentRequests(t *testing.T) {
 	s1 := appendStep(t, "|1", "text/plain", nil)
 	s2 := appendStep(t, "|2", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}}})
 	const callers, each = 32, 10
 	var wg sync.WaitGroup
 	errs := make(chan string, callers*each)
@@ -444,7 +446,7 @@ func TestRouterBoundsTheBytesRequestsHoldTogether(t *testing.T) {
 		_, _ = w.Write(b[:10])
 	})
 	// Room for two bodies of 1000 bytes and the steps' short answers to them, not for a third.
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "held", URL: held.URL}}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "held", URL: held.URL}}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
 	body := strings.Repeat("x", 1000)
 	answers := make(chan answer, 2)
 	for range 2 {
@@ -469,7 +471,7 @@ func TestRouterBoundsTheBytesRequestsHoldTogether(t *testing.T) {
 
 func TestRouterAcceptsOnlyPost(t *testing.T) {
 	step := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: step.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: step.URL}}})
 	res, err := http.Get(tr.url)
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +489,7 @@ func TestRouterAcceptsOnlyPost(t *testing.T) {
 // a kept connection to the step: no call reaches the step.
 func TestRouterStartsNoStepCallAfterTheCallerWentAway(t *testing.T) {
 	one := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "one", URL: one.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: one.URL}}})
 	// A first request leaves a kept connection to the step.
 	if a := post(t, tr.url, "text/plain", "warm", nil); a.status != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", a.status, a.body)
@@ -531,7 +533,7 @@ func TestRouterCountsACallerGoneDuringStopWhenAsCanceled(t *testing.T) {
 		close(answered)
 	})
 	next := appendStep(t, "", "text/plain", nil)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "detect", URL: detect.URL, StopWhen: `response.items.exists(x, x == -1)`},
 		{Name: "next", URL: next.URL},
 	}})
@@ -566,7 +568,7 @@ func TestRouterAnswers504WhenTheDeadlinePassesDuringStopWhen(t *testing.T) {
 	detect := jsonStep(t, big)
 	next := appendStep(t, "", "text/plain", nil)
 	// The deadline passes during the evaluation (65 to 100 ms here), or before it: 504 either way.
-	tr := newTestRouter(t, Config{RequestTimeoutSeconds: 0.03, Steps: []Step{
+	tr := newTestRouter(t, config.Config{RequestTimeoutSeconds: 0.03, Steps: []config.Step{
 		{Name: "detect", URL: detect.URL, StopWhen: `response.items.exists(x, x == -1)`},
 		{Name: "next", URL: next.URL},
 	}})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // Server serves a Router on one listener and /metrics, /healthz and /readyz on another, and
@@ -36,7 +38,7 @@ type Server struct {
 	// is answered 408 and what its body held is released.
 	MinBodyRate int64
 	// WriteTimeout bounds the writing of one answer, from its first byte
-	// (DefaultWriteTimeout when 0).
+	// (config.DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
 	// Profiling serves Go's profiles (net/http/pprof) at /debug/pprof/ on the admin listener.
 	// Off by default: a profile shows the program's internals to whoever reaches that port.
@@ -49,16 +51,13 @@ type Server struct {
 	ready atomic.Bool
 }
 
-// bodyReadTimeout is how long a caller may take to send a request, its body included.
-const bodyReadTimeout = 2 * time.Minute
-
 // Serve serves until ctx ends, then stops accepting, waits for the requests in flight (at most
 // ShutdownTimeout) and returns. It closes both listeners.
 func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	// The read timeout bounds how long a caller may take to send its request; the guard keeps
 	// its body to a minimum rate, and bounds the writing of each answer.
 	g := s.guard()
-	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: bodyReadTimeout, IdleTimeout: 120 * time.Second}
+	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: config.BodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 3)
@@ -122,10 +121,10 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	return err
 }
 
-// LongestRequest is the longest a request may take: bodyReadTimeout to send its body, the
+// LongestRequest is the longest a request may take: config.BodyReadTimeout to send its body, the
 // router's request deadline (requestTimeoutSeconds) and the write timeout of its answer.
 func (s *Server) LongestRequest() time.Duration {
-	return bodyReadTimeout + s.Router.requestTimeout + cmp.Or(max(s.WriteTimeout, 0), DefaultWriteTimeout)
+	return config.BodyReadTimeout + s.Router.requestTimeout + cmp.Or(max(s.WriteTimeout, 0), config.DefaultWriteTimeout)
 }
 
 // guard is the handler that puts the server's limits in front of the router.
@@ -142,7 +141,7 @@ func (s *Server) guard() *guard {
 		g.minBodyRate = 0
 	}
 	if g.writeTimeout <= 0 {
-		g.writeTimeout = DefaultWriteTimeout
+		g.writeTimeout = config.DefaultWriteTimeout
 	}
 	if s.bodyRateWindow > 0 {
 		g.window, g.grace = s.bodyRateWindow, s.bodyRateWindow/10

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // servedRouter is a Server run on loopback listeners until the test stops it.
@@ -20,13 +22,13 @@ type servedRouter struct {
 	err           error
 }
 
-func serveRouter(t *testing.T, cfg Config, shutdownTimeout time.Duration) *servedRouter {
+func serveRouter(t *testing.T, cfg config.Config, shutdownTimeout time.Duration) *servedRouter {
 	t.Helper()
 	return serveRouterWith(t, cfg, func(s *Server) { s.ShutdownTimeout = shutdownTimeout })
 }
 
 // serveRouterWith serves cfg with a Server that configure adjusts.
-func serveRouterWith(t *testing.T, cfg Config, configure func(*Server)) *servedRouter {
+func serveRouterWith(t *testing.T, cfg config.Config, configure func(*Server)) *servedRouter {
 	t.Helper()
 	r, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -92,7 +94,7 @@ func TestServerShutsDownGracefully(t *testing.T) {
 		<-release
 		_, _ = w.Write([]byte("finished"))
 	})
-	s := serveRouter(t, Config{Steps: []Step{{Name: "slow", URL: step.URL}}}, time.Minute)
+	s := serveRouter(t, config.Config{Steps: []config.Step{{Name: "slow", URL: step.URL}}}, time.Minute)
 	if code, _ := get(t, s.adminURL+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz before shutdown: %d", code)
 	}
@@ -146,7 +148,7 @@ func TestServerCutsRequestsAfterShutdownTimeout(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	s := serveRouter(t, Config{Steps: []Step{{Name: "stuck", URL: step.URL}}}, 100*time.Millisecond)
+	s := serveRouter(t, config.Config{Steps: []config.Step{{Name: "stuck", URL: step.URL}}}, 100*time.Millisecond)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader("in"))
 		if res, err := http.DefaultClient.Do(req); err == nil {
@@ -176,7 +178,7 @@ func TestServerExposesMetrics(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	s := serveRouter(t, Config{Steps: []Step{{Name: "first", URL: ok.URL}, {Name: "second", URL: flaky.URL, Retries: 1}}}, time.Minute)
+	s := serveRouter(t, config.Config{Steps: []config.Step{{Name: "first", URL: ok.URL}, {Name: "second", URL: flaky.URL, Retries: 1}}}, time.Minute)
 	if a := post(t, s.url, "", "in", nil); a.status != http.StatusOK {
 		t.Fatalf("answer %d %q", a.status, a.body)
 	}
@@ -211,7 +213,7 @@ func TestServerExposesMetrics(t *testing.T) {
 // Go's profiles are served only when asked for: they show the program's internals.
 func TestProfilesOnlyWhenAskedFor(t *testing.T) {
 	ok := newStep(t, func(_ http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) })
-	cfg := Config{Steps: []Step{{Name: "only", URL: ok.URL}}}
+	cfg := config.Config{Steps: []config.Step{{Name: "only", URL: ok.URL}}}
 	off := serveRouter(t, cfg, time.Minute)
 	if code, _ := get(t, off.adminURL+"/debug/pprof/"); code != http.StatusNotFound {
 		t.Errorf("profiles served by default: %d", code)

@@ -16,15 +16,15 @@ import (
 	"time"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/celjson"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
 // Backoff before retry n (0 for the first retry): baseBackoff doubled each retry, at most
-// maxBackoff, times a random factor in [0.5, 1.5).
+// config.MaxBackoff, times a random factor in [0.5, 1.5).
 const (
 	baseBackoff = 25 * time.Millisecond
-	maxBackoff  = 1 * time.Second
 	// drainBytes is how much of an unread response is read away to keep its connection.
 	drainBytes = 64 << 10
 )
@@ -306,6 +306,6 @@ func isJSON(contentType string) bool {
 
 // defaultBackoff is the jittered exponential backoff before retry n.
 func defaultBackoff(n int) time.Duration {
-	d := min(baseBackoff<<min(n, 10), maxBackoff)
+	d := min(baseBackoff<<min(n, 10), config.MaxBackoff)
 	return time.Duration(float64(d) * (0.5 + rand.Float64()))
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget checks that a JSON answer whose decoded
@@ -12,7 +14,7 @@ func TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget(t *testing.T) {
 	// 1000 bytes of JSON, 500 values: about 33 000 bytes decoded, over a budget of 2100.
 	many := jsonStep(t, "["+strings.TrimSuffix(strings.Repeat("1,", 500), ",")+"]")
 	few := jsonStep(t, `{"faces": []}`)
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "many", URL: many.URL, StopWhen: "size(response) == 0"},
 		{Name: "few", URL: few.URL, StopWhen: "size(response.faces) == 0"},
 	}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
@@ -30,7 +32,7 @@ func TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget(t *testing.T) {
 		t.Errorf("%d buffered bytes still counted", got)
 	}
 	// A small document is decoded and evaluated within the same budget.
-	tr2 := newTestRouter(t, Config{Steps: []Step{{Name: "few", URL: few.URL, StopWhen: "size(response.faces) == 0"}},
+	tr2 := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "few", URL: few.URL, StopWhen: "size(response.faces) == 0"}},
 		MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
 	if a := post(t, tr2.url, "", "in", nil); a.status != http.StatusOK || a.body != `{"faces": []}` {
 		t.Errorf("a small JSON answer: %d %q", a.status, a.body)
@@ -42,14 +44,14 @@ func TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget(t *testing.T) {
 // answer that would not fit (above) passes.
 func TestRouterDoesNotDecodeForAnExpressionWithoutResponse(t *testing.T) {
 	many := jsonStep(t, "["+strings.TrimSuffix(strings.Repeat("1,", 500), ",")+"]")
-	tr := newTestRouter(t, Config{Steps: []Step{
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "many", URL: many.URL, StopWhen: `status == 200 && headers["content-type"] == "application/json"`},
 	}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
-	if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "many" {
+	if a := post(t, tr.url, "", "in", nil); a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "many" {
 		t.Errorf("answer %d %q, want the step's", a.status, a.body)
 	}
 	// The same answer for an expression that reads it is refused.
-	tr2 := newTestRouter(t, Config{Steps: []Step{
+	tr2 := newTestRouter(t, config.Config{Steps: []config.Step{
 		{Name: "many", URL: many.URL, StopWhen: `status == 200 && response != null`},
 	}, MaxBodyBytes: 1024, MaxBufferedBytes: 2100})
 	if a := post(t, tr2.url, "", "in", nil); a.status != http.StatusServiceUnavailable {

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // modelServer is an Open Inference Protocol server of one FP32 model on a loopback address:
@@ -169,12 +171,12 @@ func addModel(t *testing.T, bType string) *modelServer {
 
 // mappedConfig is scale then add: add's a is scale's output y and its b the request's
 // input0, so that sum is 3 × input0.
-func mappedConfig(scale, add *modelServer, yName string) Config {
-	return Config{Steps: []Step{
-		{Name: "scale", URL: scale.inferURL(), Protocol: ProtocolOpenInference, MetadataURL: scale.metadataURL(),
-			Inputs: []TensorInput{{Name: "x", Tensor: "input0"}}},
-		{Name: "add", URL: add.inferURL(), Protocol: ProtocolOpenInference, MetadataURL: add.metadataURL(),
-			Inputs: []TensorInput{{Name: "a", Step: "scale", Tensor: yName}, {Name: "b", Tensor: "input0"}}},
+func mappedConfig(scale, add *modelServer, yName string) config.Config {
+	return config.Config{Steps: []config.Step{
+		{Name: "scale", URL: scale.inferURL(), Protocol: config.ProtocolOpenInference, MetadataURL: scale.metadataURL(),
+			Inputs: []config.TensorInput{{Name: "x", Tensor: "input0"}}},
+		{Name: "add", URL: add.inferURL(), Protocol: config.ProtocolOpenInference, MetadataURL: add.metadataURL(),
+			Inputs: []config.TensorInput{{Name: "a", Step: "scale", Tensor: yName}, {Name: "b", Tensor: "input0"}}},
 	}}
 }
 
@@ -280,7 +282,7 @@ func TestTensorMappingRefusedByMetadata(t *testing.T) {
 			cfg := mappedConfig(scale, add, tc.yName)
 			if tc.bType == "INT64" {
 				// b of the request is checked per request; map it from scale's y instead.
-				cfg.Steps[1].Inputs[1] = TensorInput{Name: "b", Step: "scale", Tensor: "y"}
+				cfg.Steps[1].Inputs[1] = config.TensorInput{Name: "b", Step: "scale", Tensor: "y"}
 				tc.want = `input "b" of step 2 (add): output "y" of step 1 (scale) has datatype FP32, the input is INT64`
 			}
 			s := serveRouter(t, cfg, 0)
@@ -355,8 +357,8 @@ func TestStopWhenReadsTensors(t *testing.T) {
 	big := `{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[100,2,3,4]}]}`
 	for _, tc := range []struct{ body, last string }{{jsonRequest, "add"}, {big, "scale"}} {
 		a := post(t, tr.url, "application/json", tc.body, nil)
-		if a.status != http.StatusOK || a.header.Get(HeaderLastStep) != tc.last {
-			t.Fatalf("answer %d from %q, want 200 from %q: %s", a.status, a.header.Get(HeaderLastStep), tc.last, a.body)
+		if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != tc.last {
+			t.Fatalf("answer %d from %q, want 200 from %q: %s", a.status, a.header.Get(config.HeaderLastStep), tc.last, a.body)
 		}
 	}
 	// The same with binary tensors, which the expression reads decoded.
@@ -367,35 +369,35 @@ func TestStopWhenReadsTensors(t *testing.T) {
 	}
 	a := post(t, tr.url, "application/octet-stream", head+data.String(),
 		http.Header{"Inference-Header-Content-Length": {strconv.Itoa(len(head))}})
-	if a.status != http.StatusOK || a.header.Get(HeaderLastStep) != "scale" {
-		t.Fatalf("binary: answer %d from %q: %s", a.status, a.header.Get(HeaderLastStep), a.body)
+	if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "scale" {
+		t.Fatalf("binary: answer %d from %q: %s", a.status, a.header.Get(config.HeaderLastStep), a.body)
 	}
 }
 
 func TestTensorMappingConfigRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*Config)
+		edit func(*config.Config)
 		want string
 	}{
-		{"inputs of a plain step", func(c *Config) { c.Steps[1].Protocol, c.Steps[1].MetadataURL = "", "" },
+		{"inputs of a plain step", func(c *config.Config) { c.Steps[1].Protocol, c.Steps[1].MetadataURL = "", "" },
 			"steps[1]: inputs: only a step of protocol OpenInferenceProtocol with a metadataURL has mapped inputs"},
-		{"a later step", func(c *Config) { c.Steps[0].Inputs[0].Step = "add" },
+		{"a later step", func(c *config.Config) { c.Steps[0].Inputs[0].Step = "add" },
 			`steps[0].inputs[0].step: "add" is not an earlier step`},
-		{"itself", func(c *Config) { c.Steps[1].Inputs[0].Step = "add" },
+		{"itself", func(c *config.Config) { c.Steps[1].Inputs[0].Step = "add" },
 			`steps[1].inputs[0].step: "add" is not an earlier step`},
-		{"twice", func(c *Config) { c.Steps[1].Inputs[1].Name = "a" },
+		{"twice", func(c *config.Config) { c.Steps[1].Inputs[1].Name = "a" },
 			`steps[1]: inputs[1].name: "a" is mapped twice`},
-		{"tensors of a plain step", func(c *Config) {
-			c.Steps = append(c.Steps, Step{Name: "plain", URL: "http://127.0.0.1:1/", StopWhen: "size(tensors) > 0"})
+		{"tensors of a plain step", func(c *config.Config) {
+			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/", StopWhen: "size(tensors) > 0"})
 		}, "steps[2]: stopWhen: reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Steps: []Step{
-				{Name: "scale", URL: "http://127.0.0.1:1/", Protocol: ProtocolOpenInference, MetadataURL: "http://127.0.0.1:1/m",
-					Inputs: []TensorInput{{Name: "x", Tensor: "input0"}}},
-				{Name: "add", URL: "http://127.0.0.1:2/", Protocol: ProtocolOpenInference, MetadataURL: "http://127.0.0.1:2/m",
-					Inputs: []TensorInput{{Name: "a", Step: "scale", Tensor: "y"}, {Name: "b", Tensor: "input0"}}},
+			cfg := config.Config{Steps: []config.Step{
+				{Name: "scale", URL: "http://127.0.0.1:1/", Protocol: config.ProtocolOpenInference, MetadataURL: "http://127.0.0.1:1/m",
+					Inputs: []config.TensorInput{{Name: "x", Tensor: "input0"}}},
+				{Name: "add", URL: "http://127.0.0.1:2/", Protocol: config.ProtocolOpenInference, MetadataURL: "http://127.0.0.1:2/m",
+					Inputs: []config.TensorInput{{Name: "a", Step: "scale", Tensor: "y"}, {Name: "b", Tensor: "input0"}}},
 			}}
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("the valid configuration is refused: %v", err)
@@ -425,7 +427,7 @@ func TestInferenceHeaderGoesWithItsBody(t *testing.T) {
 		w.Header().Set("Inference-Header-Content-Length", "2")
 		_, _ = io.WriteString(w, "{}"+r.Header.Get("Inference-Header-Content-Length"))
 	})
-	tr := newTestRouter(t, Config{PropagateHeaders: []string{"Inference-Header-Content-Length"}, Steps: []Step{
+	tr := newTestRouter(t, config.Config{PropagateHeaders: []string{"Inference-Header-Content-Length"}, Steps: []config.Step{
 		{Name: "first", URL: first.URL}, {Name: "second", URL: second.URL}}})
 	a := post(t, tr.url, "application/octet-stream", `{"xy":2}x`, http.Header{"Inference-Header-Content-Length": {"8"}})
 	if a.status != http.StatusOK || got.Load() != "8" || a.body != "{}7" || a.header.Get("Inference-Header-Content-Length") != "2" {
@@ -436,7 +438,7 @@ func TestInferenceHeaderGoesWithItsBody(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, "["+r.Header.Get("Inference-Header-Content-Length")+"]")
 	})
-	tr = newTestRouter(t, Config{Steps: []Step{{Name: "first", URL: first.URL}, {Name: "third", URL: third.URL}}})
+	tr = newTestRouter(t, config.Config{Steps: []config.Step{{Name: "first", URL: first.URL}, {Name: "third", URL: third.URL}}})
 	if a := post(t, tr.url, "application/json", `{}`, nil); a.body != "[7]" {
 		t.Fatalf("the second step got %q", a.body)
 	}
@@ -452,7 +454,7 @@ func TestStopWhenRefusesATensorTooLargeToDecode(t *testing.T) {
 	})
 	// The buffer budget (4 × 4 MiB) holds the answer, not what decoding it would: the size is
 	// refused first, as the tensors' error, not the budget's.
-	tr := newTestRouter(t, Config{MaxBodyBytes: 4 << 20, Steps: []Step{{Name: "segment", URL: step.URL, Protocol: ProtocolOpenInference,
+	tr := newTestRouter(t, config.Config{MaxBodyBytes: 4 << 20, Steps: []config.Step{{Name: "segment", URL: step.URL, Protocol: config.ProtocolOpenInference,
 		StopWhen: `tensors.mask[0]`}}})
 	a := post(t, tr.url, "application/json", jsonRequest, nil)
 	if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Reason != ReasonStopWhen ||
@@ -474,8 +476,8 @@ func TestMappedStepFitsInTwoBodies(t *testing.T) {
 	// What the request is made of is released before the step is called: one request of about
 	// half maxBodyBytes goes through a router that holds two bodies at most.
 	echo := tensorEchoStep(t)
-	tr := newTestRouter(t, Config{MaxBodyBytes: 1 << 20, MaxBufferedBytes: 2 << 20, Steps: []Step{{Name: "a", URL: echo.URL,
-		Protocol: ProtocolOpenInference, MetadataURL: "http://127.0.0.1:1/m", Inputs: []TensorInput{{Name: "x", Tensor: "input0"}}}}})
+	tr := newTestRouter(t, config.Config{MaxBodyBytes: 1 << 20, MaxBufferedBytes: 2 << 20, Steps: []config.Step{{Name: "a", URL: echo.URL,
+		Protocol: config.ProtocolOpenInference, MetadataURL: "http://127.0.0.1:1/m", Inputs: []config.TensorInput{{Name: "x", Tensor: "input0"}}}}})
 	data := strings.TrimSuffix(strings.Repeat("1.5,", 140_000), ",")
 	body := `{"inputs":[{"name":"input0","shape":[140000],"datatype":"FP32","data":[` + data + `]}]}`
 	a := post(t, tr.url, "application/json", body, nil)
@@ -491,7 +493,7 @@ func TestStopWhenRefusesAnOutputNamedTwice(t *testing.T) {
 		_, _ = io.WriteString(w, `{"outputs":[{"name":"s","shape":[3],"datatype":"FP32","data":[1,2,3]},`+
 			`{"name":"s","shape":[1],"datatype":"FP32","data":[4]}]}`)
 	})
-	tr := newTestRouter(t, Config{Steps: []Step{{Name: "score", URL: step.URL, Protocol: ProtocolOpenInference,
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "score", URL: step.URL, Protocol: config.ProtocolOpenInference,
 		StopWhen: `size(tensors.s) > 0`}}})
 	for range 3 {
 		a := post(t, tr.url, "application/json", jsonRequest, nil)

@@ -27,7 +27,7 @@ import (
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 func newNamespace(ctx context.Context) string {
@@ -406,7 +406,7 @@ var _ = Describe("The pipeline router on a local control plane", func() {
 		By("configuring it with the step Services, in order")
 		cm := &corev1.ConfigMap{}
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: p.Name + "-router"}, cm)).To(Succeed())
-		cfg, err := router.ParseConfig([]byte(cm.Data["config.json"]))
+		cfg, err := routerconfig.ParseConfig([]byte(cm.Data["config.json"]))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Steps).To(HaveLen(2))
 		for i, s := range cfg.Steps {

@@ -16,7 +16,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	"github.com/ndsl-cn/pipeline-operator/internal/router"
+	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -31,11 +31,11 @@ func routerServiceOf(ctx context.Context, p *pipelinev1.Pipeline) *corev1.Servic
 }
 
 // routerConfigOf is the router configuration the ConfigMap of p holds, as the router parses it.
-func routerConfigOf(ctx context.Context, p *pipelinev1.Pipeline) (router.Config, string) {
+func routerConfigOf(ctx context.Context, p *pipelinev1.Pipeline) (routerconfig.Config, string) {
 	GinkgoHelper()
 	cm := child(ctx, &corev1.ConfigMap{}, p.Namespace, resources.RouterObjectName(p))
 	data := cm.Data[resources.RouterConfigKey]
-	cfg, err := router.ParseConfig([]byte(data))
+	cfg, err := routerconfig.ParseConfig([]byte(data))
 	Expect(err).NotTo(HaveOccurred(), "the router refuses the operator's configuration:\n%s", data)
 	return cfg, data
 }

@@ -1,4 +1,4 @@
-package router
+package config
 
 import (
 	"os"
@@ -43,7 +43,7 @@ func TestParseConfigReadsTheDocumentedConfig(t *testing.T) {
 
 // TestDocsShowTheDocumentedConfig keeps docs/router.md's example and this test's in step.
 func TestDocsShowTheDocumentedConfig(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/router.md")
+	doc, err := os.ReadFile("../../../docs/router.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,14 @@
-package router
+// Package config is the router's configuration: the JSON document the operator writes for a
+// Pipeline's router and the router reads with --config (docs/router.md), its defaults and its
+// validation. The operator imports this package and stopwhen, nothing else of the router.
+package config
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -29,6 +33,13 @@ const (
 	MaxSteps = 64
 	// MaxStepNameLength is the longest step name.
 	MaxStepNameLength = 63
+	// MaxBackoff is the longest wait before a retry, before its random factor in [0.5, 1.5).
+	MaxBackoff = 1 * time.Second
+	// BodyReadTimeout is how long a caller may take to send a request, its body included.
+	BodyReadTimeout = 2 * time.Minute
+	// DefaultWriteTimeout bounds the writing of one answer when the router's --write-timeout
+	// is 0.
+	DefaultWriteTimeout = time.Minute
 	// bufferedBodiesFactor sets the default maxBufferedBytes: this many bodies of maxBodyBytes.
 	bufferedBodiesFactor = 4
 )
@@ -122,16 +133,16 @@ func (c Config) RequestTimeout() time.Duration {
 	}
 	var d time.Duration
 	for _, s := range c.Steps {
-		d += time.Duration(s.Retries+1)*s.Timeout() + time.Duration(s.Retries)*maxBackoff*3/2
+		d += time.Duration(s.Retries+1)*s.Timeout() + time.Duration(s.Retries)*MaxBackoff*3/2
 	}
 	return d
 }
 
 // LongestRequest is the longest a request may take with the router's default limits:
-// bodyReadTimeout to send its body, the request deadline (which starts once the body is read)
+// BodyReadTimeout to send its body, the request deadline (which starts once the body is read)
 // and DefaultWriteTimeout to write its answer.
 func (c Config) LongestRequest() time.Duration {
-	return bodyReadTimeout + c.RequestTimeout() + DefaultWriteTimeout
+	return BodyReadTimeout + c.RequestTimeout() + DefaultWriteTimeout
 }
 
 // BodyLimit is maxBodyBytes with the default applied.
@@ -355,4 +366,22 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
+}
+
+const (
+	// HeaderRequestID carries the request's identifier to every step and back to the caller.
+	HeaderRequestID = "X-Request-Id"
+	// HeaderLastStep names, in the router's answer, the step whose response it is.
+	HeaderLastStep = "X-Pipeline-Last-Step"
+)
+
+// reservedHeader reports whether the router sets the header itself, so that propagating it
+// from the caller would be wrong.
+func reservedHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
+		"Te", "Trailer", "Upgrade", "Proxy-Connection", HeaderRequestID, HeaderLastStep:
+		return true
+	}
+	return false
 }
