@@ -218,16 +218,29 @@ bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines aga
 		go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v
 
 BENCH_ROUTER_ARGS ?=
+BENCH_ROUTER_BEFORE ?=
+ifneq ($(BENCH_ROUTER_BEFORE),)
+BENCH_ROUTER_BEFORE_REV := $(shell git rev-parse --short --verify --quiet '$(BENCH_ROUTER_BEFORE)^{commit}')
+endif
 
 # KServe's router listens on its fixed port 8080: the benchmark runs in a network namespace of
 # its own (loopback only) when it can make one (root), so that nothing else on the machine is
 # in its way.
 .PHONY: bench-router
-bench-router: ## Measure the router against a direct chain and KServe's router; writes docs/performance-router.md.
+bench-router: ## Measure the router against a direct chain and KServe's router; writes docs/performance-router.md. BENCH_ROUTER_BEFORE=<revision> measures that revision's router beside.
 	@mkdir -p bin && { hack/build-tool.sh kserve $(dir $(KSERVE_ROUTER)) 2>&1 | tee bin/kserve-build.log || true; }
 	go build -o bin/router ./cmd/router
 	go build -o bin/bench-router ./hack/bench-router
+ifneq ($(BENCH_ROUTER_BEFORE),)
+	@[ -n "$(BENCH_ROUTER_BEFORE_REV)" ] || { echo "BENCH_ROUTER_BEFORE=$(BENCH_ROUTER_BEFORE) is not a revision" >&2; exit 1; }
+	@echo ">> building the router at $(BENCH_ROUTER_BEFORE_REV) into bin/router-before"
+	@tmp=$$(mktemp -d) && trap 'git worktree remove --force "$$tmp/src" 2>/dev/null; rm -rf "$$tmp"' EXIT && \
+		git worktree add --quiet --detach "$$tmp/src" $(BENCH_ROUTER_BEFORE_REV) && \
+		(cd "$$tmp/src" && go build -o $(CURDIR)/bin/router-before ./cmd/router)
+endif
 	@set -- -router $(CURDIR)/bin/router -out $(CURDIR)/docs/performance-router.md $(BENCH_ROUTER_ARGS); \
+	if [ -n "$(BENCH_ROUTER_BEFORE_REV)" ]; then \
+		set -- "$$@" -before $(CURDIR)/bin/router-before -before-label $(BENCH_ROUTER_BEFORE_REV); fi; \
 	if [ -x $(KSERVE_ROUTER) ]; then set -- "$$@" -kserve $(KSERVE_ROUTER) -kserve-version $(KSERVE_VERSION); \
 	else set -- "$$@" -kserve-error "hack/build-tool.sh kserve failed: $$(tail -n 3 bin/kserve-build.log | tr '\n' ' ')"; \
 		echo "KServe's router could not be built (bin/kserve-build.log): measuring against the direct chain only" >&2; fi; \

@@ -26,8 +26,11 @@ type variant struct {
 	name   string
 	hops   bool // through a router: its overhead per hop is reported
 	kserve bool
-	call   func(ctx context.Context, body []byte) ([]byte, error)
-	cells  map[int]*cell // by concurrency
+	before bool // the router from another revision (-before)
+	// unknownFlags are the benchmark's optional flags the router does not define.
+	unknownFlags []string
+	call         func(ctx context.Context, body []byte) ([]byte, error)
+	cells        map[int]*cell // by concurrency
 	// pid is the router's process, whose CPU time is measured (0: none, the direct chain).
 	pid int
 }

@@ -1,8 +1,8 @@
 // Command bench-router measures the pipeline router (make bench-router): the latency it adds
 // per step against a caller that calls the same steps itself, one after the other, and its
 // throughput at several numbers of concurrent callers, side by side in the same run with
-// KServe's InferenceGraph router driving the same steps as a Sequence graph. It writes its
-// figures as Markdown.
+// KServe's InferenceGraph router driving the same steps as a Sequence graph, and with the
+// router built from another revision when -before names it. It writes its figures as Markdown.
 //
 // Everything runs on loopback addresses; KServe's router listens on its fixed port 8080, so
 // make bench-router runs this program in a network namespace of its own when it can.
@@ -22,6 +22,7 @@ import (
 
 type options struct {
 	router, kserve, kserveVersion, kserveError, out string
+	before, beforeLabel                             string
 	steps, body, rounds                             int
 	duration, warmup                                time.Duration
 	concurrency                                     []int
@@ -37,6 +38,8 @@ func main() {
 	flag.StringVar(&o.kserve, "kserve", "", "KServe's router binary (empty: the direct chain only).")
 	flag.StringVar(&o.kserveVersion, "kserve-version", "", "The version KServe's router was built from.")
 	flag.StringVar(&o.kserveError, "kserve-error", "", "Why KServe's router is missing, when it is.")
+	flag.StringVar(&o.before, "before", "", "The pipeline router binary built from another revision, measured beside (empty: none).")
+	flag.StringVar(&o.beforeLabel, "before-label", "", "The revision -before was built from, as the report names it.")
 	flag.StringVar(&o.out, "out", "docs/performance-router.md", "Where the Markdown report goes.")
 	flag.IntVar(&o.steps, "steps", 3, "Steps in the pipeline.")
 	flag.IntVar(&o.body, "body", 1024, "Bytes of the JSON request body.")
@@ -103,6 +106,15 @@ func bench(ctx context.Context, o options) error {
 		defer ks.stop()
 		variants = append(variants, &variant{name: "KServe router " + o.kserveVersion, hops: true, kserve: true, pid: ks.cmd.Process.Pid, call: viaRouter(ks.url)})
 	}
+	if o.before != "" {
+		old, err := startRouter(ctx, o.before, steps.urls, "")
+		if err != nil {
+			return fmt.Errorf("the router from before: %w", err)
+		}
+		defer old.stop()
+		variants = append(variants, &variant{name: beforeName(o.beforeLabel), hops: true, before: true, pid: old.cmd.Process.Pid,
+			call: viaRouter(old.url), unknownFlags: old.unknownFlags})
+	}
 	for _, v := range variants {
 		if err := v.check(ctx, body); err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
@@ -114,9 +126,16 @@ func bench(ctx context.Context, o options) error {
 		for _, c := range o.concurrency {
 			// The order turns from round to round, so that no variant always comes right after
 			// another router: with a stopWhen that reads nothing of the answers (status == 0),
-			// the second router measured 4 % slower than the first at 16 callers.
-			for k := range variants {
-				v := variants[(k+round)%len(variants)]
+			// the second router measured 4 % slower than the first at 16 callers. The router from
+			// before (last) and the pipeline router (second) trade places every other round, so
+			// that each comes after the same variants as often as the other.
+			order := variants
+			if o.before != "" && round%2 == 1 {
+				order = slices.Clone(variants)
+				order[1], order[len(order)-1] = order[len(order)-1], order[1]
+			}
+			for k := range order {
+				v := order[(k+round)%len(order)]
 				fmt.Fprintf(os.Stderr, ">> round %d/%d, %d callers: %s\n", round+1, o.rounds, c, v.name)
 				v.measure(ctx, c, body, o.warmup, o.duration)
 			}
@@ -149,6 +168,14 @@ func bench(ctx context.Context, o options) error {
 	}
 	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
 	return failures(variants, mapping)
+}
+
+// beforeName is the name of the variant of the router from before.
+func beforeName(label string) string {
+	if label == "" {
+		return "pipeline router before"
+	}
+	return "pipeline router before (" + label + ")"
 }
 
 // failures says which variant had calls fail, if any.

@@ -28,6 +28,9 @@ type process struct {
 	url, adminURL string
 	cmd           *exec.Cmd
 	dir           string
+	// unknownFlags are the optional flags of the benchmark the binary does not define, and runs
+	// without (a router built from an older revision).
+	unknownFlags []string
 }
 
 func (p *process) stop() {
@@ -63,7 +66,16 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--config", file, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--profiling")
+	args := []string{"--config", file, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+	var unknown []string
+	for _, f := range []string{"--profiling"} {
+		if definesFlag(ctx, bin, f) {
+			args = append(args, f)
+		} else {
+			unknown = append(unknown, f)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -71,7 +83,7 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, dir: dir}
+	p := &process{cmd: cmd, dir: dir, unknownFlags: unknown}
 	re := regexp.MustCompile(` listen=(\S+) metricsListen=(\S+)`)
 	found := make(chan []string, 1)
 	go func() {
@@ -90,6 +102,13 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 		p.stop()
 		return nil, fmt.Errorf("%s did not start within 30 s", bin)
 	}
+}
+
+// definesFlag says whether the router binary bin defines flag ("--name"), as its usage (-h)
+// lists it.
+func definesFlag(ctx context.Context, bin, flag string) bool {
+	usage, _ := exec.CommandContext(ctx, bin, "-h").CombinedOutput() // it exits with an error after -h
+	return regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(strings.TrimLeft(flag, "-")) + `(\s|$)`).Match(usage)
 }
 
 // kserveGraph is the InferenceGraph spec of a Sequence of the steps, each after the first

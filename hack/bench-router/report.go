@@ -77,12 +77,28 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	} else {
 		fmt.Fprintf(&b, "- **KServe router**: not measured: %s\n", r.kserveError)
 	}
+	if v := r.beforeVariant(); v != nil {
+		from := "another revision"
+		if r.beforeLabel != "" {
+			from = r.beforeLabel
+		}
+		fmt.Fprintf(&b, "- **%s**: the router built from %s, run as the pipeline router is: the same\n"+
+			"  configuration, no stopWhen, the same flags", v.name, from)
+		if len(v.unknownFlags) > 0 {
+			fmt.Fprintf(&b, " except `%s`, which it does not define", strings.Join(v.unknownFlags, "`, `"))
+		}
+		b.WriteString(".\n")
+	}
 	fmt.Fprintf(&b, "\nEvery round measures every variant at every concurrency for %s (after %s of warm-up),\n"+
 		"interleaved, in an order that turns from round to round, so that a burst of other work on the machine\n"+
 		"touches every variant alike and none always runs right after another; %d rounds.\n"+
 		"Latencies are pooled over the rounds; throughput is the median round (the slowest and fastest\n"+
 		"rounds in parentheses).\n",
 		r.duration, r.warmup, r.rounds)
+	if r.beforeVariant() != nil {
+		b.WriteString("The pipeline router and the router from before swap places in that order every other round, so that\n" +
+			"each runs after the same variants as often as the other.\n")
+	}
 
 	r.overhead(&b)
 	r.throughput(&b)
@@ -135,14 +151,26 @@ func (r report) kserveVariant() *variant {
 	return nil
 }
 
+func (r report) beforeVariant() *variant {
+	for _, v := range r.variants {
+		if v.before {
+			return v
+		}
+	}
+	return nil
+}
+
 func (r report) throughput(b *strings.Builder) {
-	ks := r.kserveVariant()
+	ks, old := r.kserveVariant(), r.beforeVariant()
 	b.WriteString("\n## Throughput\n\nRequests per second through the whole pipeline (median of the rounds), and ratios of\n" +
 		"figures measured in the same run. Goals: the pipeline router at least 0.6 × the direct chain at the most callers\n" +
 		"(it makes one more HTTP exchange per request than the chain, so about 0.75 is its CPU-bound ceiling), at least\n" +
 		"1.5 × KServe's router at every concurrency, and stopWhen on every step at most 10 % slower than without.\n" +
 		"A ratio is that of the medians; in parentheses, the lowest and the highest ratio of the two measured in\n" +
 		"one round, which shows how much the machine's noise moves it.\n")
+	if old != nil {
+		b.WriteString("router / before is the pipeline router against the router from before, with no goal.\n")
+	}
 	b.WriteString("\n| callers |")
 	for _, v := range r.variants {
 		b.WriteString(" " + v.name + " |")
@@ -151,8 +179,14 @@ func (r report) throughput(b *strings.Builder) {
 	if ks != nil {
 		b.WriteString(" router / KServe |")
 	}
+	if old != nil {
+		b.WriteString(" router / before |")
+	}
 	b.WriteString(" goals |\n|---|" + strings.Repeat("---|", len(r.variants)) + "---|---|")
 	if ks != nil {
+		b.WriteString("---|")
+	}
+	if old != nil {
 		b.WriteString("---|")
 	}
 	b.WriteString("---|\n")
@@ -172,6 +206,9 @@ func (r report) throughput(b *strings.Builder) {
 			k := plain / ks.cells[c].throughput()
 			met = met && k >= 1.5
 			fmt.Fprintf(b, " %s |", ratio(k, plainCell, ks.cells[c]))
+		}
+		if old != nil {
+			fmt.Fprintf(b, " %s |", ratio(plain/old.cells[c].throughput(), plainCell, old.cells[c]))
 		}
 		fmt.Fprintf(b, " %s |\n", verdict(met))
 	}
