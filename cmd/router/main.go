@@ -104,6 +104,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
+	// What the standard library logs (net/http's notes on a step's connection, such as an
+	// answer that came unasked) goes through the same handler.
+	slog.SetDefault(log)
 	if *adaptProcs {
 		log.Warn("--adapt-procs is deprecated and does nothing: the router runs on GOMAXPROCS processors")
 	}

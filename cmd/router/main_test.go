@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	stdlog "log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,6 +51,11 @@ func TestRunRefusesAStopWhenThatDoesNotCompile(t *testing.T) {
 	err := run(context.Background(), []string{"--config", f, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "steps[0]: stopWhen: ERROR") {
 		t.Fatalf("run: %v, want the compiler's error for steps[0]", err)
+	}
+	// The standard library's log (net/http's notes) goes through the router's handler.
+	stdlog.Print("a note of net/http")
+	if got := out.String(); !strings.Contains(got, `level=INFO msg="a note of net/http"`) {
+		t.Errorf("the standard library's log is not the router's: %q", got)
 	}
 }
 
