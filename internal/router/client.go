@@ -23,10 +23,11 @@ const (
 )
 
 // stepClient calls steps through net/http's Transport, whatever the body's size or the
-// step's scheme. The Transport frames every request and answer: it keeps a connection only
-// when the answer's framing leaves it clean (no bytes past the answer, one Content-Length, no
-// Content-Length beside Transfer-Encoding, HTTP/1.0 without keep-alive closed), and sends a
-// request again on a new connection when a kept one ended before any byte of it was written.
+// step's scheme. The Transport frames every request and answer; it refuses an answer of
+// differing Content-Lengths, closes a connection after an HTTP/1.0 answer without keep-alive
+// and one on which bytes come that no request asked for, and sends a request again on
+// another connection when a kept one ended before any byte of it was written
+// (desync_test.go).
 type stepClient struct {
 	http *http.Client
 }
