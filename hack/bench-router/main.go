@@ -122,25 +122,7 @@ func bench(ctx context.Context, o options) error {
 	}
 
 	start := time.Now()
-	for round := range o.rounds {
-		for _, c := range o.concurrency {
-			// The order turns from round to round, so that no variant always comes right after
-			// another router: with a stopWhen that reads nothing of the answers (status == 0),
-			// the second router measured 4 % slower than the first at 16 callers. The router from
-			// before (last) and the pipeline router (second) trade places every other round, so
-			// that each comes after the same variants as often as the other.
-			order := variants
-			if o.before != "" && round%2 == 1 {
-				order = slices.Clone(variants)
-				order[1], order[len(order)-1] = order[len(order)-1], order[1]
-			}
-			for k := range order {
-				v := order[(k+round)%len(order)]
-				fmt.Fprintf(os.Stderr, ">> round %d/%d, %d callers: %s\n", round+1, o.rounds, c, v.name)
-				v.measure(ctx, c, body, o.warmup, o.duration)
-			}
-		}
-	}
+	measureRounds(ctx, o, variants, body)
 	// One profile at the fewest callers, where the router waits on every exchange, and one at
 	// the most, where it is busy.
 	var profs []*profile
@@ -168,6 +150,29 @@ func bench(ctx context.Context, o options) error {
 	}
 	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
 	return failures(variants, mapping)
+}
+
+// measureRounds measures every variant at every concurrency, o.rounds times.
+func measureRounds(ctx context.Context, o options, variants []*variant, body []byte) {
+	for round := range o.rounds {
+		for _, c := range o.concurrency {
+			// The order turns from round to round, so that no variant always comes right after
+			// another router: with a stopWhen that reads nothing of the answers (status == 0),
+			// the second router measured 4 % slower than the first at 16 callers. The router from
+			// before (last) and the pipeline router (second) trade places every other round, so
+			// that each comes after the same variants as often as the other.
+			order := variants
+			if o.before != "" && round%2 == 1 {
+				order = slices.Clone(variants)
+				order[1], order[len(order)-1] = order[len(order)-1], order[1]
+			}
+			for k := range order {
+				v := order[(k+round)%len(order)]
+				fmt.Fprintf(os.Stderr, ">> round %d/%d, %d callers: %s\n", round+1, o.rounds, c, v.name)
+				v.measure(ctx, c, body, o.warmup, o.duration)
+			}
+		}
+	}
 }
 
 // beforeName is the name of the variant of the router from before.

@@ -100,7 +100,7 @@ func TestStepClientWritesNoFramingHeader(t *testing.T) {
 	for _, size := range []int{16, 1 << 20} {
 		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
 			got := make(chan http.Header, 1)
-			s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+			s := newStep(t, func(_ http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				h := r.Header.Clone()
 				h.Set("X-Got-Length", strconv.Itoa(len(b)))
