@@ -199,6 +199,16 @@ test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), t
 	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONValue -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
+# A duration for each target, starting from the corpus in internal/router/celjson/testdata/fuzz;
+# a new input is minimized for 10s at most, so that the time goes to fuzzing.
+FUZZTIME_LONG ?= 10m
+
+.PHONY: test-fuzz-long
+test-fuzz-long: ## Fuzz the router's JSON decoding, its cost bound and its reading by stopWhen for longer (-fuzztime $(FUZZTIME_LONG) each; not part of make test).
+	go test ./internal/router/celjson/ -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME_LONG) -fuzzminimizetime 10s
+	go test ./internal/router/celjson/ -run '^$$' -fuzz '^FuzzJSONDecodeCost$$' -fuzztime $(FUZZTIME_LONG) -fuzzminimizetime 10s
+	go test ./internal/router/celjson/ -run '^$$' -fuzz '^FuzzJSONValue$$' -fuzztime $(FUZZTIME_LONG) -fuzzminimizetime 10s
+
 BENCH_SIZES ?= 200,1000
 BENCH_RUNS ?= 3
 BENCH_BEFORE ?=

@@ -302,6 +302,11 @@ func (a *jsonArray) Size() ref.Val {
 
 // Get implements traits.Indexer.
 func (a *jsonArray) Get(index ref.Val) ref.Val {
+	if n, ok := index.(types.Int); ok && int64(int(n)) != int64(n) {
+		// Beyond an int (on a 32-bit platform): no element, as in the decoded list, which
+		// takes an int index as an int64. GetOrError would wrap it, 1<<32 to 0.
+		return types.NewErr("index out of bounds: %d", n)
+	}
 	i, err := types.GetOrError(index)
 	if err == nil && i >= 0 && a.inPlace() {
 		if members := a.index(); i < len(members) {
