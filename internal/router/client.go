@@ -5,8 +5,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
@@ -22,21 +25,28 @@ const (
 	maxAnswerHeaderBytes = http.DefaultMaxHeaderBytes
 )
 
-// stepClient calls steps through net/http's Transport, whatever the body's size or the
-// step's scheme. The Transport frames every request and answer; it refuses an answer of
-// differing Content-Lengths, closes a connection after an HTTP/1.0 answer without keep-alive
-// and one on which bytes come that no request asked for, and sends a request again on
-// another connection when a kept one ended before any byte of it was written
-// (desync_test.go).
+// stepClient calls steps. A small body to a plain HTTP step goes on the direct path
+// (directconn.go) where connAlive can look into a kept connection; everything else through
+// net/http's Transport. Both frame requests and answers alike: they refuse an answer of
+// differing Content-Lengths, close a connection after an HTTP/1.0 answer without keep-alive
+// and one on which bytes come that no request asked for, and send a request again on another
+// connection when a kept one ended before any byte of it was written (desync_test.go).
 type stepClient struct {
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	http *http.Client
+
+	mu    sync.Mutex
+	idle  map[string][]*clientConn // by host:port, the most recently used last
+	sweep *time.Timer
 }
 
 // target is where a step is called, parsed once.
 type target struct {
 	url string
-	// host is the Host header (see hostHeader).
-	host string
+	// direct is true for an http URL where connAlive works: small bodies take the direct path.
+	direct bool
+	// addr is host:port to dial; host the Host header (see hostHeader); path the request target.
+	addr, host, path string
 }
 
 func newTarget(raw string) (target, error) {
@@ -44,7 +54,13 @@ func newTarget(raw string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{url: raw, host: hostHeader(u)}, nil
+	t := target{url: raw, direct: u.Scheme == "http" && connAliveWorks, host: hostHeader(u), path: u.RequestURI()}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	t.addr = net.JoinHostPort(u.Hostname(), port)
+	return t, nil
 }
 
 // hostHeader is the Host header of the calls to u: its host and port, an absolute name without
@@ -70,9 +86,15 @@ func newStepClient(dial func(ctx context.Context, network, addr string) (net.Con
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &stepClient{http: &http.Client{
+	return &stepClient{dial: dial, idle: map[string][]*clientConn{}, http: &http.Client{
 		Transport: &http.Transport{
-			DialContext:            dial,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &countedConn{Conn: conn}, nil
+			},
 			MaxIdleConns:           4096,
 			MaxIdleConnsPerHost:    maxIdlePerStep,
 			IdleConnTimeout:        idleConnTimeout,
@@ -89,21 +111,55 @@ func newStepClient(dial func(ctx context.Context, network, addr string) (net.Con
 // post sends in to t with header, under ctx and within timeout, and returns the step's final
 // answer. The answer's body must be closed; until then ctx and the timeout still apply.
 func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration, header http.Header, in payload) (*http.Response, error) {
+	header = stepRequestHeader(header, in)
+	if t.direct && in.body.Len() <= directBodyLimit {
+		return c.postDirect(ctx, t, timeout, header, in.body)
+	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
-	req, err := newBodyRequest(actx, t.url, in.body)
-	if err != nil {
-		cancel()
-		return nil, err
+	for fresh := false; ; fresh = true {
+		req, err := newBodyRequest(actx, t.url, in.body)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		req.Header = header
+		req.Host = t.host
+		// Which connection the Transport took, and what had been written to it: a kept one
+		// that fails before the request's first byte reached it is left for another, once, as
+		// on the direct path (the Transport itself gives up on a POST there).
+		var (
+			conn    *countedConn
+			written int64
+			reused  bool
+		)
+		req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			if cc, ok := info.Conn.(*countedConn); ok {
+				conn, written, reused = cc, cc.written.Load(), info.Reused
+			}
+		}}))
+		res, err := c.http.Do(req)
+		if err != nil {
+			if !fresh && reused && conn.written.Load() == written && ctx.Err() == nil && actx.Err() == nil {
+				continue
+			}
+			cancel()
+			return nil, err
+		}
+		res.Body = &cancelBody{ReadCloser: res.Body, cancel: cancel}
+		return res, nil
 	}
-	req.Header = stepRequestHeader(header, in)
-	req.Host = t.host
-	res, err := c.http.Do(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	res.Body = &cancelBody{ReadCloser: res.Body, cancel: cancel}
-	return res, nil
+}
+
+// countedConn is a connection of the Transport's, counting the bytes written to it.
+type countedConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
 }
 
 // stepRequestHeader is the header of a call to a step: header without the fields that frame a

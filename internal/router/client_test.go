@@ -170,6 +170,43 @@ func TestRouterReadsALargeAnswerWhileItSendsALargeBody(t *testing.T) {
 	}
 }
 
+func TestStepClientClosesConnectionsIdleTooLong(t *testing.T) {
+	s := newRawStep(t, func(c net.Conn, _ *bufio.Reader) { _, _ = io.Copy(io.Discard, c) })
+	c := newStepClient(nil)
+	tg, err := newTarget(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []*clientConn
+	for range 3 {
+		cc, err := c.get(t.Context(), tg.addr, time.Now().Add(time.Second), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, cc)
+	}
+	for _, cc := range kept {
+		c.put(cc)
+	}
+	c.mu.Lock()
+	kept[0].idleAt = time.Now().Add(-2 * idleConnTimeout)
+	kept[1].idleAt = time.Now().Add(-2 * idleConnTimeout)
+	c.mu.Unlock()
+	c.closeIdle()
+	c.mu.Lock()
+	left := len(c.idle[tg.addr])
+	c.mu.Unlock()
+	if left != 1 {
+		t.Errorf("%d idle connections left, want 1", left)
+	}
+	if _, err := kept[0].conn.Write([]byte("x")); err == nil {
+		t.Error("a connection idle too long is still open")
+	}
+	if _, err := kept[2].conn.Write([]byte("x")); err != nil {
+		t.Errorf("the connection used last was closed: %v", err)
+	}
+}
+
 // TestRouterRefusesATruncatedAnswer runs steps that announce more than they send and close the
 // connection, the end falling before the body, inside it, and on a block's boundary: each is
 // a connection failure, never an answer shorter than announced passed on.

@@ -139,34 +139,43 @@ func TestStepClientWritesNoFramingHeader(t *testing.T) {
 // connection fail before any byte of the request went out, as on a connection the step reset
 // while it was idle: the request, though not idempotent, is sent again on a new connection.
 func TestStepClientSendsAgainWhenAKeptConnectionTookNothing(t *testing.T) {
-	s := newStep(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) })
-	tg, err := newTarget(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dials atomic.Int32
-	var d net.Dialer
-	c := newStepClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &failSecondRequest{Conn: conn, first: dials.Add(1) == 1}, nil
-	})
-	for i := range 2 {
-		body := strconv.Itoa(i)
-		res, err := c.post(t.Context(), &tg, 10*time.Second, http.Header{}, payload{body: bufferOf([]byte(body))})
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		if string(b) != body {
-			t.Fatalf("call %d: answer %q", i, b)
-		}
-	}
-	if got := dials.Load(); got != 2 {
-		t.Errorf("%d connections, want 2", got)
+	for _, size := range []int{1, 1 << 20} {
+		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
+			// The step reads the whole request before it answers: the connection's reads begin
+			// once a request was written.
+			s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				_, _ = w.Write(b)
+			})
+			tg, err := newTarget(s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dials atomic.Int32
+			var d net.Dialer
+			c := newStepClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &failSecondRequest{Conn: conn, first: dials.Add(1) == 1}, nil
+			})
+			for i := range 2 {
+				body := strings.Repeat(strconv.Itoa(i), size)
+				res, err := c.post(t.Context(), &tg, 10*time.Second, http.Header{}, payload{body: bufferOf([]byte(body))})
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				_ = res.Body.Close()
+				if string(b) != body {
+					t.Fatalf("call %d: answer of %d bytes", i, len(b))
+				}
+			}
+			if got := dials.Load(); got != 2 {
+				t.Errorf("%d connections, want 2", got)
+			}
+		})
 	}
 }
 
@@ -197,3 +206,8 @@ func (c *failSecondRequest) Write(p []byte) (int, error) {
 
 // bufferOf is a body holding b, as one chunk.
 func bufferOf(b []byte) *buffer { return &buffer{chunks: [][]byte{b}, size: int64(len(b))} }
+
+// SyscallConn lets connAlive look into the connection, as into any TCP connection.
+func (c *failSecondRequest) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}

@@ -187,9 +187,9 @@ func classify(ctx context.Context, err error, timeout time.Duration) *attemptErr
 }
 
 // answerHeaderTooLarge reports whether err is a step answer's header over
-// maxAnswerHeaderBytes: net/http's error, which has no type of its own.
+// maxAnswerHeaderBytes: the direct path's error, or net/http's, which has no type of its own.
 func answerHeaderTooLarge(err error) bool {
-	return strings.Contains(err.Error(), "server response headers exceeded")
+	return errors.Is(err, errAnswerHeaderTooLarge) || strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isDialError reports whether err happened while connecting (refused, name not resolved, no

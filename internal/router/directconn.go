@@ -1,0 +1,279 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The direct path: a small body to a plain HTTP step is written, and the answer's header read,
+// on the request's own goroutine over a kept-alive connection of the client's own, with the
+// net package's sockets. One exchange costs the router a write and a read, and a look at a
+// kept connection before it is used again (connAlive), and no hand-over between goroutines,
+// which net/http's Transport makes for each request (its connection's reading and writing
+// goroutines). It frames requests and answers as the Transport does; desync_test.go runs the
+// same cases against both.
+
+// directBodyLimit is the largest body sent on the direct path. A larger one goes through
+// net/http's Transport, which reads the answer while it writes (a step may start answering a
+// large body before it has read it all).
+const directBodyLimit = 64 << 10
+
+// errAnswerHeaderTooLarge is a step's answer whose header goes on past maxAnswerHeaderBytes.
+var errAnswerHeaderTooLarge = fmt.Errorf("the answer's header exceeds %d bytes", maxAnswerHeaderBytes)
+
+// clientConn is a connection to a step, with its buffers.
+type clientConn struct {
+	// addr is the step's host:port the connection was made to.
+	addr string
+	conn net.Conn
+	// br reads conn through limit, which bounds an answer's header while it is read.
+	br    *bufio.Reader
+	limit readLimit
+	// bw writes to conn through written, which counts the bytes that reached the socket.
+	bw      *bufio.Writer
+	written countingWriter
+	// reused is true for a connection kept from an earlier call.
+	reused bool
+	idleAt time.Time
+}
+
+// readLimit reads from r at most left more bytes, any number while left is negative.
+type readLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *readLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errAnswerHeaderTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// countingWriter writes to w and counts what it took.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// aLongTimeAgo, as a deadline, ends a blocked read or write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// postDirect sends in on the direct path. A kept connection that fails before any byte of the
+// request reached it (the step closed it as the call began) is dropped and the request sent
+// again on a new one, once, idempotent or not, as net/http's Transport does.
+func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Duration, header http.Header, body *buffer) (*http.Response, error) {
+	// The connection's deadline is the step's timeout; ctx's own deadline, like the caller going
+	// away, ends the exchange through ctx, so that the error is told apart by ctx's state.
+	deadline := time.Now().Add(timeout)
+	for fresh := false; ; fresh = true {
+		cc, err := c.get(ctx, t.addr, deadline, fresh)
+		if err != nil {
+			return nil, err
+		}
+		if err := cc.conn.SetDeadline(deadline); err != nil {
+			_ = cc.conn.Close()
+			return nil, err
+		}
+		// ctx ending ends the exchange at once; the connection is not used again.
+		stop := context.AfterFunc(ctx, func() { _ = cc.conn.SetDeadline(aLongTimeAgo) })
+		res, err := cc.exchange(t, header, body)
+		if err != nil {
+			stop()
+			_ = cc.conn.Close()
+			if cc.reused && cc.written.n == 0 && !fresh && ctx.Err() == nil {
+				continue
+			}
+			return nil, err
+		}
+		res.Body = &connBody{body: res.Body, cc: cc, client: c, stop: stop,
+			reusable: !res.Close && res.StatusCode != http.StatusSwitchingProtocols}
+		return res, nil
+	}
+}
+
+// exchange writes one request, with header (stepRequestHeader's: nothing in it frames the
+// message) and body, and reads the final answer's header.
+func (cc *clientConn) exchange(t *target, header http.Header, body *buffer) (*http.Response, error) {
+	cc.written.n = 0
+	w := cc.bw
+	_, _ = w.WriteString("POST ")
+	_, _ = w.WriteString(t.path)
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.WriteString(t.host)
+	_, _ = w.WriteString("\r\nContent-Length: ")
+	_, _ = w.WriteString(strconv.FormatInt(body.Len(), 10))
+	_, _ = w.WriteString("\r\n")
+	for name, values := range header {
+		for _, v := range values {
+			if err := writeHeaderLine(w, name, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+	if _, err := body.WriteTo(w); err != nil {
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	// The bound covers the informational answers (100, 103, ...) and the final one's header,
+	// as net/http's MaxResponseHeaderBytes does.
+	cc.limit.left = maxAnswerHeaderBytes
+	for {
+		res, err := http.ReadResponse(cc.br, nil)
+		if err != nil {
+			return nil, err
+		}
+		// 100 Continue, 103 Early Hints and the like come before the answer; 101 is final.
+		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+			cc.limit.left = -1
+			return res, nil
+		}
+	}
+}
+
+// writeHeaderLine writes one header field, refusing a name or value that would break the
+// request's framing.
+func writeHeaderLine(w *bufio.Writer, name, value string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("invalid header field name %q", name)
+	}
+	if !httpguts.ValidHeaderFieldValue(value) {
+		return fmt.Errorf("invalid header field value for %q", name)
+	}
+	_, _ = w.WriteString(name)
+	_, _ = w.WriteString(": ")
+	_, _ = w.WriteString(value)
+	_, _ = w.WriteString("\r\n")
+	return nil
+}
+
+// connBody is an answer's body on a clientConn: read to its end and closed, it gives the
+// connection back for the next call.
+type connBody struct {
+	body     io.ReadCloser
+	cc       *clientConn
+	client   *stepClient
+	stop     func() bool
+	reusable bool
+	eof      bool
+	closed   bool
+}
+
+func (b *connBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof = true
+	}
+	return n, err
+}
+
+// Close keeps the connection when the body was read to its end, the step did not ask to close
+// it, nothing unread follows and the caller did not go away; otherwise it closes it.
+func (b *connBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	canceled := !b.stop()
+	if b.eof && b.reusable && !canceled && b.cc.br.Buffered() == 0 && b.cc.conn.SetDeadline(time.Time{}) == nil {
+		b.client.put(b.cc)
+		return nil
+	}
+	return b.cc.conn.Close()
+}
+
+// get is an idle connection to addr that is still open (none when fresh), or a new one.
+func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, fresh bool) (*clientConn, error) {
+	now := time.Now()
+	c.mu.Lock()
+	for conns := c.idle[addr]; !fresh && len(conns) > 0; conns = c.idle[addr] {
+		cc := conns[len(conns)-1]
+		conns[len(conns)-1] = nil
+		c.idle[addr] = conns[:len(conns)-1]
+		c.mu.Unlock()
+		if now.Sub(cc.idleAt) < idleConnTimeout && connAlive(cc.conn) {
+			cc.reused = true
+			return cc, nil
+		}
+		_ = cc.conn.Close()
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	conn, err := c.dial(dctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cc := &clientConn{addr: addr, conn: conn, limit: readLimit{r: conn, left: -1}, written: countingWriter{w: conn}}
+	cc.br = bufio.NewReader(&cc.limit)
+	cc.bw = bufio.NewWriter(&cc.written)
+	return cc, nil
+}
+
+// put keeps cc for the next call to its step, up to maxIdlePerStep.
+func (c *stepClient) put(cc *clientConn) {
+	cc.idleAt = time.Now()
+	addr := cc.addr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.idle[addr]) >= maxIdlePerStep {
+		_ = cc.conn.Close()
+		return
+	}
+	c.idle[addr] = append(c.idle[addr], cc)
+	if c.sweep == nil {
+		c.sweep = time.AfterFunc(idleConnTimeout, c.closeIdle)
+	}
+}
+
+// closeIdle closes the connections idle for idleConnTimeout, and looks again later while any
+// are kept.
+func (c *stepClient) closeIdle() {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sweep = nil
+	for addr, conns := range c.idle {
+		// The oldest first: conns is in the order they were put back.
+		n := 0
+		for n < len(conns) && now.Sub(conns[n].idleAt) >= idleConnTimeout {
+			_ = conns[n].conn.Close()
+			n++
+		}
+		if n == len(conns) {
+			delete(c.idle, addr)
+			continue
+		}
+		c.idle[addr] = append(conns[:0], conns[n:]...)
+	}
+	if len(c.idle) > 0 {
+		c.sweep = time.AfterFunc(idleConnTimeout, c.closeIdle)
+	}
+}
