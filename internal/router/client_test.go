@@ -128,6 +128,8 @@ func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
 			return
 		}
 		_, _ = io.ReadAll(req.Body)
+		// A small send buffer: what the step got out is what the router's side took.
+		_ = c.(*net.TCPConn).SetWriteBuffer(64 << 10)
 		hints := bytes.Repeat([]byte("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"), 100)
 		for sent.Load() < 64<<20 {
 			n, err := c.Write(hints)
@@ -145,7 +147,9 @@ func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
 	if e := a.errorBody(t); e.Reason != ReasonResponseTooLarge {
 		t.Errorf("error body %+v, want reason %s", e, ReasonResponseTooLarge)
 	}
-	if got := sent.Load(); got >= 4*maxAnswerHeaderBytes {
+	// What the router read (1 MiB), plus what the sockets' buffers hold, which the kernel grows
+	// while the router parses answer after answer: far from the 64 MiB the step would send.
+	if got := sent.Load(); got >= 16*maxAnswerHeaderBytes {
 		t.Errorf("the step sent %d bytes of informational answers before the router stopped reading", got)
 	}
 }
