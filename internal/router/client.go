@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -122,18 +123,27 @@ func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration,
 			cancel()
 			return nil, err
 		}
+		// The Transport must not send the body again by itself (it would, on a kept connection
+		// that failed after the step got bytes of it, for a request it takes for replayable):
+		// the router's retries decide that, by the step's idempotent; this loop resends only
+		// what never reached the step.
+		req.GetBody = nil
 		req.Header = header
 		req.Host = t.host
 		// Which connection the Transport took, and what had been written to it: a kept one
 		// that fails before the request's first byte reached it is left for another, once, as
-		// on the direct path (the Transport itself gives up on a POST there).
+		// on the direct path.
 		var (
 			conn    *countedConn
 			written int64
 			reused  bool
 		)
 		req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-			if cc, ok := info.Conn.(*countedConn); ok {
+			c := info.Conn
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if cc, ok := c.(*countedConn); ok {
 				conn, written, reused = cc, cc.written.Load(), info.Reused
 			}
 		}}))
@@ -165,7 +175,7 @@ func (c *countedConn) Write(p []byte) (int, error) {
 // stepRequestHeader is the header of a call to a step: header without the fields that frame a
 // message or belong to one connection (RFC 9110 section 7.6.1, every Proxy-* field) and
 // without those the body sets, then the body's own. Whatever a caller or a configuration
-// passed on, the Transport alone frames the request.
+// passed on, the client alone frames the request.
 func stepRequestHeader(header http.Header, in payload) http.Header {
 	out := make(http.Header, len(header)+3)
 	for name, values := range header {

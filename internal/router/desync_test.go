@@ -42,6 +42,12 @@ func TestRouterNeverMixesAnswersAcrossRequests(t *testing.T) {
 			ok: is(http.StatusBadGateway), conns: 2},
 		"HTTP/1.0 without keep-alive": {first: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
 			ok: is(http.StatusOK), conns: 2},
+		"Connection: close, the connection left open": {first: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+			ok: is(http.StatusOK), conns: 2},
+		"304 with a body": {first: "HTTP/1.1 304 Not Modified\r\nContent-Length: 6\r\n\r\nforged",
+			ok: is(http.StatusBadGateway), conns: 2}, // the router answers a step's 3xx with 502
+		"a chunked answer, the connection kept": {first: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			ok: is(http.StatusOK), conns: 1},
 		"204 with a body": {first: "HTTP/1.1 204 No Content\r\nContent-Length: 6\r\n\r\nforged",
 			ok: is(http.StatusOK), conns: 2}, // the router answers a step's 2xx with 200
 	} {
@@ -210,4 +216,44 @@ func bufferOf(b []byte) *buffer { return &buffer{chunks: [][]byte{b}, size: int6
 // SyscallConn lets connAlive look into the connection, as into any TCP connection.
 func (c *failSecondRequest) SyscallConn() (syscall.RawConn, error) {
 	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// TestRouterDoesNotResendWhatReachedANonIdempotentStep runs a step that takes a whole request
+// on a kept connection and resets it without answering: a step with idempotent false gets that
+// request once, even when the caller's Idempotency-Key is passed on (net/http would replay a
+// request carrying it), whatever the body's size.
+func TestRouterDoesNotResendWhatReachedANonIdempotentStep(t *testing.T) {
+	for _, size := range []int{16, 1 << 20} {
+		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
+			var requests atomic.Int32
+			s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(req.Body)
+					if requests.Add(1) == 2 {
+						_ = c.(*net.TCPConn).SetLinger(0)
+						return
+					}
+					_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+				}
+			})
+			no := false
+			tr := newTestRouter(t, config.Config{PropagateHeaders: []string{"Idempotency-Key"},
+				Steps: []config.Step{{Name: "once", URL: s.url, Retries: 2, Idempotent: &no}}})
+			body := strings.Repeat("x", size)
+			key := http.Header{"Idempotency-Key": {"k"}}
+			if a := post(t, tr.url, "text/plain", body, key); a.status != http.StatusOK {
+				t.Fatalf("first call: answer %d", a.status)
+			}
+			if a := post(t, tr.url, "text/plain", body, key); a.status != http.StatusBadGateway {
+				t.Fatalf("second call: answer %d, want 502", a.status)
+			}
+			if got := requests.Load(); got != 2 {
+				t.Errorf("the step got %d requests, want 2: the second was sent again", got)
+			}
+		})
+	}
 }

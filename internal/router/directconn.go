@@ -104,7 +104,8 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 		if err != nil {
 			stop()
 			_ = cc.conn.Close()
-			if cc.reused && cc.written.n == 0 && !fresh && ctx.Err() == nil {
+			var bad *headerFieldError
+			if cc.reused && cc.written.n == 0 && !fresh && ctx.Err() == nil && !errors.As(err, &bad) {
 				continue
 			}
 			return nil, err
@@ -150,21 +151,27 @@ func (cc *clientConn) exchange(t *target, header http.Header, body *buffer) (*ht
 			return nil, err
 		}
 		// 100 Continue, 103 Early Hints and the like come before the answer; 101 is final.
-		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+		// A status under 100 is final too, as net/http takes it (and the router refuses it).
+		if res.StatusCode < 100 || res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
 			cc.limit.left = -1
 			return res, nil
 		}
 	}
 }
 
+// headerFieldError is a header field the request cannot carry: no connection would take it.
+type headerFieldError struct{ msg string }
+
+func (e *headerFieldError) Error() string { return e.msg }
+
 // writeHeaderLine writes one header field, refusing a name or value that would break the
 // request's framing.
 func writeHeaderLine(w *bufio.Writer, name, value string) error {
 	if !httpguts.ValidHeaderFieldName(name) {
-		return fmt.Errorf("invalid header field name %q", name)
+		return &headerFieldError{fmt.Sprintf("invalid header field name %q", name)}
 	}
 	if !httpguts.ValidHeaderFieldValue(value) {
-		return fmt.Errorf("invalid header field value for %q", name)
+		return &headerFieldError{fmt.Sprintf("invalid header field value for %q", name)}
 	}
 	_, _ = w.WriteString(name)
 	_, _ = w.WriteString(": ")

@@ -3,6 +3,7 @@
 // step's stopWhen expression (CEL) holds, retries transient failures with a per-step deadline,
 // passes trace headers on, and exports per-step metrics.
 //
-// It imports nothing from the controllers: the operator builds a Config (the JSON document
-// documented in docs/router.md) and runs the router binary (cmd/router) with it.
+// It imports nothing from the controllers: the operator builds a config.Config
+// (internal/router/config: the JSON document documented in docs/router.md) and runs the router
+// binary (cmd/router) with it.
 package router

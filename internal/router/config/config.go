@@ -332,7 +332,7 @@ func validateStepURL(raw string) error {
 	if u.User != nil {
 		// Credentials in the URL would be written to the logs and sent with every call; a
 		// step that needs them is passed the caller's header (propagateHeaders).
-		return fmt.Errorf("%q: credentials (user:password@) are not allowed in a step URL", u.Redacted())
+		return fmt.Errorf("%s://%s: credentials (user:password@) are not allowed in a step URL", u.Scheme, u.Host)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: the scheme must be http or https", raw)
