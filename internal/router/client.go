@@ -139,11 +139,11 @@ func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration,
 			reused  bool
 		)
 		req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-			c := info.Conn
-			if tc, ok := c.(*tls.Conn); ok {
-				c = tc.NetConn()
+			nc := info.Conn
+			if tc, ok := nc.(*tls.Conn); ok {
+				nc = tc.NetConn()
 			}
-			if cc, ok := c.(*countedConn); ok {
+			if cc, ok := nc.(*countedConn); ok {
 				conn, written, reused = cc, cc.written.Load(), info.Reused
 			}
 		}}))
