@@ -160,7 +160,8 @@ func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration,
 	}
 }
 
-// countedConn is a connection of the Transport's, counting the bytes written to it.
+// countedConn is a connection counting the bytes written to it: the Transport's connections,
+// and the direct path's writer.
 type countedConn struct {
 	net.Conn
 	written atomic.Int64
@@ -196,12 +197,12 @@ func stepRequestHeader(header http.Header, in payload) http.Header {
 // framingHeader reports whether the field named name frames a message or belongs to one
 // connection, or describes a body (which the router sets from the body it sends).
 func framingHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
-		"Content-Length", "Content-Type", "Content-Encoding", "Expect", oip.HeaderInferenceHeaderLength:
+	name = http.CanonicalHeaderKey(name)
+	switch name {
+	case "Host", "Content-Length", "Content-Type", "Content-Encoding", "Expect", oip.HeaderInferenceHeaderLength:
 		return true
 	}
-	return strings.HasPrefix(http.CanonicalHeaderKey(name), "Proxy-")
+	return hopByHopHeader(name)
 }
 
 // cancelBody ends its request's context when it is closed.

@@ -48,6 +48,11 @@ func newRawStep(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawStep
 	return s
 }
 
+// writeEcho answers on a raw step's connection with body, as text/plain.
+func writeEcho(c net.Conn, body []byte) {
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
+
 func TestRouterKeepsOneConnectionToAStepForSequentialCalls(t *testing.T) {
 	var conns sync.Map // the callers' addresses the step saw
 	s := newStep(t, func(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +83,7 @@ func TestRouterDoesNotSendOnAConnectionTheStepClosed(t *testing.T) {
 			return
 		}
 		b, _ := io.ReadAll(req.Body)
-		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+		writeEcho(c, b)
 	})
 	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "closer", URL: s.url}}})
 	for i := range 20 {

@@ -3,7 +3,6 @@ package router
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -95,7 +94,7 @@ func newScriptedStep(t *testing.T, first, late string) *rawStep {
 				}
 				continue
 			}
-			_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+			writeEcho(c, b)
 		}
 	})
 }
@@ -237,7 +236,7 @@ func TestRouterDoesNotResendWhatReachedANonIdempotentStep(t *testing.T) {
 						_ = c.(*net.TCPConn).SetLinger(0)
 						return
 					}
-					_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+					writeEcho(c, b)
 				}
 			})
 			no := false

@@ -40,7 +40,7 @@ type clientConn struct {
 	limit readLimit
 	// bw writes to conn through written, which counts the bytes that reached the socket.
 	bw      *bufio.Writer
-	written countingWriter
+	written countedConn
 	// reused is true for a connection kept from an earlier call.
 	reused bool
 	idleAt time.Time
@@ -64,18 +64,6 @@ func (l *readLimit) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
-	return n, err
-}
-
-// countingWriter writes to w and counts what it took.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
 	return n, err
 }
 
@@ -105,7 +93,7 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 			stop()
 			_ = cc.conn.Close()
 			var bad *headerFieldError
-			if cc.reused && cc.written.n == 0 && !fresh && ctx.Err() == nil && !errors.As(err, &bad) {
+			if cc.reused && cc.written.written.Load() == 0 && !fresh && ctx.Err() == nil && !errors.As(err, &bad) {
 				continue
 			}
 			return nil, err
@@ -119,7 +107,7 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 // exchange writes one request, with header (stepRequestHeader's: nothing in it frames the
 // message) and body, and reads the final answer's header.
 func (cc *clientConn) exchange(t *target, header http.Header, body *buffer) (*http.Response, error) {
-	cc.written.n = 0
+	cc.written.written.Store(0)
 	w := cc.bw
 	_, _ = w.WriteString("POST ")
 	_, _ = w.WriteString(t.path)
@@ -238,7 +226,7 @@ func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, f
 	if err != nil {
 		return nil, err
 	}
-	cc := &clientConn{addr: addr, conn: conn, limit: readLimit{r: conn, left: -1}, written: countingWriter{w: conn}}
+	cc := &clientConn{addr: addr, conn: conn, limit: readLimit{r: conn, left: -1}, written: countedConn{Conn: conn}}
 	cc.br = bufio.NewReader(&cc.limit)
 	cc.bw = bufio.NewWriter(&cc.written)
 	return cc, nil

@@ -87,16 +87,26 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 	return out
 }
 
+// hopByHopHeader reports whether the field of canonical name belongs to one connection and is
+// never passed on, in a request or an answer: those of RFC 9110 section 7.6.1 and every Proxy-*
+// field.
+func hopByHopHeader(name string) bool {
+	switch name {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return strings.HasPrefix(name, "Proxy-")
+}
+
 // answerHeader reports whether a header of the last step's answer goes back to the caller: not
 // a hop-by-hop header (those of RFC 9110 section 7.6.1, every Proxy-* header, and those the
 // answer's Connection header names), nor one the router sets itself.
 func answerHeader(name string, connection []string) bool {
-	switch name {
-	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Content-Length", config.HeaderRequestID, config.HeaderLastStep:
+	if hopByHopHeader(name) {
 		return false
 	}
-	if strings.HasPrefix(name, "Proxy-") {
+	switch name {
+	case "Content-Length", config.HeaderRequestID, config.HeaderLastStep:
 		return false
 	}
 	for _, v := range connection {
