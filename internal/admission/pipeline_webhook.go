@@ -167,7 +167,7 @@ func (*Validator) ValidateDelete(context.Context, *pipelinev1.Pipeline) (admissi
 
 func (v *Validator) validate(ctx context.Context, p, old *pipelinev1.Pipeline) (admission.Warnings, error) {
 	names := namesFor(ctx, p)
-	errs := validatePipeline(p, names)
+	errs := validatePipeline(p, old, names)
 	if old != nil {
 		errs = append(errs, validatePipelineUpdate(old, p, names)...)
 	}

@@ -29,12 +29,12 @@ var injectedEnv = sets.New(pipelinev1.InjectedEnv...)
 // is pure, and names the v1 fields: the checks that need the cluster are warnings (see
 // warnings), and a request made in v1beta1 gets its fields renamed (fieldNames).
 func ValidatePipeline(p *pipelinev1.Pipeline) field.ErrorList {
-	return validatePipeline(p, fieldNames{})
+	return validatePipeline(p, nil, fieldNames{})
 }
 
-// validatePipeline is ValidatePipeline with messages in the spelling n. The errors' paths are
-// v1's.
-func validatePipeline(p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
+// validatePipeline is ValidatePipeline of p, an update of old (nil on create), with messages in
+// the spelling n. The errors' paths are v1's.
+func validatePipeline(p, old *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
 	for i := range p.Spec.Steps {
@@ -46,8 +46,14 @@ func validatePipeline(p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 		rp := specPath.Child("dataPath", "router")
 		errs = append(errs, validateNodeNames(rt.Location, rt.FallbackLocations, rp)...)
 		errs = append(errs, validateResources(rt.Resources, rp.Child("resources"))...)
+		kept := sets.New[pipelinev1.HeaderName]()
+		if ort := routerOf(old); ort != nil {
+			kept.Insert(ort.PropagateHeaders...)
+		}
 		for i, h := range rt.PropagateHeaders {
-			if err := routerconfig.CheckPropagatedHeader(string(h)); err != nil {
+			// A name already there was admitted when the router's list of the headers it sets
+			// was shorter: it stays, the router leaves it out, and a warning says so.
+			if err := routerconfig.CheckPropagatedHeader(string(h)); err != nil && !kept.Has(h) {
 				errs = append(errs, field.Invalid(rp.Child("propagateHeaders").Index(i), h, err.Error()))
 			}
 		}
@@ -55,10 +61,11 @@ func validatePipeline(p *pipelinev1.Pipeline, n fieldNames) field.ErrorList {
 	return errs
 }
 
-// routerOf is the router's settings of p, which the CRD admits only with dataPath.mode Router
-// (v1beta1's settings of a disabled router are kept in the conversion data, and not read).
+// routerOf is the router's settings of p (nil when p is), which the CRD admits only with
+// dataPath.mode Router (v1beta1's settings of a disabled router are kept in the conversion
+// data, and not read).
 func routerOf(p *pipelinev1.Pipeline) *pipelinev1.Router {
-	if p.Spec.DataPath == nil {
+	if p == nil || p.Spec.DataPath == nil {
 		return nil
 	}
 	return p.Spec.DataPath.Router
@@ -428,13 +435,21 @@ func storageChangeWarning(was, is *pipelinev1.ModelStorage) string {
 // routerWarnings are the warnings about p's router: a location no node has.
 func routerWarnings(p *pipelinev1.Pipeline, nodeExists func(string) (bool, error)) []string {
 	r := p.Spec.RouterSettings()
-	if r == nil || r.Location == "" || nodeExists == nil {
+	if r == nil {
 		return nil
 	}
-	if ok, err := nodeExists(r.Location); err == nil && !ok {
-		return []string{missingLocationWarning("router", "the router", r.Location, r.FallbackLocations)}
+	var out []string
+	if r.Location != "" && nodeExists != nil {
+		if ok, err := nodeExists(r.Location); err == nil && !ok {
+			out = append(out, missingLocationWarning("router", "the router", r.Location, r.FallbackLocations))
+		}
 	}
-	return nil
+	for _, h := range r.PropagateHeaders {
+		if err := routerconfig.CheckPropagatedHeader(string(h)); err != nil {
+			out = append(out, fmt.Sprintf("router: propagateHeaders %s is not passed on to the steps: %v; remove it", h, err))
+		}
+	}
+	return out
 }
 
 // missingLocationWarning is the warning about what (a step, named, or the router), called

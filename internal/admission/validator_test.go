@@ -272,6 +272,38 @@ func TestValidateRouterPropagateHeaders(t *testing.T) {
 	}
 }
 
+// Expect, the Proxy-* headers and Inference-Header-Content-Length were admitted once, and the
+// router dropped them: a new name of these is refused, one a stored Pipeline already has stays
+// (its other fields can still be edited) with a warning that the router leaves it out.
+func TestValidateUpdateKeepsAHeaderTheRouterDrops(t *testing.T) {
+	v := &Validator{}
+	ctx := context.Background()
+	p := sampleV1(t)
+	routerOn(p, &pipelinev1.Router{PropagateHeaders: []pipelinev1.HeaderName{"X-User", "Expect"}})
+	if _, err := v.ValidateCreate(ctx, p); err == nil || !strings.Contains(err.Error(), `spec.dataPath.router.propagateHeaders[1]: Invalid value: "Expect": "Expect" is set by the router itself`) {
+		t.Fatalf("create with Expect: %v, want it refused", err)
+	}
+
+	stored := p
+	edited := stored.DeepCopy()
+	edited.Spec.Steps[1].Model = "facedetection-3"
+	warnings, err := v.ValidateUpdate(ctx, stored, edited)
+	if err != nil {
+		t.Fatalf("an edit of a Pipeline that had Expect was refused: %v", err)
+	}
+	want := `router: propagateHeaders Expect is not passed on to the steps: "Expect" is set by the router itself; remove it`
+	if !slices.Contains(warnings, want) {
+		t.Errorf("warnings %q, want %q", warnings, want)
+	}
+
+	added := edited.DeepCopy()
+	added.Spec.DataPath.Router.PropagateHeaders = append(added.Spec.DataPath.Router.PropagateHeaders, "Proxy-Authorization")
+	if _, err := v.ValidateUpdate(ctx, edited, added); err == nil || !strings.Contains(err.Error(), "spec.dataPath.router.propagateHeaders[2]") ||
+		strings.Contains(err.Error(), "propagateHeaders[1]") {
+		t.Fatalf("adding Proxy-Authorization: %v, want only it refused", err)
+	}
+}
+
 // The nodes a step or the router may run on, fallbacks included, are node names; the schema's
 // pattern lets a..b through.
 func TestValidateNodeNames(t *testing.T) {

@@ -483,6 +483,9 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("a header the router sets itself", func(p *pipelinev1.Pipeline) {
 			routerOn(p, &pipelinev1.Router{PropagateHeaders: []pipelinev1.HeaderName{"X-Request-Id"}})
 		}, "spec.dataPath.router.propagateHeaders[0]", "set by the router itself"),
+		Entry("a header of one connection", func(p *pipelinev1.Pipeline) {
+			routerOn(p, &pipelinev1.Router{PropagateHeaders: []pipelinev1.HeaderName{"X-User", "Proxy-Authorization"}})
+		}, "spec.dataPath.router.propagateHeaders[1]", "belongs to one connection: the router never passes it on"),
 		Entry("no model", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "" },
 			"spec.steps[0].model", "Required value"),
 		Entry("a model outside the storage", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Model = "../secrets" },

@@ -138,7 +138,11 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Con
 		cfg.RequestTimeoutSeconds = float64(*rt.RequestTimeoutSeconds)
 	}
 	for _, h := range rt.PropagateHeaders {
-		cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
+		// Admission refuses the names the router sets or drops itself, except those a Pipeline
+		// had before the list grew: left out here, so that the router loads its configuration.
+		if routerconfig.CheckPropagatedHeader(string(h)) == nil {
+			cfg.PropagateHeaders = append(cfg.PropagateHeaders, string(h))
+		}
 	}
 	for i, s := range p.Spec.Steps {
 		step := routerconfig.Step{

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
@@ -180,7 +181,7 @@ func (c *countedConn) Write(p []byte) (int, error) {
 func stepRequestHeader(header http.Header, in payload) http.Header {
 	out := make(http.Header, len(header)+3)
 	for name, values := range header {
-		if !framingHeader(name) {
+		if !config.FramingHeader(http.CanonicalHeaderKey(name)) {
 			out[name] = values
 		}
 	}
@@ -192,17 +193,6 @@ func stepRequestHeader(header http.Header, in payload) http.Header {
 		}
 	}
 	return out
-}
-
-// framingHeader reports whether the field named name frames a message or belongs to one
-// connection, or describes a body (which the router sets from the body it sends).
-func framingHeader(name string) bool {
-	name = http.CanonicalHeaderKey(name)
-	switch name {
-	case "Host", "Content-Length", "Content-Type", "Content-Encoding", "Expect", oip.HeaderInferenceHeaderLength:
-		return true
-	}
-	return hopByHopHeader(name)
 }
 
 // cancelBody ends its request's context when it is closed.

@@ -8,20 +8,18 @@ import (
 	"strings"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
-	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 // traceHeaders are passed on to every step whatever propagateHeaders says (W3C Trace Context
 // and Baggage).
 var traceHeaders = []string{"Traceparent", "Tracestate", "Baggage"}
 
-// propagatedHeaderNames is the canonical names of the headers passed on to the steps. Not
-// Inference-Header-Content-Length, even when extra names it: it goes with the body it describes
-// (payload.inferenceHeader), not with each.
+// propagatedHeaderNames is the canonical names of the headers passed on to the steps (extra
+// holds none the router sets itself: config.Validate refuses them).
 func propagatedHeaderNames(extra []string) []string {
 	names := append([]string(nil), traceHeaders...)
 	for _, h := range extra {
-		if c := http.CanonicalHeaderKey(h); c != oip.HeaderInferenceHeaderLength && !slices.Contains(names, c) {
+		if c := http.CanonicalHeaderKey(h); !slices.Contains(names, c) {
 			names = append(names, c)
 		}
 	}
@@ -87,22 +85,11 @@ func stepHeaders(in http.Header, names []string, id string) http.Header {
 	return out
 }
 
-// hopByHopHeader reports whether the field of canonical name belongs to one connection and is
-// never passed on, in a request or an answer: those of RFC 9110 section 7.6.1 and every Proxy-*
-// field.
-func hopByHopHeader(name string) bool {
-	switch name {
-	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	return strings.HasPrefix(name, "Proxy-")
-}
-
 // answerHeader reports whether a header of the last step's answer goes back to the caller: not
 // a hop-by-hop header (those of RFC 9110 section 7.6.1, every Proxy-* header, and those the
 // answer's Connection header names), nor one the router sets itself.
 func answerHeader(name string, connection []string) bool {
-	if hopByHopHeader(name) {
+	if config.HopByHopHeader(name) {
 		return false
 	}
 	switch name {

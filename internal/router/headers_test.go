@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 func TestNewRequestIDIsAVersion4UUID(t *testing.T) {
@@ -281,5 +282,13 @@ func TestIsJSON(t *testing.T) {
 		if got := isJSON(contentType); got != want {
 			t.Errorf("isJSON(%q) = %v, want %v", contentType, got, want)
 		}
+	}
+}
+
+// The configuration names the Open Inference Protocol's body header without importing oip (the
+// operator imports the configuration): it must be the same name.
+func TestTheOpenInferenceBodyHeaderIsSetByTheRouter(t *testing.T) {
+	if !config.FramingHeader(oip.HeaderInferenceHeaderLength) || config.CheckPropagatedHeader(oip.HeaderInferenceHeaderLength) == nil {
+		t.Fatalf("%s is not among the headers the router sets itself", oip.HeaderInferenceHeaderLength)
 	}
 }

@@ -413,8 +413,8 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 
 func TestInferenceHeaderGoesWithItsBody(t *testing.T) {
 	// Without mapping, each body is passed on with its own Inference-Header-Content-Length:
-	// the caller's to the first step, the first step's to the second, even where
-	// propagateHeaders names the header.
+	// the caller's to the first step, the first step's to the second (propagateHeaders cannot
+	// name the header: TestTheOpenInferenceBodyHeaderIsSetByTheRouter).
 	var got atomic.Value
 	first := newStep(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -427,8 +427,7 @@ func TestInferenceHeaderGoesWithItsBody(t *testing.T) {
 		w.Header().Set("Inference-Header-Content-Length", "2")
 		_, _ = io.WriteString(w, "{}"+r.Header.Get("Inference-Header-Content-Length"))
 	})
-	tr := newTestRouter(t, config.Config{PropagateHeaders: []string{"Inference-Header-Content-Length"}, Steps: []config.Step{
-		{Name: "first", URL: first.URL}, {Name: "second", URL: second.URL}}})
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "first", URL: first.URL}, {Name: "second", URL: second.URL}}})
 	a := post(t, tr.url, "application/octet-stream", `{"xy":2}x`, http.Header{"Inference-Header-Content-Length": {"8"}})
 	if a.status != http.StatusOK || got.Load() != "8" || a.body != "{}7" || a.header.Get("Inference-Header-Content-Length") != "2" {
 		t.Fatalf("answer %d %q (header %q), the first step got %q", a.status, a.body, a.header.Get("Inference-Header-Content-Length"), got.Load())

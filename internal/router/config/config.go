@@ -344,11 +344,13 @@ func validateStepURL(raw string) error {
 }
 
 // CheckPropagatedHeader reports why name cannot be in propagateHeaders: it is not an HTTP
-// header name, or the router sets that header itself.
+// header name, the router sets that header itself, or it belongs to one connection.
 func CheckPropagatedHeader(name string) error {
 	switch {
 	case !validHeaderName(name):
 		return fmt.Errorf("%q is not a header name", name)
+	case HopByHopHeader(http.CanonicalHeaderKey(name)):
+		return fmt.Errorf("%q belongs to one connection: the router never passes it on", name)
 	case reservedHeader(name):
 		return fmt.Errorf("%q is set by the router itself", name)
 	}
@@ -375,13 +377,36 @@ const (
 	HeaderLastStep = "X-Pipeline-Last-Step"
 )
 
-// reservedHeader reports whether the router sets the header itself, so that propagating it
-// from the caller would be wrong.
+// reservedHeader reports whether the router sets the header itself, or drops it on every call
+// to a step, so that propagating it from the caller would be wrong or silently do nothing.
 func reservedHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", "Connection", "Host", "Keep-Alive",
-		"Te", "Trailer", "Upgrade", "Proxy-Connection", HeaderRequestID, HeaderLastStep:
+	switch name = http.CanonicalHeaderKey(name); name {
+	case HeaderRequestID, HeaderLastStep:
 		return true
 	}
-	return false
+	return FramingHeader(name)
+}
+
+// FramingHeader reports whether the field of canonical name is one the router writes itself on
+// every call to a step, whatever the caller sent: those that frame a message (Host,
+// Content-Length, Expect), those that describe the body it sends (Content-Type,
+// Content-Encoding, and the Open Inference Protocol's Inference-Header-Content-Length), and the
+// hop-by-hop ones.
+func FramingHeader(name string) bool {
+	switch name {
+	case "Host", "Content-Length", "Expect", "Content-Type", "Content-Encoding", "Inference-Header-Content-Length":
+		return true
+	}
+	return HopByHopHeader(name)
+}
+
+// HopByHopHeader reports whether the field of canonical name belongs to one connection and is
+// never passed on, in a request or an answer: those of RFC 9110 section 7.6.1 (Connection,
+// Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade) and every Proxy-* field.
+func HopByHopHeader(name string) bool {
+	switch name {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return strings.HasPrefix(name, "Proxy-")
 }
