@@ -18,8 +18,16 @@ import (
 )
 
 const (
-	// maxIdlePerStep is how many idle connections to one step are kept for the next calls.
+	// maxIdlePerStep is how many idle connections to one step are kept for the next calls: as
+	// many as the calls the router serves at once by default (DefaultMaxInFlight), so that a
+	// step called by all of them keeps its connections through a burst.
 	maxIdlePerStep = 1024
+	// maxIdleConns is how many idle connections to all steps each path keeps (the direct
+	// path's pool and the Transport's): four steps' full bursts. A pipeline may have
+	// config.MaxSteps steps, each called in bursts of its own, and every idle connection holds
+	// a descriptor and 8 KiB of buffers (and, in the Transport, two goroutines): whatever the
+	// steps' number, the two paths keep at most 8192 descriptors and 64 MiB of buffers.
+	maxIdleConns = 4096
 	// idleConnTimeout closes a connection nobody used for that long.
 	idleConnTimeout = 90 * time.Second
 	// maxAnswerHeaderBytes bounds what a step's answer header takes, with the informational
@@ -37,9 +45,16 @@ type stepClient struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	http *http.Client
 
-	mu    sync.Mutex
-	idle  map[string][]*clientConn // by host:port, the most recently used last
-	sweep *time.Timer
+	// The direct path's idle connections (directconn.go).
+	mu   sync.Mutex
+	idle map[string][]*clientConn // by host:port, the most recently used last
+	// idleConns counts the connections in idle, at most maxIdleConns.
+	idleConns int
+	// sweepDue is true while a sweep (closeIdle) is scheduled.
+	sweepDue bool
+	// now and afterFunc are the idle pool's clock: time.Now and time.AfterFunc, a test's own.
+	now       func() time.Time
+	afterFunc func(time.Duration, func())
 }
 
 // target is where a step is called, parsed once.
@@ -88,7 +103,7 @@ func newStepClient(dial func(ctx context.Context, network, addr string) (net.Con
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &stepClient{dial: dial, idle: map[string][]*clientConn{}, http: &http.Client{
+	return &stepClient{dial: dial, idle: map[string][]*clientConn{}, now: time.Now, afterFunc: afterFunc, http: &http.Client{
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := dial(ctx, network, addr)
@@ -97,7 +112,7 @@ func newStepClient(dial func(ctx context.Context, network, addr string) (net.Con
 				}
 				return &countedConn{Conn: conn}, nil
 			},
-			MaxIdleConns:           4096,
+			MaxIdleConns:           maxIdleConns,
 			MaxIdleConnsPerHost:    maxIdlePerStep,
 			IdleConnTimeout:        idleConnTimeout,
 			TLSHandshakeTimeout:    10 * time.Second,

@@ -203,14 +203,25 @@ func (b *connBody) Close() error {
 	return b.cc.conn.Close()
 }
 
+// idleSweepSlack is how long past idleConnTimeout an idle connection may stay open. The sweep
+// runs that long after the timeout of the connection idle longest and closes in one pass all
+// those whose timeouts fell in between: it runs at most once per idleSweepSlack, however the
+// connections' timeouts are spread.
+const idleSweepSlack = idleConnTimeout / 16
+
+// afterFunc runs f in its own goroutine after d: the idle pool's timer.
+func afterFunc(d time.Duration, f func()) { time.AfterFunc(d, f) }
+
 // get is an idle connection to addr that is still open (none when fresh), or a new one.
 func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, fresh bool) (*clientConn, error) {
-	now := time.Now()
 	c.mu.Lock()
+	now := c.now()
 	for conns := c.idle[addr]; !fresh && len(conns) > 0; conns = c.idle[addr] {
 		cc := conns[len(conns)-1]
 		conns[len(conns)-1] = nil
+		// An emptied list stays, for the connection's return, until a sweep.
 		c.idle[addr] = conns[:len(conns)-1]
+		c.idleConns--
 		c.mu.Unlock()
 		if now.Sub(cc.idleAt) < idleConnTimeout && connAlive(cc.conn) {
 			cc.reused = true
@@ -232,43 +243,95 @@ func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, f
 	return cc, nil
 }
 
-// put keeps cc for the next call to its step, up to maxIdlePerStep.
+// put keeps cc for the next call to its step. Past maxIdlePerStep connections to the step, or
+// maxIdleConns in all, it closes the one idle longest (of the step's, or of all), as net/http's
+// Transport does past MaxIdleConns: cc was used last, and the oldest is the likeliest to be
+// closed soon by the step's own idle timeout, which is often shorter than the router's.
 func (c *stepClient) put(cc *clientConn) {
-	cc.idleAt = time.Now()
 	addr := cc.addr
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	// Taken under the lock, idleAt grows along each list: its first is its oldest.
+	cc.idleAt = c.now()
+	var old *clientConn
 	if len(c.idle[addr]) >= maxIdlePerStep {
-		_ = cc.conn.Close()
-		return
+		old = c.removeOldestLocked(addr)
+	} else if c.idleConns >= maxIdleConns {
+		old = c.removeOldestLocked(c.oldestAddrLocked())
 	}
 	c.idle[addr] = append(c.idle[addr], cc)
-	if c.sweep == nil {
-		c.sweep = time.AfterFunc(idleConnTimeout, c.closeIdle)
+	c.idleConns++
+	// A sweep already due runs no later than this connection's would: it was set for one put
+	// back before (or since taken, which makes it early, never late).
+	if !c.sweepDue {
+		c.sweepDue = true
+		c.afterFunc(idleConnTimeout+idleSweepSlack, c.closeIdle)
+	}
+	c.mu.Unlock()
+	if old != nil {
+		_ = old.conn.Close()
 	}
 }
 
-// closeIdle closes the connections idle for idleConnTimeout, and looks again later while any
-// are kept.
+// removeOldestLocked takes the connection idle longest out of addr's list, which is not empty.
+func (c *stepClient) removeOldestLocked(addr string) *clientConn {
+	conns := c.idle[addr]
+	old := conns[0]
+	n := copy(conns, conns[1:])
+	conns[n] = nil
+	c.idle[addr] = conns[:n]
+	c.idleConns--
+	return old
+}
+
+// oldestAddrLocked is the step whose connection was idle longest, of those that have any: a
+// look at each step's first, only when maxIdleConns are kept.
+func (c *stepClient) oldestAddrLocked() string {
+	var oldest string
+	var at time.Time
+	for addr, conns := range c.idle {
+		if len(conns) > 0 && (oldest == "" || conns[0].idleAt.Before(at)) {
+			oldest, at = addr, conns[0].idleAt
+		}
+	}
+	return oldest
+}
+
+// closeIdle closes the connections idle for idleConnTimeout and, while any are kept, runs again
+// idleSweepSlack after the next one's timeout: a connection stays open at most that long past
+// its own, with no timer of its own.
 func (c *stepClient) closeIdle() {
-	now := time.Now()
+	var expired []*clientConn
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sweep = nil
+	now := c.now()
+	var next time.Time
 	for addr, conns := range c.idle {
 		// The oldest first: conns is in the order they were put back.
 		n := 0
 		for n < len(conns) && now.Sub(conns[n].idleAt) >= idleConnTimeout {
-			_ = conns[n].conn.Close()
 			n++
 		}
+		expired = append(expired, conns[:n]...)
 		if n == len(conns) {
 			delete(c.idle, addr)
 			continue
 		}
-		c.idle[addr] = append(conns[:0], conns[n:]...)
+		if n > 0 {
+			kept := copy(conns, conns[n:])
+			clear(conns[kept:])
+			conns = conns[:kept]
+			c.idle[addr] = conns
+		}
+		if next.IsZero() || conns[0].idleAt.Before(next) {
+			next = conns[0].idleAt
+		}
 	}
-	if len(c.idle) > 0 {
-		c.sweep = time.AfterFunc(idleConnTimeout, c.closeIdle)
+	c.idleConns -= len(expired)
+	c.sweepDue = !next.IsZero()
+	if c.sweepDue {
+		c.afterFunc(next.Add(idleConnTimeout+idleSweepSlack).Sub(now), c.closeIdle)
+	}
+	c.mu.Unlock()
+	for _, cc := range expired {
+		_ = cc.conn.Close()
 	}
 }
