@@ -3,9 +3,10 @@
 VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/ndsl-cn/pipeline-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
-# IMAGE_DIGESTS=true: make bundle and make deploy name the manager image (which also runs every
-# Pipeline's router) as $(IMG)'s repository by the digest its registry serves for $(IMG) now,
-# asked by hack/imagedigest, and fail when the registry cannot tell (docs/security.md#images).
+# IMAGE_DIGESTS=true: make bundle, make build-installer and make deploy name the manager image
+# (which also runs every Pipeline's router) as $(IMG)'s repository by the digest its registry
+# serves for $(IMG) now, asked by hack/imagedigest, and fail when the registry cannot tell
+# (docs/security.md#images).
 IMAGE_DIGESTS ?= false
 # OLM: the bundle image, its channels and the file-based catalog image.
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
@@ -47,8 +48,14 @@ KUSTOMIZE := $(CACHE_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 GOLANGCI_LINT := $(CACHE_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 # golangci-lint with kube-api-linter built in, for the v1 API.
 KAL := $(CACHE_DIR)/kube-api-linter-$(KAL_VERSION)/golangci-lint-kube-api-linter
+HELM_VERSION := $(shell awk '$$1=="require" && $$2=="helm.sh/helm/v4" {print $$3}' hack/tools/helm/go.mod)
+HELM := $(CACHE_DIR)/helm-$(HELM_VERSION)/helm
 KWOK := $(CACHE_DIR)/kwok-$(KWOK_VERSION)/kwok
 KUBECTL := $(KUBE_BIN_DIR)/kubectl
+# The kubectl of make install, uninstall, deploy and undeploy: the one on PATH, else one built
+# alone (cmd/kubectl, not the control plane) into the tool cache.
+KUBECTL_ALONE := $(CACHE_DIR)/kubectl-$(KUBE_VERSION)/kubectl
+DEPLOY_KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(KUBECTL_ALONE))
 OLM_TOOLS_DIR := $(CACHE_DIR)/olm-$(OPERATOR_SDK_VERSION)-$(OPM_VERSION)
 OPERATOR_SDK := $(OLM_TOOLS_DIR)/operator-sdk
 SCORECARD_TEST := $(OLM_TOOLS_DIR)/scorecard-test
@@ -75,7 +82,7 @@ SHELL := /usr/bin/env bash -o pipefail
 export GOFLAGS := -buildvcs=false
 
 # What make verify regenerates and compares with the commit.
-GENERATED := api config internal cmd pkg bundle bundle.Dockerfile catalog
+GENERATED := api config internal cmd pkg bundle bundle.Dockerfile catalog charts
 
 .PHONY: all
 all: build
@@ -118,18 +125,18 @@ lint: $(GOLANGCI_LINT) $(KAL) ## Run golangci-lint, and kube-api-linter over the
 	$(KAL) run --config .golangci-kal.yml ./api/v1/...
 
 .PHONY: verify
-verify: manifests generate fmt bundle catalog ## Regenerate code, manifests, bundle and catalog; fail when the tree changes.
+verify: manifests generate fmt bundle catalog helm-chart ## Regenerate code, manifests, bundle, catalog and the Helm chart; fail when the tree changes.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-		echo "generated files are stale: run 'make manifests generate fmt bundle catalog' and commit:"; \
+		echo "generated files are stale: run 'make manifests generate fmt bundle catalog helm-chart' and commit:"; \
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
 test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
-test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard included.
-	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) \
-		go test ./api/... ./config/... ./internal/... ./cmd/... ./hack/imagedigest/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
+test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
+	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) \
+		go test ./api/... ./config/... ./internal/... ./cmd/... ./hack/imagedigest/ ./hack/helmchart/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
 	$(MAKE) test-router-platforms
 
 .PHONY: test-router-platforms
@@ -169,11 +176,11 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 	@started=; if ! $(LOCALCLUSTER) status -dir $(LOCAL_DIR) >/dev/null 2>&1; then started=1; fi; \
 	trap '[ -z "$$started" ] || $(MAKE) -s local-down' EXIT; \
 	$(MAKE) -s local-up && \
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy && \
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy DEPLOY_KUBECTL=$(KUBECTL) && \
 	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) KUBECTL=$(KUBECTL) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
 
 .PHONY: test-olm
-test-olm: local-tools $(OLM_DIR)/olm $(OPM) ## Install the previous release through OLM (built from the Go module proxy) on a local control plane of its own, upgrade to this one and to the next, uninstall.
+test-olm: local-tools $(OLM_DIR)/olm $(OPM) $(HELM) build-installer ## On a local control plane of its own: install the release manifest $(INSTALLER) with kubectl and the Helm chart with helm (and upgrade it), run the seed and delete it all; then install the previous release through OLM (built from the Go module proxy), upgrade to this one and to the next, uninstall.
 	go build -o $(OLM_LOCAL_DIR)/bin/manager ./cmd
 	@git cat-file -e $(OLM_PREVIOUS_REV)^{commit} 2>/dev/null || \
 		{ echo "test-olm: the previous release's commit $(OLM_PREVIOUS_REV) is not in this clone's history (a shallow clone?): fetch it" >&2; exit 1; }
@@ -183,6 +190,9 @@ test-olm: local-tools $(OLM_DIR)/olm $(OPM) ## Install the previous release thro
 	$(LOCALCLUSTER) down -dir $(OLM_LOCAL_DIR) >/dev/null && \
 	$(LOCALCLUSTER) up -dir $(OLM_LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) \
 		-egress-socket $(OLM_LOCAL_DIR)/egress.sock && \
+	INSTALL_KUBECONFIG=$(OLM_LOCAL_DIR)/kubeconfig INSTALLER=$(abspath $(INSTALLER)) KUBECTL=$(KUBECTL) HELM=$(HELM) \
+		MANAGER=$(OLM_LOCAL_DIR)/bin/manager INSTALL_EGRESS_SOCKET=$(OLM_LOCAL_DIR)/egress.sock \
+		INSTALL_LOG_DIR=$(OLM_LOCAL_DIR)/logs/install go test ./test/install/ -count=1 -timeout 10m -v -ginkgo.v=false && \
 	export OLM_KUBECONFIG=$(OLM_LOCAL_DIR)/kubeconfig OLM_DIR=$(OLM_DIR) OPM=$(OPM) MANAGER=$(OLM_LOCAL_DIR)/bin/manager \
 		PREVIOUS_MANAGER=$(OLM_LOCAL_DIR)/bin/manager-previous PREVIOUS_BUNDLE_DIR=$(abspath $(OLM_PREVIOUS_DIR))/bundle \
 		OLM_LOG_DIR=$(OLM_LOCAL_DIR)/logs OLM_CHANNEL=$(DEFAULT_CHANNEL) OLM_EGRESS_SOCKET=$(OLM_LOCAL_DIR)/egress.sock && \
@@ -314,27 +324,44 @@ run: manifests generate fmt vet $(KUBECTL) ## Run the operator against $$KUBECON
 
 ##@ Deployment
 
-# What make deploy applies: config/default (the manager makes its own webhook certificate, and a
-# self-signed metrics one) or config/overlays/cert-manager (cert-manager issues and renews both).
+# What make build-installer writes and make deploy applies: config/default (the manager makes its
+# own webhook certificate, and a self-signed metrics one) or config/overlays/cert-manager
+# (cert-manager issues and renews both).
 DEPLOY_CONFIG ?= config/default
+# The release manifest (dist/ is a build output).
+INSTALLER ?= dist/install.yaml
+
+.PHONY: build-installer
+build-installer: $(KUSTOMIZE) ## Write the release manifest $(INSTALLER): everything $(DEPLOY_CONFIG) installs, the manager image $(IMG) (IMAGE_DIGESTS=true: by digest).
+	IMAGE_DIGESTS=$(IMAGE_DIGESTS) hack/build-installer.sh $(KUSTOMIZE) $(IMG) $(DEPLOY_CONFIG) $(INSTALLER)
+	@echo "wrote $(INSTALLER)"
 
 .PHONY: install
-install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRDs into the cluster of $$KUBECONFIG, and wait until they are served.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) wait --for=condition=Established --timeout=60s -f -
+install: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Install the CRDs into the cluster of $$KUBECONFIG, and wait until they are served.
+	$(KUSTOMIZE) build config/crd | $(DEPLOY_KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build config/crd | $(DEPLOY_KUBECTL) wait --for=condition=Established --timeout=60s -f -
 
 .PHONY: uninstall
-uninstall: manifests $(KUSTOMIZE) $(KUBECTL) $(KUBECTL) ## Remove the CRD from the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+uninstall: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the CRDs from the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(DEPLOY_KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG (IMAGE_DIGESTS=true: $(IMG) by digest).
-	IMAGE_DIGESTS=$(IMAGE_DIGESTS) hack/set-image.sh $(KUSTOMIZE) $(IMG) config/manager >/dev/null
-	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
+deploy: build-installer $(DEPLOY_KUBECTL) ## Deploy the operator to the cluster of $$KUBECONFIG: apply the release manifest $(INSTALLER) server-side.
+	$(DEPLOY_KUBECTL) apply --server-side -f $(INSTALLER)
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) $(KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG.
-	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG: delete what the release manifest names.
+	IMAGE_DIGESTS=false hack/build-installer.sh $(KUSTOMIZE) $(IMG) $(DEPLOY_CONFIG) - | $(DEPLOY_KUBECTL) delete --ignore-not-found -f -
+
+##@ Helm
+
+.PHONY: helm-chart
+helm-chart: manifests $(KUSTOMIZE) ## Write the Helm chart's templates (charts/pipeline-operator) from the kustomize builds of config/, its versions from $(VERSION).
+	go run ./hack/helmchart -kustomize $(KUSTOMIZE) -config config -chart charts/pipeline-operator -version $(VERSION)
+
+.PHONY: helm-package
+helm-package: helm-chart $(HELM) ## Package the chart into dist/pipeline-operator-$(VERSION).tgz (helm install dist/pipeline-operator-$(VERSION).tgz).
+	$(HELM) package charts/pipeline-operator -d dist
 
 ##@ OLM
 
@@ -392,6 +419,8 @@ $(ENVTEST_ASSETS)/etcd: $(ETCD_DIR)/etcd
 
 $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BIN_DIR)/kube-scheduler $(KUBE_BIN_DIR)/kubectl:
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
+$(KUBECTL_ALONE):
+	KUBE_COMMANDS=kubectl hack/build-tool.sh kube $(dir $@)
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
 $(CODEGEN_DIR)/client-gen:
@@ -402,6 +431,9 @@ $(OLM_DIR)/olm:
 	hack/build-tool.sh lifecycle $(OLM_DIR)
 $(KAL):
 	hack/build-tool.sh kal $(dir $(KAL))
+
+$(HELM):
+	hack/build-tool.sh helm $(dir $(HELM))
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -8,6 +8,7 @@
 #         (crds/) from the same module (hack/tools/lifecycle)
 #   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
 #   kal:  golangci-lint with kube-api-linter built in, for make lint over api/v1 (hack/tools/kal)
+#   helm: helm, for the chart's lint, rendering and install tests (hack/tools/helm)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
 kind=$1 dest=$2
@@ -111,6 +112,17 @@ kal)
 		sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
 	mv "$tmp/golangci-lint-kube-api-linter" "$dest/golangci-lint-kube-api-linter"
 	echo ">> kube-api-linter built in $((SECONDS - start))s"
+	;;
+helm)
+	cd "$here/tools/helm"
+	[ -x "$dest/helm" ] && exit 0
+	version=$(awk '$1=="require" && $2=="helm.sh/helm/v4" {print $3}' go.mod)
+	echo ">> building helm $version from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
+		-o "$tmp/helm" helm.sh/helm/v4/cmd/helm
+	mv "$tmp/helm" "$dest/helm"
+	echo ">> helm built in $((SECONDS - start))s"
 	;;
 *)
 	echo "build-tool.sh: unknown tool kind $kind" >&2

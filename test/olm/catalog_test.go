@@ -13,6 +13,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/ndsl-cn/pipeline-operator/test/localpod"
 )
 
 // inlineCatalog copies the file-based catalog src to dst and renders each of its bundle files
@@ -45,18 +47,18 @@ func inlineCatalog(src, dst string, bundles map[string]string) {
 
 // serveCatalog serves the catalog in dir with `opm serve` on a loopback port and returns the
 // address, once it answers.
-func serveCatalog(name, dir string) (*process, string) {
+func serveCatalog(name, dir string) (*localpod.Process, string) {
 	GinkgoHelper()
-	port, tmp := freePort(), GinkgoT().TempDir()
-	p := &process{
-		name: name,
-		path: opm,
-		args: []string{"serve", dir, "--port", strconv.Itoa(port), "--pprof-addr", "127.0.0.1:" + strconv.Itoa(freePort()),
+	port, tmp := localpod.FreePort(), GinkgoT().TempDir()
+	p := &localpod.Process{
+		Name: name,
+		Path: opm,
+		Args: []string{"serve", dir, "--port", strconv.Itoa(port), "--pprof-addr", "127.0.0.1:" + strconv.Itoa(localpod.FreePort()),
 			"--termination-log", filepath.Join(tmp, "termination-log")},
-		env:     environ(),
-		logFile: filepath.Join(logDir, name+".log"),
+		Env:     localpod.Environ(),
+		LogFile: filepath.Join(logDir, name+".log"),
 	}
-	p.start()
+	p.Start()
 	// Served for the rest of the suite, as a catalog's pod would be.
 	catalogServers = append(catalogServers, p)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))

@@ -116,7 +116,7 @@ func approvePlan(ctx context.Context, csv string) *operatorsv1alpha1.InstallPlan
 // still writes v1beta1. Their callers retry. It records how many there were.
 func expectRefusedOnlyWhileReplaced(what string) {
 	GinkgoHelper()
-	refused := egress.refusals()
+	refused := egress.Refusals()
 	for _, r := range refused {
 		Expect(r).To(HaveSuffix("no local process serves Service "+operatorNamespace+"/"+webhookService+":443"),
 			"the apiserver called something else than the operator's webhook Service")
@@ -281,8 +281,8 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			"CustomResourceDefinition "+pipelineCRD+": "+string(operatorsv1alpha1.StepStatusPresent))))
 		Eventually(csvStatus(ctx, previous.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
 		Expect(servedVersions(ctx)).To(Equal([]string{"v1beta1*"}), "the previous release serves and stores v1beta1 alone")
-		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, previous.csv))
-		Eventually(pod.webhookReady).Should(BeTrue())
+		Eventually(pod.Env).Should(HaveKeyWithValue(envOperatorConditionName, previous.csv))
+		Eventually(pod.WebhookReady).Should(BeTrue())
 		timed("install of the previous release:", start)
 
 		By("a Pipeline of the previous release, applied and stored as v1beta1, reaches running")
@@ -301,7 +301,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(admin.Get(ctx, client.ObjectKey{Name: stored(ctx, Default, steady).Status.Storage.VolumeName}, volume)).To(Succeed())
 		volumeUID := volume.UID
 		paths := childPaths(ctx, steady)
-		mark := front.mark()
+		mark := front.Mark()
 
 		By("approving the upgrade OLM plans to this release")
 		start := time.Now()
@@ -314,8 +314,8 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		timed("upgrade from the previous release (approval to new CSV Succeeded):", start)
 
 		By("the manager runs as the Deployment's pod: OLM's OPERATOR_CONDITION_NAME, its ServiceAccount, its certificate")
-		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, current.csv))
-		Eventually(pod.webhookReady).Should(BeTrue())
+		Eventually(pod.Env).Should(HaveKeyWithValue(envOperatorConditionName, current.csv))
+		Eventually(pod.WebhookReady).Should(BeTrue())
 		Eventually(upgradeable(ctx, current.csv)).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", pipelinev1.ReasonNoRollouts)))
 
 		By("the CRD serves v1 and v1beta1 and stores v1; the new manager migrated the stored Pipeline")
@@ -366,7 +366,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(volume), volume)).To(Succeed())
 		Expect(volume.UID).To(Equal(volumeUID), "the PersistentVolume is the same")
 		timings = append(timings, fmt.Sprintf("upgrade from the previous release: %d writes of the operator to the Pipeline's children (%s)",
-			len(front.writes(mark, paths...)), history.summary()))
+			len(front.Writes(mark, paths...)), history.summary()))
 
 		By("a new Pipeline through this release's webhooks: defaulted, and a bad one refused")
 		// OLM rolls the new certificate out to the webhook configurations, the CRD and the pod
@@ -388,10 +388,10 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("not a valid image reference"), "refused by the validating webhook")
 
-		Expect(egress.tunnelsTo(operatorNamespace+"/"+webhookService+":443")).To(BeNumerically(">", 0),
+		Expect(egress.TunnelsTo(operatorNamespace+"/"+webhookService+":443")).To(BeNumerically(">", 0),
 			"the apiserver called the webhooks through OLM's Service")
 		expectRefusedOnlyWhileReplaced("upgrade from the previous release")
-		Expect(front.refusals()).To(BeEmpty(), "the RBAC OLM granted the ServiceAccount is sufficient")
+		Expect(front.Refusals()).To(BeEmpty(), "the RBAC OLM granted the ServiceAccount is sufficient")
 
 		By("later upgrades are approved automatically")
 		sub := &operatorsv1alpha1.Subscription{}
@@ -403,7 +403,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 	It("holds the upgrade while a Pipeline rolls out, then completes it without writing to running Pipelines", func() {
 		steadyChildren = children(ctx, steady)
 		paths := childPaths(ctx, steady)
-		mark := front.mark()
+		mark := front.Mark()
 
 		By("a Pipeline rolling out: its steps wait for a node that takes no pods yet")
 		setHold(ctx, true)
@@ -435,7 +435,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 			g.Expect(csvStatus(ctx, next.csv)(g)).To(HaveSuffix("/" + string(operatorsv1alpha1.CSVReasonOperatorConditionNotUpgradeable)))
 			// OLM marks the running version as being replaced, and leaves it running.
 			g.Expect(csvStatus(ctx, current.csv)(g)).To(MatchRegexp("^(Succeeded|Replacing)/"))
-			g.Expect(pod.env()).To(HaveKeyWithValue(envOperatorConditionName, current.csv))
+			g.Expect(pod.Env()).To(HaveKeyWithValue(envOperatorConditionName, current.csv))
 		}, "10s", "500ms").Should(Succeed())
 
 		By("the rollout ends: the upgrade completes by itself")
@@ -444,16 +444,16 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Eventually(phaseOf(ctx, rolling)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(csvStatus(ctx, next.csv)).Should(HavePrefix(string(operatorsv1alpha1.CSVPhaseSucceeded) + "/"))
 		Eventually(csvStatus(ctx, current.csv)).Should(Equal("absent"))
-		Eventually(pod.env).Should(HaveKeyWithValue(envOperatorConditionName, next.csv))
+		Eventually(pod.Env).Should(HaveKeyWithValue(envOperatorConditionName, next.csv))
 		Eventually(upgradeable(ctx, next.csv)).Should(HaveField("Status", metav1.ConditionTrue))
 		timed("upgrade (catalog update to new CSV Succeeded):", start)
 		timed("of which after the rollout ended:", held)
 
 		By("the running Pipeline's children were not written, during the upgrade or by the new manager")
-		Consistently(func() []string { return front.writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
+		Consistently(func() []string { return front.Writes(mark, paths...) }, "5s", "500ms").Should(BeEmpty())
 		Expect(children(ctx, steady)).To(Equal(steadyChildren))
 		Expect(phaseOf(ctx, steady)(Default)).To(Equal(pipelinev1.PipelinePhaseRunning))
-		Expect(front.refusals()).To(BeEmpty())
+		Expect(front.Refusals()).To(BeEmpty())
 		expectRefusedOnlyWhileReplaced("upgrade to the next release")
 	})
 
@@ -465,7 +465,7 @@ var _ = Describe("pipeline-operator installed, upgraded and uninstalled by OLM",
 		Eventually(func() bool {
 			return apierrors.IsNotFound(admin.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: operatorDeployment}, &appsv1.Deployment{}))
 		}).Should(BeTrue(), "OLM removes the operator's Deployment")
-		Eventually(pod.env).Should(BeNil(), "the manager stops with its Deployment")
+		Eventually(pod.Env).Should(BeNil(), "the manager stops with its Deployment")
 
 		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 		Consistently(func(g Gomega) {

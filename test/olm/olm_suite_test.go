@@ -5,8 +5,8 @@
 //
 // No container runs here: kwok plays every pod in the cluster, and this test runs, on loopback,
 // the processes those pods would run — opm serving the catalog (the CatalogSource points at its
-// address), and the manager of the Deployment OLM makes (operatorPod). kube-apiserver reaches
-// the webhook Service OLM registers through egressProxy.
+// address), and the manager of the Deployment OLM makes (localpod.OperatorPod). kube-apiserver
+// reaches the webhook Service OLM registers through localpod.EgressProxy.
 package olm
 
 import (
@@ -36,6 +36,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/test/localpod"
 )
 
 const (
@@ -65,11 +66,11 @@ var (
 	previous, current, next     release
 	currentCatalog, nextCatalog string
 
-	olmProcesses   []*process
-	catalogServers []*process
-	front          *apiFront
-	egress         *egressProxy
-	pod            *operatorPod
+	olmProcesses   []*localpod.Process
+	catalogServers []*localpod.Process
+	front          *localpod.APIFront
+	egress         *localpod.EgressProxy
+	pod            *localpod.OperatorPod
 	timings        []string
 	suiteStart     time.Time
 )
@@ -175,51 +176,52 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for _, ns := range []string{olmNamespace, operatorNamespace} {
 		Expect(admin.Create(ctx, namespace(ns))).To(Succeed())
 	}
-	env := environ("KUBECONFIG=" + kubeconfig)
-	olmProcesses = []*process{
-		{name: "olm-operator", path: filepath.Join(olmDir, "olm"), env: env, logFile: filepath.Join(logDir, "olm-operator.log"),
-			args: []string{"--namespace=" + olmNamespace, "--writeStatusName=", "--writePackageServerStatusName="}},
-		{name: "catalog-operator", path: filepath.Join(olmDir, "catalog"), env: env, logFile: filepath.Join(logDir, "catalog-operator.log"),
-			args: []string{"--namespace=" + olmNamespace, "--writeStatusName="}},
+	env := localpod.Environ("KUBECONFIG=" + kubeconfig)
+	olmProcesses = []*localpod.Process{
+		{Name: "olm-operator", Path: filepath.Join(olmDir, "olm"), Env: env, LogFile: filepath.Join(logDir, "olm-operator.log"),
+			Args: []string{"--namespace=" + olmNamespace, "--writeStatusName=", "--writePackageServerStatusName="}},
+		{Name: "catalog-operator", Path: filepath.Join(olmDir, "catalog"), Env: env, LogFile: filepath.Join(logDir, "catalog-operator.log"),
+			Args: []string{"--namespace=" + olmNamespace, "--writeStatusName="}},
 	}
 	for _, p := range olmProcesses {
-		p.start()
+		p.Start()
 	}
 	timed("OLM CRDs and operators started:", start)
 
 	By("serving the operator's pod on loopback, and the apiserver's way to its webhook Service")
-	front, err = startAPIFront(cfg)
+	front, err = localpod.StartAPIFront(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	pod = &operatorPod{admin: admin, clientset: clientset, front: front, manager: manager,
-		managers: map[string]string{previous.image: previousManager}, namespace: operatorNamespace, name: operatorDeployment, dir: filepath.Join(tmp, "operator")}
-	pod.run()
-	egress, err = startEgressProxy(admin, mustEnv("OLM_EGRESS_SOCKET"), pod)
+	pod = &localpod.OperatorPod{Admin: admin, Clientset: clientset, Front: front, Manager: manager,
+		Managers: map[string]string{previous.image: previousManager}, Namespace: operatorNamespace, Name: operatorDeployment,
+		Dir: filepath.Join(tmp, "operator"), LogDir: logDir}
+	pod.Run()
+	egress, err = localpod.StartEgressProxy(admin, mustEnv("OLM_EGRESS_SOCKET"), pod)
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
 	if pod != nil {
-		pod.stop()
+		pod.Stop()
 	}
 	for _, p := range append(olmProcesses, catalogServers...) {
-		p.stop()
+		p.Stop()
 	}
 	if egress != nil {
-		egress.close()
+		egress.Close()
 	}
 	if front != nil {
-		front.close()
+		front.Close()
 	}
 	restarts := make([]string, 0, len(olmProcesses))
 	for _, p := range olmProcesses {
-		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.restarts))
+		restarts = append(restarts, fmt.Sprintf("%s %d", p.Name, p.Restarts()))
 	}
 	operator := "not started"
 	if front != nil {
-		operator = front.summary()
+		operator = front.Summary()
 	}
 	_, _ = fmt.Fprintf(os.Stdout, "\nOLM test: %s; total %s\nOLM test: %s\nOLM test: restarts of OLM's operators: %s; the operator's API traffic: %s\n",
-		strings.Join(timings, ", "), time.Since(suiteStart).Round(time.Second), peaks.report(), strings.Join(restarts, ", "), operator)
+		strings.Join(timings, ", "), time.Since(suiteStart).Round(time.Second), localpod.Peaks.Report(), strings.Join(restarts, ", "), operator)
 })
 
 // applyFile applies every object of a YAML file server-side and returns their names.

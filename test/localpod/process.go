@@ -1,4 +1,4 @@
-package olm
+package localpod
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"syscall"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2"
 )
 
-// process is a program the test runs in the background, as a Deployment's pod would run it:
+// Process is a program the test runs in the background, as a Deployment's pod would run it:
 // restarted when it exits on its own (OLM's operators do, e.g. after labelling objects), its
 // output appended to a log file, stopped with SIGTERM.
-type process struct {
-	name    string
-	path    string
-	args    []string
-	env     []string
-	logFile string
+type Process struct {
+	Name    string
+	Path    string
+	Args    []string
+	Env     []string
+	LogFile string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -34,8 +34,8 @@ type process struct {
 	restarts int
 }
 
-// start runs p until stop, restarting it a second after it exits.
-func (p *process) start() {
+// Start runs p until stop, restarting it a second after it exits.
+func (p *Process) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan struct{})
 	go func() {
@@ -52,7 +52,7 @@ func (p *process) start() {
 				}
 			}
 			if err := p.run(ctx, first); err != nil && ctx.Err() == nil {
-				GinkgoWriter.Printf("%s: %v (restarting; log %s)\n", p.name, err, p.logFile)
+				ginkgo.GinkgoWriter.Printf("%s: %v (restarting; log %s)\n", p.Name, err, p.LogFile)
 			}
 			if ctx.Err() != nil {
 				return
@@ -62,18 +62,18 @@ func (p *process) start() {
 }
 
 // run runs p's program once; the first run starts a new log, restarts append to it.
-func (p *process) run(ctx context.Context, first bool) error {
+func (p *Process) run(ctx context.Context, first bool) error {
 	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	if first {
 		flags |= os.O_TRUNC
 	}
-	log, err := os.OpenFile(p.logFile, flags, 0o644)
+	log, err := os.OpenFile(p.LogFile, flags, 0o644)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Close() }()
-	cmd := exec.CommandContext(ctx, p.path, p.args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, log, log
+	cmd := exec.CommandContext(ctx, p.Path, p.Args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.Env, log, log
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	// Killed with the test process, even when a timeout ends it without cleanup.
@@ -84,7 +84,7 @@ func (p *process) run(ctx context.Context, first bool) error {
 	p.mu.Lock()
 	p.pid = cmd.Process.Pid
 	p.mu.Unlock()
-	peaks.watch(p.name, cmd.Process.Pid)
+	Peaks.watch(p.Name, cmd.Process.Pid)
 	err = cmd.Wait()
 	p.mu.Lock()
 	p.pid = 0
@@ -92,8 +92,15 @@ func (p *process) run(ctx context.Context, first bool) error {
 	return err
 }
 
-// stop ends p and waits for it.
-func (p *process) stop() {
+// Restarts is how many times p's program was started again after it exited.
+func (p *Process) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
+
+// Stop ends p and waits for it.
+func (p *Process) Stop() {
 	if p.cancel == nil {
 		return
 	}
@@ -101,16 +108,16 @@ func (p *process) stop() {
 	<-p.done
 }
 
-// running reports whether p's program runs now.
-func (p *process) running() bool {
+// Running reports whether p's program runs now.
+func (p *Process) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pid != 0
 }
 
-// environ is the test's environment without entries that change how OLM's operators behave
+// Environ is the test's environment without entries that change how OLM's operators behave
 // (CI turns on a development-only check of the objects they create), plus extra.
-func environ(extra ...string) []string {
+func Environ(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k != "CI" && k != "KUBECONFIG" {
@@ -120,16 +127,17 @@ func environ(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// peakMemory records the peak resident memory of the test's processes, per name.
-type peakMemory struct {
+// PeakMemory records the peak resident memory of the test's processes, per name.
+type PeakMemory struct {
 	mu  sync.Mutex
 	kib map[string]int
 }
 
-var peaks = &peakMemory{kib: map[string]int{}}
+// Peaks records the peak memory of every Process.
+var Peaks = &PeakMemory{kib: map[string]int{}}
 
 // watch samples pid's peak resident memory every second while it lives.
-func (m *peakMemory) watch(name string, pid int) {
+func (m *PeakMemory) watch(name string, pid int) {
 	go func() {
 		for m.sample(name, pid) {
 			time.Sleep(time.Second)
@@ -138,7 +146,7 @@ func (m *peakMemory) watch(name string, pid int) {
 }
 
 // sample reads pid's VmHWM (the kernel's peak resident set) and reports whether pid still lives.
-func (m *peakMemory) sample(name string, pid int) bool {
+func (m *PeakMemory) sample(name string, pid int) bool {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return false
@@ -154,8 +162,8 @@ func (m *peakMemory) sample(name string, pid int) bool {
 	return true
 }
 
-// report lists the peaks, largest first, and their sum.
-func (m *peakMemory) report() string {
+// Report lists the peaks, largest first, and their sum.
+func (m *PeakMemory) Report() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	names := make([]string, 0, len(m.kib))

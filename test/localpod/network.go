@@ -1,4 +1,4 @@
-package olm
+package localpod
 
 import (
 	"bufio"
@@ -24,30 +24,32 @@ import (
 	"sync"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// egressProxy is kube-apiserver's way into the cluster network (its "cluster" egress
+// EgressProxy is kube-apiserver's way into the cluster network (its "cluster" egress
 // selection, see hack/localcluster -egress-socket): an HTTP CONNECT proxy on a Unix socket.
 // Service addresses are not reachable on this machine and are never dialled: a CONNECT to a
 // Service's address and port leads to the loopback port of the local process that plays the
-// pods the Service selects (operatorPod), and anything else is refused. The apiserver calls
-// OLM's webhook Service exactly as OLM registered it (its CA, its name in the TLS handshake);
-// only the last hop differs.
-type egressProxy struct {
+// pods the Service selects (OperatorPod), and anything else is refused. The apiserver calls
+// the operator's webhook Service exactly as it is registered (its CA, its name in the TLS
+// handshake); only the last hop differs.
+type EgressProxy struct {
 	admin    client.Client
 	listener net.Listener
-	backends []*operatorPod
+	backends []*OperatorPod
 
 	mu      sync.Mutex
 	tunnels map[string]int // by namespace/name:port of the Service
 	refused []string
 }
 
-func startEgressProxy(admin client.Client, socket string, backends ...*operatorPod) (*egressProxy, error) {
+// StartEgressProxy serves the proxy on the Unix socket (replacing a file there) for the processes
+// that play backends.
+func StartEgressProxy(admin client.Client, socket string, backends ...*OperatorPod) (*EgressProxy, error) {
 	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -55,7 +57,7 @@ func startEgressProxy(admin client.Client, socket string, backends ...*operatorP
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", socket, err)
 	}
-	e := &egressProxy{admin: admin, listener: l, backends: backends, tunnels: map[string]int{}}
+	e := &EgressProxy{admin: admin, listener: l, backends: backends, tunnels: map[string]int{}}
 	go func() {
 		for {
 			conn, err := l.Accept()
@@ -68,9 +70,10 @@ func startEgressProxy(admin client.Client, socket string, backends ...*operatorP
 	return e, nil
 }
 
-func (e *egressProxy) close() { _ = e.listener.Close() }
+// Close stops accepting tunnels.
+func (e *EgressProxy) Close() { _ = e.listener.Close() }
 
-func (e *egressProxy) serve(conn net.Conn) {
+func (e *EgressProxy) serve(conn net.Conn) {
 	defer func() { _ = conn.Close() }()
 	req, err := http.ReadRequest(bufio.NewReader(conn))
 	if err != nil {
@@ -108,7 +111,7 @@ func (e *egressProxy) serve(conn net.Conn) {
 
 // resolve maps a Service address and port to the loopback address of the local process that
 // serves it, and names the Service.
-func (e *egressProxy) resolve(ctx context.Context, hostPort string) (string, string, error) {
+func (e *EgressProxy) resolve(ctx context.Context, hostPort string) (string, string, error) {
 	host, portText, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return "", "", err
@@ -137,14 +140,15 @@ func (e *egressProxy) resolve(ctx context.Context, hostPort string) (string, str
 	return "", "", errors.New("no Service has this address")
 }
 
-// tunnelsTo is how many connections the apiserver made to the Service namespace/name:port.
-func (e *egressProxy) tunnelsTo(service string) int {
+// TunnelsTo is how many connections the apiserver made to the Service namespace/name:port.
+func (e *EgressProxy) TunnelsTo(service string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.tunnels[service]
 }
 
-func (e *egressProxy) refusals() []string {
+// Refusals lists the CONNECT requests refused, each with the reason.
+func (e *EgressProxy) Refusals() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.refused...)
@@ -157,9 +161,9 @@ type request struct {
 	body         string // of a refusal
 }
 
-// apiFront is a loopback HTTPS front of the apiserver through which the operator talks to it:
+// APIFront is a loopback HTTPS front of the apiserver through which the operator talks to it:
 // it records every request the operator sends, so that writes are counted on the wire.
-type apiFront struct {
+type APIFront struct {
 	listener net.Listener
 	server   *http.Server
 	caPEM    []byte
@@ -168,7 +172,9 @@ type apiFront struct {
 	requests []request
 }
 
-func startAPIFront(admin *rest.Config) (*apiFront, error) {
+// StartAPIFront serves a front of the apiserver admin talks to on a loopback port, with a
+// certificate of its own.
+func StartAPIFront(admin *rest.Config) (*APIFront, error) {
 	target, err := url.Parse(admin.Host)
 	if err != nil {
 		return nil, err
@@ -182,7 +188,7 @@ func startAPIFront(admin *rest.Config) (*apiFront, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &apiFront{caPEM: caPEM}
+	f := &APIFront{caPEM: caPEM}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	proxy.FlushInterval = -1
@@ -208,20 +214,22 @@ func startAPIFront(admin *rest.Config) (*apiFront, error) {
 	return f, nil
 }
 
-func (f *apiFront) url() string { return "https://" + f.listener.Addr().String() }
+// URL is the front's address.
+func (f *APIFront) URL() string { return "https://" + f.listener.Addr().String() }
 
-func (f *apiFront) close() { _ = f.server.Close() }
+// Close stops the front.
+func (f *APIFront) Close() { _ = f.server.Close() }
 
-// mark is the number of requests so far, for writes.
-func (f *apiFront) mark() int {
+// Mark is the number of requests so far, for writes.
+func (f *APIFront) Mark() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.requests)
 }
 
-// writes lists the write requests (not GET, LIST or WATCH) since mark whose path has one of the
+// Writes lists the write requests (not GET, LIST or WATCH) since mark whose path has one of the
 // prefixes.
-func (f *apiFront) writes(mark int, prefixes ...string) []string {
+func (f *APIFront) Writes(mark int, prefixes ...string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
@@ -239,8 +247,8 @@ func (f *apiFront) writes(mark int, prefixes ...string) []string {
 	return out
 }
 
-// summary counts the requests and the writes the operator sent.
-func (f *apiFront) summary() string {
+// Summary counts the requests and the writes the operator sent.
+func (f *APIFront) Summary() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	writes := 0
@@ -252,9 +260,9 @@ func (f *apiFront) summary() string {
 	return fmt.Sprintf("%d requests, %d of them writes", len(f.requests), writes)
 }
 
-// refusals lists the requests refused for want of permission (403), except those refused
+// Refusals lists the requests refused for want of permission (403), except those refused
 // because their namespace is being deleted, which no RBAC can grant.
-func (f *apiFront) refusals() []string {
+func (f *APIFront) Refusals() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
@@ -297,12 +305,12 @@ func selfSignedLoopback() (tls.Certificate, []byte, error) {
 	return cert, certPEM, err
 }
 
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort() int {
-	GinkgoHelper()
+// FreePort returns a loopback TCP port nothing listens on now.
+func FreePort() int {
+	ginkgo.GinkgoHelper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		Fail(err.Error())
+		ginkgo.Fail(err.Error())
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port

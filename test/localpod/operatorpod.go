@@ -1,4 +1,4 @@
-package olm
+package localpod
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,32 +32,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// webhookCertMountPath is where OLM mounts the webhook serving certificate into the operator's
-// pod, the manager's default --webhook-cert-dir.
+// webhookCertMountPath is where OLM and cert-manager mount the webhook serving certificate into
+// the operator's pod, the manager's default --webhook-cert-dir.
 const webhookCertMountPath = "/tmp/k8s-webhook-server/serving-certs"
 
-// operatorPod plays, on this machine, the pod of the operator's Deployment that OLM made: kwok
-// marks the Deployment's pod ready in the cluster, and this runs the manager binary as that pod
-// would — the Deployment's arguments and environment (POD_NAMESPACE from the downward API,
-// OLM's OPERATOR_CONDITION_NAME), a token of its ServiceAccount, the Secrets it mounts — and
-// serves its webhook port on loopback. When OLM changes the pod template (an upgrade, a new
-// certificate) it starts the new manager and stops the old one once the new one serves its
-// webhook port, as a rolling update of the Deployment's two replicas keeps one serving; when the
-// Deployment goes, it stops it.
-type operatorPod struct {
-	admin     client.Client
-	clientset kubernetes.Interface
-	front     *apiFront
-	// manager is the manager binary the pod runs; managers, by the image of the pod's
+// OperatorPod plays, on this machine, the pod of the operator's Deployment (made by OLM, or
+// applied from the release manifest): kwok marks the Deployment's pod ready in the cluster, and
+// this runs the manager binary as that pod would — the Deployment's arguments and environment
+// (POD_NAMESPACE from the downward API, OLM's OPERATOR_CONDITION_NAME), a token of its
+// ServiceAccount, the Secrets it mounts, an empty directory for each emptyDir (TMPDIR for the one
+// at /tmp) — and serves its webhook port on loopback. Without a certificate mounted the manager
+// makes its own, as in its pod. When the pod template changes (an upgrade, a new certificate) it
+// starts the new manager and stops the old one once the new one serves its webhook port, as a
+// rolling update of the Deployment's two replicas keeps one serving; when the Deployment goes, it
+// stops it.
+type OperatorPod struct {
+	// Admin reads the Deployment and its Secrets; Clientset asks for the ServiceAccount's tokens.
+	Admin     client.Client
+	Clientset kubernetes.Interface
+	// Front is the apiserver front the manager talks to the apiserver through.
+	Front *APIFront
+	// Manager is the manager binary the pod runs; Managers, by the image of the pod's
 	// container, the binaries of other releases.
-	manager   string
-	managers  map[string]string
-	namespace string
-	name      string
-	dir       string
+	Manager  string
+	Managers map[string]string
+	// Namespace and Name are the Deployment's.
+	Namespace string
+	Name      string
+	// Dir holds the files of each start (kubeconfig, volumes); LogDir the manager's logs,
+	// pipeline-operator-<n>.log for the n-th start.
+	Dir    string
+	LogDir string
 
 	mu       sync.Mutex
-	proc     *process
+	proc     *Process
 	template *corev1.PodTemplateSpec
 	hash     string
 	ports    map[int32]int // container port → loopback port
@@ -66,15 +75,15 @@ type operatorPod struct {
 	finished chan struct{}
 }
 
-// run follows the Deployment until stop.
-func (o *operatorPod) run() {
+// Run follows the Deployment until stop.
+func (o *OperatorPod) Run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	o.cancel, o.finished = cancel, make(chan struct{})
 	go func() {
 		defer close(o.finished)
 		for ctx.Err() == nil {
 			if err := o.sync(ctx); err != nil && ctx.Err() == nil {
-				GinkgoWriter.Printf("operator pod: %v\n", err)
+				ginkgo.GinkgoWriter.Printf("operator pod: %v\n", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -85,16 +94,17 @@ func (o *operatorPod) run() {
 	}()
 }
 
-func (o *operatorPod) stop() {
+// Stop stops following the Deployment, and the manager.
+func (o *OperatorPod) Stop() {
 	if o.cancel != nil {
 		o.cancel()
 		<-o.finished
 	}
 }
 
-func (o *operatorPod) sync(ctx context.Context) error {
+func (o *OperatorPod) sync(ctx context.Context) error {
 	d := &appsv1.Deployment{}
-	err := o.admin.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.name}, d)
+	err := o.Admin.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, d)
 	if apierrors.IsNotFound(err) || (err == nil && !d.DeletionTimestamp.IsZero()) {
 		o.stopManager()
 		return nil
@@ -129,51 +139,65 @@ func (o *operatorPod) sync(ctx context.Context) error {
 	o.proc, o.hash, o.template, o.ports, o.lastEnv = next.proc, hash, next.template, next.ports, next.env
 	o.mu.Unlock()
 	if old != nil {
-		old.stop()
+		old.Stop()
 	}
 	return nil
 }
 
 // managerRun is one start of the manager: its process and what it was started with.
 type managerRun struct {
-	proc     *process
+	proc     *Process
 	template *corev1.PodTemplateSpec
 	ports    map[int32]int
 	env      map[string]string
 }
 
-func (o *operatorPod) stopManager() {
+// Container is the manager's container of the pod template it last started, or nil when it
+// does not run.
+func (o *OperatorPod) Container() *corev1.Container {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.proc == nil || !o.proc.Running() || o.template == nil {
+		return nil
+	}
+	return o.template.Spec.Containers[0].DeepCopy()
+}
+
+func (o *OperatorPod) stopManager() {
 	o.mu.Lock()
 	p := o.proc
 	o.proc, o.hash, o.template, o.ports = nil, "", nil, nil
 	o.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.Stop()
 	}
 }
 
-func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplateSpec) (*managerRun, error) {
+func (o *OperatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplateSpec) (*managerRun, error) {
 	if len(tmpl.Spec.Containers) != 1 {
 		return nil, fmt.Errorf("the operator's pod has %d containers, want 1", len(tmpl.Spec.Containers))
 	}
 	c := tmpl.Spec.Containers[0]
 	o.mu.Lock()
 	o.starts++
-	dir := filepath.Join(o.dir, "pod-"+strconv.Itoa(o.starts))
+	dir := filepath.Join(o.Dir, "pod-"+strconv.Itoa(o.starts))
 	o.mu.Unlock()
 
 	kubeconfig, err := o.writeKubeconfig(ctx, dir, tmpl.Spec.ServiceAccountName)
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := o.writeSecretVolumes(ctx, dir, tmpl, c)
+	mounts, err := o.writeVolumes(ctx, dir, tmpl, c)
 	if err != nil {
 		return nil, err
 	}
 	env := map[string]string{}
 	vars := []string{"KUBECONFIG=" + kubeconfig}
+	if tmp, ok := mounts["/tmp"]; ok {
+		vars = append(vars, "TMPDIR="+tmp)
+	}
 	for _, e := range c.Env {
-		value, err := downwardValue(e, c, o.namespace)
+		value, err := downwardValue(e, c, o.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -183,54 +207,56 @@ func (o *operatorPod) startManager(ctx context.Context, tmpl *corev1.PodTemplate
 
 	ports := map[int32]int{}
 	for _, p := range c.Ports {
-		ports[p.ContainerPort] = freePort()
+		ports[p.ContainerPort] = FreePort()
 	}
 	webhookPort, ok := ports[9443]
 	if !ok {
 		return nil, fmt.Errorf("the operator's container has no port 9443 (webhook-server): %v", c.Ports)
 	}
+	// The mounted certificate's local copy or, with none mounted, a directory without one: the
+	// manager then makes its own.
 	certDir, ok := mounts[webhookCertMountPath]
 	if !ok {
-		return nil, fmt.Errorf("OLM mounted no webhook certificate at %s", webhookCertMountPath)
+		certDir = filepath.Join(dir, "no-mounted-certificate")
 	}
 	// The Deployment's arguments, then what differs out of the pod: loopback addresses, the
-	// mounted certificate's local copy, and the Lease's namespace (in a pod, its own).
+	// certificate's directory, and the Lease's namespace (in a pod, its own).
 	args := append([]string{}, c.Args...)
 	args = append(args,
-		"--leader-election-namespace="+o.namespace,
+		"--leader-election-namespace="+o.Namespace,
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--metrics-bind-address=0",
 		"--webhook-port="+strconv.Itoa(webhookPort),
 		"--webhook-cert-dir="+certDir,
 	)
-	bin := o.manager
-	if other, ok := o.managers[c.Image]; ok {
+	bin := o.Manager
+	if other, ok := o.Managers[c.Image]; ok {
 		bin = other
 	}
-	p := &process{
-		name:    "pipeline-operator",
-		path:    bin,
-		args:    args,
-		env:     environ(vars...),
-		logFile: filepath.Join(logDir, fmt.Sprintf("pipeline-operator-%d.log", o.starts)),
+	p := &Process{
+		Name:    "pipeline-operator",
+		Path:    bin,
+		Args:    args,
+		Env:     Environ(vars...),
+		LogFile: filepath.Join(o.LogDir, fmt.Sprintf("pipeline-operator-%d.log", o.starts)),
 	}
-	GinkgoWriter.Printf("operator pod: starting the manager %s (%s=%s), log %s\n",
-		bin, envOperatorConditionName, env[envOperatorConditionName], p.logFile)
-	p.start()
+	ginkgo.GinkgoWriter.Printf("operator pod %s/%s: starting the manager %s (%s), log %s\n",
+		o.Namespace, o.Name, bin, envSummary(env), p.LogFile)
+	p.Start()
 	return &managerRun{proc: p, template: tmpl, ports: ports, env: env}, nil
 }
 
 // writeKubeconfig writes a kubeconfig with a token of the ServiceAccount, through the apiserver front.
-func (o *operatorPod) writeKubeconfig(ctx context.Context, dir, serviceAccount string) (string, error) {
-	tr, err := o.clientset.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, serviceAccount,
+func (o *OperatorPod) writeKubeconfig(ctx context.Context, dir, serviceAccount string) (string, error) {
+	tr, err := o.Clientset.CoreV1().ServiceAccounts(o.Namespace).CreateToken(ctx, serviceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("token of ServiceAccount %s: %w", serviceAccount, err)
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["olm"] = &clientcmdapi.Cluster{Server: o.front.url(), CertificateAuthorityData: o.front.caPEM}
+	cfg.Clusters["olm"] = &clientcmdapi.Cluster{Server: o.Front.URL(), CertificateAuthorityData: o.Front.caPEM}
 	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["olm"] = &clientcmdapi.Context{Cluster: "olm", AuthInfo: "operator", Namespace: o.namespace}
+	cfg.Contexts["olm"] = &clientcmdapi.Context{Cluster: "olm", AuthInfo: "operator", Namespace: o.Namespace}
 	cfg.CurrentContext = "olm"
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
@@ -239,22 +265,31 @@ func (o *operatorPod) writeKubeconfig(ctx context.Context, dir, serviceAccount s
 	return file, clientcmd.WriteToFile(*cfg, file)
 }
 
-// writeSecretVolumes writes the Secrets the container mounts into dir and returns the local
-// directory of each mount path.
-func (o *operatorPod) writeSecretVolumes(ctx context.Context, dir string, tmpl *corev1.PodTemplateSpec, c corev1.Container) (map[string]string, error) {
+// writeVolumes writes the Secrets the container mounts into dir, makes an empty directory for
+// each emptyDir it mounts, and returns the local directory of each mount path.
+func (o *OperatorPod) writeVolumes(ctx context.Context, dir string, tmpl *corev1.PodTemplateSpec, c corev1.Container) (map[string]string, error) {
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		var source *corev1.SecretVolumeSource
+		empty := false
 		for _, v := range tmpl.Spec.Volumes {
-			if v.Name == m.Name && v.Secret != nil {
-				source = v.Secret
+			if v.Name == m.Name {
+				source, empty = v.Secret, v.EmptyDir != nil
 			}
+		}
+		if empty {
+			local := filepath.Join(dir, "volumes", m.Name)
+			if err := os.MkdirAll(local, 0o700); err != nil {
+				return nil, err
+			}
+			mounts[m.MountPath] = local
+			continue
 		}
 		if source == nil {
 			continue
 		}
 		secret := &corev1.Secret{}
-		if err := o.admin.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: source.SecretName}, secret); err != nil {
+		if err := o.Admin.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: source.SecretName}, secret); err != nil {
 			return nil, fmt.Errorf("secret %s of volume %s: %w", source.SecretName, m.Name, err)
 		}
 		local := filepath.Join(dir, "volumes", m.Name)
@@ -279,10 +314,10 @@ func (o *operatorPod) writeSecretVolumes(ctx context.Context, dir string, tmpl *
 
 // serves returns the loopback address of the container port svc's port leads to, when svc
 // selects this pod.
-func (o *operatorPod) serves(svc *corev1.Service, port int32) (string, bool) {
+func (o *OperatorPod) serves(svc *corev1.Service, port int32) (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.template == nil || svc.Namespace != o.namespace || len(svc.Spec.Selector) == 0 ||
+	if o.template == nil || svc.Namespace != o.Namespace || len(svc.Spec.Selector) == 0 ||
 		!labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(o.template.Labels)) {
 		return "", false
 	}
@@ -303,18 +338,18 @@ func (o *operatorPod) serves(svc *corev1.Service, port int32) (string, bool) {
 	return "", false
 }
 
-// env is the manager's environment as last started, or nil when it does not run.
-func (o *operatorPod) env() map[string]string {
+// Env is the manager's environment as last started, or nil when it does not run.
+func (o *OperatorPod) Env() map[string]string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.proc == nil || !o.proc.running() {
+	if o.proc == nil || !o.proc.Running() {
 		return nil
 	}
 	return o.lastEnv
 }
 
-// webhookReady reports whether the manager's webhook server accepts connections.
-func (o *operatorPod) webhookReady() bool {
+// WebhookReady reports whether the manager's webhook server accepts connections.
+func (o *OperatorPod) WebhookReady() bool {
 	o.mu.Lock()
 	port, ok := o.ports[9443]
 	o.mu.Unlock()
@@ -369,4 +404,16 @@ func downwardValue(e corev1.EnvVar, c corev1.Container, ns string) (string, erro
 	default:
 		return "", fmt.Errorf("env %s: only values, metadata.namespace and container resources are supported here", e.Name)
 	}
+}
+
+// envSummary names the variables that tell one start of the manager from another: OLM's
+// OperatorCondition and the manager's namespace.
+func envSummary(env map[string]string) string {
+	var parts []string
+	for _, k := range []string{"OPERATOR_CONDITION_NAME", "POD_NAMESPACE"} {
+		if v, ok := env[k]; ok {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/ndsl-cn/pipeline-operator/config/kubeversion"
+)
+
+// The chart and the kustomize builds it is made from, with the helm and kustomize binaries the
+// Makefile builds ($HELM, $KUSTOMIZE).
+const (
+	chartDir  = "../../charts/pipeline-operator"
+	configDir = "../../config"
+)
+
+func tool(t *testing.T, env string) string {
+	t.Helper()
+	bin := os.Getenv(env)
+	if bin == "" {
+		t.Fatalf("$%s names the %s binary: run make test-unit", env, strings.ToLower(env))
+	}
+	return bin
+}
+
+// helmTemplate is the chart rendered as helm install would into namespace, with values.
+func helmTemplate(t *testing.T, namespace string, values ...string) map[string]object {
+	t.Helper()
+	args := []string{"template", "pipeline-operator", chartDir, "--namespace", namespace}
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	out, err := exec.Command(tool(t, "HELM"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return byName(t, out)
+}
+
+func kustomizeBuild(t *testing.T, dirs ...string) map[string]object {
+	t.Helper()
+	var all []byte
+	for _, dir := range dirs {
+		out, err := exec.Command(tool(t, "KUSTOMIZE"), "build", filepath.Join(configDir, dir)).Output()
+		if err != nil {
+			t.Fatalf("kustomize build %s: %v", dir, err)
+		}
+		all = append(append(all, out...), "\n---\n"...)
+	}
+	return byName(t, all)
+}
+
+func byName(t *testing.T, data []byte) map[string]object {
+	t.Helper()
+	objs, err := parse(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]object{}
+	for _, o := range objs {
+		key := o.kind() + "/" + o.name()
+		if _, dup := out[key]; dup {
+			t.Fatalf("%s twice", key)
+		}
+		out[key] = o
+	}
+	return out
+}
+
+// releaseLabels are the labels a chart adds to what config/ writes.
+var releaseLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+
+// normalize drops what differs by design between the chart and config/: the labels of the
+// release (and kustomize's managed-by), the resource policy that keeps the CRDs, and
+// annotations or labels left empty.
+func normalize(objs map[string]object) map[string]object {
+	for _, o := range objs {
+		m := o.meta()
+		if annotations, ok := m["annotations"].(map[string]any); ok {
+			delete(annotations, "helm.sh/resource-policy")
+		}
+		if labels, ok := m["labels"].(map[string]any); ok {
+			for _, l := range releaseLabels {
+				delete(labels, l)
+			}
+		}
+		for _, k := range []string{"labels", "annotations"} {
+			if v, ok := m[k].(map[string]any); m[k] == nil || ok && len(v) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return objs
+}
+
+// The chart with its default values installs what make deploy does (config/default); with
+// certificates.mode cert-manager what config/overlays/cert-manager does; with the metrics
+// values config/prometheus too. config/default's Namespace is the release's namespace.
+func TestChartRendersWhatConfigBuilds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values []string
+		dirs   []string
+	}{
+		"defaults":     {dirs: []string{"default"}},
+		"cert-manager": {values: []string{"certificates.mode=cert-manager"}, dirs: []string{"overlays/cert-manager"}},
+		"monitoring": {values: []string{"metrics.serviceMonitor.enabled=true", "metrics.routerPodMonitor.enabled=true",
+			"metrics.prometheusRule.enabled=true"}, dirs: []string{"default", "prometheus"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := normalize(helmTemplate(t, namespace, tc.values...))
+			want := normalize(kustomizeBuild(t, tc.dirs...))
+			delete(want, "Namespace/"+namespace)
+			for key, w := range want {
+				g, ok := got[key]
+				switch {
+				case !ok:
+					t.Errorf("%s: built from config/, not rendered by the chart", key)
+				case !reflect.DeepEqual(g, w):
+					gy, _ := yaml.Marshal(g)
+					wy, _ := yaml.Marshal(w)
+					t.Errorf("%s differs from config/:\n--- chart\n%s\n--- config\n%s", key, gy, wy)
+				}
+			}
+			for key := range got {
+				if _, ok := want[key]; !ok {
+					t.Errorf("%s: rendered by the chart, not in config/", key)
+				}
+			}
+		})
+	}
+}
+
+// managerSpec is the spec of the manager's Deployment.
+func managerSpec(objs map[string]object) map[string]any {
+	return objs["Deployment/pipeline-operator-controller-manager"]["spec"].(map[string]any)
+}
+
+// managerPod is the pod spec of the manager's Deployment.
+func managerPod(objs map[string]object) map[string]any {
+	return managerSpec(objs)["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+// managerContainer is the manager's container.
+func managerContainer(objs map[string]object) map[string]any {
+	return managerPod(objs)["containers"].([]any)[0].(map[string]any)
+}
+
+// routerImage is the image the manager gives every Pipeline's router.
+func routerImage(objs map[string]object) string {
+	for _, e := range managerContainer(objs)["env"].([]any) {
+		if e := e.(map[string]any); e["name"] == "RELATED_IMAGE_ROUTER" {
+			return e["value"].(string)
+		}
+	}
+	return ""
+}
+
+// Every object goes into the release's namespace and names it, not config/'s.
+func TestChartUsesTheReleaseNamespace(t *testing.T) {
+	for _, o := range helmTemplate(t, "ml-platform") {
+		if ns, ok := o.meta()["namespace"]; ok && ns != "ml-platform" {
+			t.Errorf("%s/%s in namespace %v, want the release's", o.kind(), o.name(), ns)
+		}
+		if strings.Contains(fmt.Sprint(o), namespace) {
+			t.Errorf("%s/%s names %s, not the release's namespace", o.kind(), o.name(), namespace)
+		}
+	}
+}
+
+// The manager's values change what they say: the image (of the manager and of the routers),
+// replicas, resources, flags, scheduling and labels.
+func TestChartManagerValues(t *testing.T) {
+	const ns = "ml-platform"
+	if got := managerContainer(helmTemplate(t, ns))["image"]; got != "ghcr.io/ndsl-cn/pipeline-operator:v"+appVersion(t) {
+		t.Errorf("default image %v, want the chart's appVersion", got)
+	}
+
+	objs := helmTemplate(t, ns, "image.tag=v9.9.9", "manager.replicas=3", "manager.resources.limits.memory=1Gi",
+		"manager.extraArgs={--max-concurrent-reconciles=4}", "commonLabels.team=ml", "manager.nodeSelector.pool=system")
+	if got := managerContainer(objs)["image"]; got != "ghcr.io/ndsl-cn/pipeline-operator:v9.9.9" || routerImage(objs) != got {
+		t.Errorf("image %v, router image %v, want tag v9.9.9 for both", got, routerImage(objs))
+	}
+	if got := managerSpec(objs)["replicas"]; got != float64(3) {
+		t.Errorf("replicas %v, want 3", got)
+	}
+	if got := managerContainer(objs)["resources"].(map[string]any)["limits"].(map[string]any)["memory"]; got != "1Gi" {
+		t.Errorf("memory limit %v, want 1Gi", got)
+	}
+	if args := managerContainer(objs)["args"].([]any); !slices.Contains(args, any("--max-concurrent-reconciles=4")) {
+		t.Errorf("args %v, want the extra one", args)
+	}
+	if sel := managerPod(objs)["nodeSelector"]; !reflect.DeepEqual(sel, map[string]any{"pool": "system"}) {
+		t.Errorf("nodeSelector %v", sel)
+	}
+	for key, o := range objs {
+		if o.meta()["labels"].(map[string]any)["team"] != "ml" {
+			t.Errorf("%s has no commonLabels", key)
+		}
+	}
+
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs = helmTemplate(t, ns, "image.digest="+digest)
+	if got := managerContainer(objs)["image"]; got != "ghcr.io/ndsl-cn/pipeline-operator@"+digest || routerImage(objs) != got {
+		t.Errorf("image %v, router image %v, want by digest", got, routerImage(objs))
+	}
+}
+
+// The optional parts go when turned off, and only they; the CRDs are kept on uninstall unless
+// crds.keep is false.
+func TestChartOptionalParts(t *testing.T) {
+	const ns = "ml-platform"
+	base := helmTemplate(t, ns)
+	objs := helmTemplate(t, ns, "admissionPolicies.enabled=false", "networkPolicies.enabled=false", "crds.install=false")
+	for key := range objs {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") || strings.HasPrefix(key, "NetworkPolicy/") ||
+			strings.HasPrefix(key, "CustomResourceDefinition/") {
+			t.Errorf("%s rendered while turned off", key)
+		}
+	}
+	if len(objs) != len(base)-4-4-2-2 {
+		t.Errorf("%d objects with policies and CRDs off, want %d", len(objs), len(base)-12)
+	}
+
+	for _, keep := range []bool{true, false} {
+		for key, o := range helmTemplate(t, ns, fmt.Sprintf("crds.keep=%t", keep)) {
+			if !strings.HasPrefix(key, "CustomResourceDefinition/") {
+				continue
+			}
+			policy, _ := o.meta()["annotations"].(map[string]any)["helm.sh/resource-policy"]
+			if keep != (policy == "keep") {
+				t.Errorf("crds.keep=%t: %s has resource policy %v", keep, key, policy)
+			}
+		}
+	}
+}
+
+// Values the chart does not know, or cannot use, are refused before anything is installed.
+func TestChartRefusesUnknownValues(t *testing.T) {
+	for value, want := range map[string]string{
+		"certificates.mode=vault":       "/certificates/mode': value must be one of 'self-signed', 'cert-manager'",
+		"manager.replica=3":             "additional properties 'replica' not allowed",
+		"image.digest=latest":           "/image/digest': 'latest' does not match",
+		"manager.extraArgs={leader}":    "/manager/extraArgs/0'",
+		"networkPolicies.enabled=maybe": "/networkPolicies/enabled': got string, want boolean",
+	} {
+		out, err := exec.Command(tool(t, "HELM"), "template", "pipeline-operator", chartDir, "--set", value).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("--set %s: %v, output %s, want a refusal naming %s", value, err, out, want)
+		}
+	}
+}
+
+// The chart passes helm lint, strictly, with its defaults and with every option on.
+func TestChartLint(t *testing.T) {
+	for _, values := range [][]string{nil, {"certificates.mode=cert-manager", "metrics.serviceMonitor.enabled=true",
+		"metrics.routerPodMonitor.enabled=true", "metrics.prometheusRule.enabled=true"}} {
+		args := []string{"lint", "--strict", chartDir}
+		for _, v := range values {
+			args = append(args, "--set", v)
+		}
+		if out, err := exec.Command(tool(t, "HELM"), args...).CombinedOutput(); err != nil {
+			t.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// chartMetadata is the fields of Chart.yaml the tests read.
+type chartMetadata struct {
+	AppVersion  string `json:"appVersion"`
+	KubeVersion string `json:"kubeVersion"`
+}
+
+func readChart(t *testing.T) chartMetadata {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c chartMetadata
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func appVersion(t *testing.T) string { t.Helper(); return readChart(t).AppVersion }
+
+// The chart refuses a cluster older than the oldest Kubernetes the operator supports, and
+// accepts that one (pre-releases included, as helm compares them).
+func TestChartKubeVersion(t *testing.T) {
+	if got, want := readChart(t).KubeVersion, ">="+kubeversion.Minimum+"-0"; got != want {
+		t.Errorf("Chart.yaml kubeVersion %q, want %q (kubeversion.Minimum)", got, want)
+	}
+	major, minor, _ := strings.Cut(kubeversion.Minimum, ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	n, _ := strconv.Atoi(minor)
+	older := fmt.Sprintf("v%s.%d.0", major, n-1)
+	out, err := exec.Command(tool(t, "HELM"), "template", "x", chartDir, "--kube-version", older).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "kubeVersion") {
+		t.Errorf("rendered for Kubernetes %s: %v\n%s", older, err, out)
+	}
+	if out, err := exec.Command(tool(t, "HELM"), "template", "x", chartDir, "--kube-version", "v"+kubeversion.Minimum).CombinedOutput(); err != nil {
+		t.Errorf("not rendered for Kubernetes %s: %v\n%s", kubeversion.Minimum, err, out)
+	}
+}
