@@ -44,6 +44,13 @@ var importRules = []importRule{
 		allowed:   []string{"internal/router/config", "internal/router/stopwhen"},
 	},
 	{
+		why:       "the router's client to the steps and its bodies know nothing of its engine: the engine imports them",
+		from:      []string{"internal/router/stepclient", "internal/router/bodies"},
+		forbidden: []string{"internal/router"},
+		// The configuration brings stopWhen's checker with it.
+		allowed: []string{"internal/router/bodies", "internal/router/config", "internal/router/stopwhen", "internal/router/oip"},
+	},
+	{
 		why:       "builders, apply, status and the shared vocabulary sit below the controllers and the manager's assembly",
 		from:      []string{"internal/resources", "internal/apply", "internal/status", "internal/problem"},
 		forbidden: []string{"internal/controller", "internal/manager"},
@@ -146,14 +153,15 @@ func modulePackages(t *testing.T) []goPackage {
 }
 
 // Imports flow one way, as architecture.md says: the router and nodes import nothing of the
-// operator, the builders, apply, status and problem nothing of the controllers or the manager's
-// assembly, nothing imports a command, and only the generated client, the scheme and conversion
-// registrations and the samples import api/v1beta1.
+// operator, the router's step client and bodies nothing of its engine, the builders, apply,
+// status and problem nothing of the controllers or the manager's assembly, nothing imports a
+// command, and only the generated client, the scheme and conversion registrations and the
+// samples import api/v1beta1.
 func TestImportsFlowOneWay(t *testing.T) {
 	pkgs := modulePackages(t)
-	for _, want := range []string{"cmd", "cmd/router", "internal/router", "internal/resources", "internal/apply",
-		"internal/status", "internal/problem", "internal/controller/pipeline", "internal/manager", "internal/nodes",
-		"internal/admission", "internal/metrics"} {
+	for _, want := range []string{"cmd", "cmd/router", "internal/router", "internal/router/stepclient", "internal/router/bodies",
+		"internal/resources", "internal/apply", "internal/status", "internal/problem", "internal/controller/pipeline",
+		"internal/manager", "internal/nodes", "internal/admission", "internal/metrics"} {
 		if !slices.ContainsFunc(pkgs, func(p goPackage) bool { return p.path == want }) {
 			t.Fatalf("go list does not list %s: the rules below would check nothing", want)
 		}
@@ -179,6 +187,13 @@ func TestImportViolations(t *testing.T) {
 		{"admission imports the router's engine", goPackage{path: "internal/admission", deps: []string{"internal/router/config", "internal/router"}}, 1},
 		{"the manager imports the router's JSON reading", goPackage{path: "internal/manager", deps: []string{"internal/router/celjson"}}, 1},
 		{"the router's configuration imports stopWhen", goPackage{path: "internal/router/config", deps: []string{"internal/router/stopwhen"}}, 0},
+		{"the router imports its client and bodies", goPackage{path: "internal/router", deps: []string{"internal/router/stepclient", "internal/router/bodies"}}, 0},
+		{"the step client imports the bodies, configuration and protocol", goPackage{path: "internal/router/stepclient",
+			deps: []string{"internal/router/bodies", "internal/router/config", "internal/router/oip"}}, 0},
+		{"the step client imports the engine", goPackage{path: "internal/router/stepclient", deps: []string{"internal/router"}}, 1},
+		{"the bodies import the step client", goPackage{path: "internal/router/bodies", deps: []string{"internal/router/stepclient"}}, 1},
+		{"the step client imports the builders", goPackage{path: "internal/router/stepclient", deps: []string{"internal/resources"}}, 1},
+		{"admission imports the router's step client", goPackage{path: "internal/admission", deps: []string{"internal/router/stepclient"}}, 1},
 		{"apply imports resources", goPackage{path: "internal/apply", deps: []string{"internal/resources", "internal/problem"}}, 0},
 		{"status imports the reconciler", goPackage{path: "internal/status", deps: []string{"internal/controller/pipeline"}}, 1},
 		{"resources imports the assembly", goPackage{path: "internal/resources", deps: []string{"internal/manager"}}, 1},

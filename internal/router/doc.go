@@ -6,4 +6,9 @@
 // It imports nothing from the controllers: the operator builds a config.Config
 // (internal/router/config: the JSON document documented in docs/router.md) and runs the router
 // binary (cmd/router) with it.
+//
+// The engine is this package: the order of the steps, retries, stopWhen, tensor mapping,
+// errors and metrics. It holds bodies with internal/router/bodies (buffers within a budget)
+// and calls the steps with internal/router/stepclient (the HTTP/1.1 client and its
+// connections), neither of which knows of the engine.
 package router

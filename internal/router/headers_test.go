@@ -16,6 +16,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stepclient"
 )
 
 func TestNewRequestIDIsAVersion4UUID(t *testing.T) {
@@ -182,7 +183,7 @@ func TestRouterCallsAnAbsoluteNameWithTheDotOffTheHostHeader(t *testing.T) {
 	}
 	dns := newLoopbackDNS(t, name)
 	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: "http://" + name + ":" + port + "/"}}})
-	tr.client = newStepClient((&net.Dialer{Resolver: dns.resolver()}).DialContext)
+	tr.client = stepclient.New((&net.Dialer{Resolver: dns.resolver()}).DialContext)
 	for _, size := range []int{16, 1 << 20} {
 		body := strings.Repeat("x", size)
 		a := post(t, tr.url, "text/plain", body, nil)

@@ -1,10 +1,13 @@
 package router
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,6 +37,42 @@ func newStep(t testing.TB, h http.HandlerFunc) *stepServer {
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// rawStep is a step on a raw loopback listener: serve handles each connection, and conns
+// counts them.
+type rawStep struct {
+	url   string
+	conns atomic.Int32
+}
+
+func newRawStep(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawStep {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	s := &rawStep{url: "http://" + ln.Addr().String() + "/"}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			go func() {
+				defer func() { _ = c.Close() }()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return s
+}
+
+// writeEcho answers on a raw step's connection with body, as text/plain.
+func writeEcho(c net.Conn, body []byte) {
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
 
 // testRouter is a router served on a loopback address.

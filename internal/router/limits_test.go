@@ -69,7 +69,7 @@ func TestServerCutsOffABodyThatArrivesTooSlowly(t *testing.T) {
 	if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "slower than the minimum rate") {
 		t.Fatalf("answer %d %q, want 408", res.StatusCode, body)
 	}
-	if got := s.router.budget.used.Load(); got != 0 {
+	if got := s.router.budget.Used(); got != 0 {
 		t.Errorf("%d buffered bytes still counted after the slow body was cut", got)
 	}
 	if step.calls.Load() != 0 {
@@ -99,7 +99,7 @@ func TestServerBoundsTheWritingOfAnAnswer(t *testing.T) {
 	// The caller reads nothing: once the write timeout passes, the router gives up the answer and
 	// the buffer it held.
 	eventually(t, "the answer's buffer released", func() bool {
-		return step.calls.Load() == 1 && s.router.budget.used.Load() == 0
+		return step.calls.Load() == 1 && s.router.budget.Used() == 0
 	})
 }
 

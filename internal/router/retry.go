@@ -45,7 +45,7 @@ func (r *Router) call(ctx context.Context, s *step, header http.Header, in paylo
 			return resp, nil
 		}
 		if resp != nil {
-			resp.body.release()
+			resp.body.Release()
 		}
 		s.metrics.retries.Inc()
 		t := time.NewTimer(wait)

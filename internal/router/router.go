@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stepclient"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -44,8 +46,8 @@ type Router struct {
 	steps     []*step
 	propagate []string
 	bodyLimit int64
-	budget    *budget
-	client    *stepClient
+	budget    *bodies.Budget
+	client    *stepclient.Client
 	metrics   *metrics
 	gatherer  prometheus.Gatherer
 	log       *slog.Logger
@@ -66,7 +68,7 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 		pipeline:  cfg.Pipeline,
 		propagate: propagatedHeaderNames(cfg.PropagateHeaders),
 		bodyLimit: cfg.BodyLimit(),
-		budget:    &budget{limit: cfg.BufferLimit()},
+		budget:    bodies.NewBudget(cfg.BufferLimit()),
 		log:       opts.Logger,
 		backoff:   opts.Backoff,
 		now:       opts.Clock,
@@ -93,18 +95,18 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 		return nil, fmt.Errorf("register router metrics: %w", err)
 	}
 	r.metrics = m
-	r.client = newStepClient(nil)
+	r.client = stepclient.New(nil)
 	if opts.RetryBudget != nil {
 		if err := opts.RetryBudget.Validate(); err != nil {
 			return nil, err
 		}
 	}
 	for i, s := range cfg.Steps {
-		t, err := newTarget(s.URL)
+		t, err := stepclient.NewTarget(s.URL)
 		if err != nil {
 			return nil, fmt.Errorf("step %q url: %w", s.Name, err)
 		}
-		st := &step{name: s.Name, index: i + 1, target: t, timeout: s.Timeout(), retries: s.Retries,
+		st := &step{name: s.Name, index: i + 1, url: s.URL, target: t, timeout: s.Timeout(), retries: s.Retries,
 			idempotent: s.IsIdempotent(), budget: newStepRetryBudget(r.now, opts.RetryBudget), metrics: m.forStep(s.Name)}
 		if s.StopWhen != "" {
 			if st.stopWhen, err = stopwhen.Compile(s.StopWhen); err != nil {
@@ -146,13 +148,13 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 		w.Header().Set("Allow", http.MethodPost)
 		return writeError(w, http.StatusMethodNotAllowed, errorBody{Error: "the pipeline is called with POST", RequestID: id})
 	}
-	body, err := readBody(req.Body, req.ContentLength, r.bodyLimit, r.budget)
+	body, err := bodies.Read(req.Body, req.ContentLength, r.bodyLimit, r.budget)
 	switch {
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, bodies.ErrTooLarge):
 		return writeError(w, http.StatusRequestEntityTooLarge, errorBody{
 			Error: fmt.Sprintf("the request body exceeds maxBodyBytes (%d)", r.bodyLimit), RequestID: id})
-	case errors.Is(err, errBudgetExceeded):
-		return writeError(w, http.StatusServiceUnavailable, errorBody{Error: errBudgetExceeded.Error(), RequestID: id})
+	case errors.Is(err, bodies.ErrBudgetExceeded):
+		return writeError(w, http.StatusServiceUnavailable, errorBody{Error: bodies.ErrBudgetExceeded.Error(), RequestID: id})
 	case errors.Is(err, errBodyTooSlow):
 		r.log.Warn("pipeline request refused", "pipeline", r.pipeline, "status", http.StatusRequestTimeout,
 			"requestID", id, "error", fmt.Errorf("read the request body: %w", err))
@@ -179,7 +181,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 		return writeError(w, f.status, errorBody{Error: f.message, Step: f.step, StepIndex: f.index,
 			Reason: f.reason, RequestID: id, retryAfter: f.retryAfter})
 	}
-	defer resp.body.release()
+	defer resp.body.Release()
 	status := http.StatusOK
 	if resp.status >= 400 {
 		status = resp.status
@@ -215,7 +217,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 			// The request is made of copies: what it was made of goes before the call.
 			built, f := r.request(fl, s)
 			if !fl.holds(in) {
-				in.body.release()
+				in.body.Release()
 			}
 			fl.done(i)
 			if f != nil {
@@ -225,10 +227,10 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		}
 		resp, f := r.call(ctx, s, header, send)
 		if send.body != in.body {
-			send.body.release()
+			send.body.Release()
 		}
 		if !fl.holds(in) {
-			in.body.release()
+			in.body.Release()
 		}
 		fl.done(i)
 		if f != nil {
@@ -239,7 +241,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		}
 		stop, f := s.stops(ctx, resp, r.budget)
 		if f != nil {
-			resp.body.release()
+			resp.body.Release()
 			return nil, "", f
 		}
 		if stop || i == len(r.steps)-1 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
@@ -387,7 +388,7 @@ func TestRouterRefusesBodiesOverMaxBodyBytes(t *testing.T) {
 	if got := step.calls.Load(); got != 1 {
 		t.Errorf("step called %d times, want only for the body within the limit", got)
 	}
-	if got := tr.budget.used.Load(); got != 0 {
+	if got := tr.budget.Used(); got != 0 {
 		t.Errorf("%d buffered bytes still counted", got)
 	}
 }
@@ -430,7 +431,7 @@ func TestRouterServesConcurrentRequests(t *testing.T) {
 	if got := tr.counter(t, "requests", "200"); got != callers*each {
 		t.Errorf("requests_total{code=200}: %v, want %d", got, callers*each)
 	}
-	if got := tr.budget.used.Load(); got != 0 {
+	if got := tr.budget.Used(); got != 0 {
 		t.Errorf("%d buffered bytes still counted after every request finished", got)
 	}
 }
@@ -464,7 +465,7 @@ func TestRouterBoundsTheBytesRequestsHoldTogether(t *testing.T) {
 			t.Errorf("a held request: %d %q", a.status, a.body)
 		}
 	}
-	if got := tr.budget.used.Load(); got != 0 {
+	if got := tr.budget.Used(); got != 0 {
 		t.Errorf("%d buffered bytes still counted", got)
 	}
 }
@@ -498,13 +499,13 @@ func TestRouterStartsNoStepCallAfterTheCallerWentAway(t *testing.T) {
 	cancel()
 	const tries = 20
 	for range tries {
-		body, err := readBody(strings.NewReader("in"), 2, tr.bodyLimit, tr.budget)
+		body, err := bodies.Read(strings.NewReader("in"), 2, tr.bodyLimit, tr.budget)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp, _, f := tr.run(gone, stepHeaders(http.Header{}, tr.propagate, "id"), payload{body: body, contentType: "text/plain"})
 		if resp != nil {
-			resp.body.release()
+			resp.body.Release()
 		}
 		if f == nil || f.reason != ReasonCanceled {
 			t.Fatalf("run after the caller went away: %v", f)
@@ -576,4 +577,36 @@ func TestRouterAnswers504WhenTheDeadlinePassesDuringStopWhen(t *testing.T) {
 	if a.status != http.StatusGatewayTimeout {
 		t.Errorf("answer %d %s, want 504 (the request's deadline passed)", a.status, a.body)
 	}
+}
+
+// TestRouterPassesLargeBodiesWhole sends bodies of several blocks through three steps from
+// concurrent callers: every answer is its own request's body and the steps' suffixes, though
+// the blocks of each released body serve the next ones.
+func TestRouterPassesLargeBodiesWhole(t *testing.T) {
+	s1 := appendStep(t, "|1", "text/plain", nil)
+	s2 := appendStep(t, "|2", "text/plain", nil)
+	s3 := appendStep(t, "|3", "text/plain", nil)
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "one", URL: s1.URL}, {Name: "two", URL: s2.URL}, {Name: "three", URL: s3.URL}}})
+	const callers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan string, callers*each)
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				// A different length and filling for every request: a block reused with bytes of
+				// another request would show.
+				in := strings.Repeat(string(rune('a'+c)), 3*bodies.BlockBytes+c*1000+i)
+				a := post(t, tr.url, "", in, nil)
+				if a.status != http.StatusOK || a.body != in+"|1|2|3" {
+					errs <- fmt.Sprintf("caller %d request %d: answer %d, %d bytes", c, i, a.status, len(a.body))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	eventually(t, "the budget is free after every request", func() bool { return tr.budget.Used() == 0 })
 }

@@ -15,9 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/celjson"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stepclient"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -33,8 +35,9 @@ const (
 type step struct {
 	name  string
 	index int // 1-based position in the pipeline
-	// target is where the step is called; its url also names the step in the log.
-	target
+	// url names the step in the log; target is that URL parsed once, where the client calls it.
+	url     string
+	target  stepclient.Target
 	timeout time.Duration
 	retries int
 	// idempotent is false for a step that must not get a request twice: only attempts that
@@ -56,7 +59,7 @@ type step struct {
 
 // payload is a body on its way to a step, or back from one.
 type payload struct {
-	body        *buffer
+	body        *bodies.Buffer
 	contentType string
 	// contentEncoding is the body's Content-Encoding, passed on with it (the router neither
 	// decodes nor encodes bodies).
@@ -64,6 +67,12 @@ type payload struct {
 	// inferenceHeader is the body's Inference-Header-Content-Length (the Open Inference
 	// Protocol's binary data extension), passed on with it.
 	inferenceHeader string
+}
+
+// forStep is p as the client to the steps sends it.
+func (p payload) forStep() stepclient.Payload {
+	return stepclient.Payload{Body: p.body, ContentType: p.contentType, ContentEncoding: p.contentEncoding,
+		InferenceHeader: p.inferenceHeader}
 }
 
 // stepResponse is what a step answered: a 2xx or a 4xx (which is passed back, not retried).
@@ -114,11 +123,11 @@ type attemptError struct {
 func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
 	// The attempt ends at the step's timeout or at the request's deadline (ctx's), whichever
 	// is first.
-	res, err := r.client.post(ctx, &s.target, s.timeout, header, in)
+	res, err := r.client.Post(ctx, &s.target, s.timeout, header, in.forStep())
 	if err != nil {
-		if ctx.Err() == nil && answerHeaderTooLarge(err) {
+		if ctx.Err() == nil && stepclient.AnswerHeaderTooLarge(err) {
 			return nil, &attemptError{reason: ReasonResponseTooLarge,
-				what: fmt.Sprintf("answered a header over %d bytes", maxAnswerHeaderBytes),
+				what: fmt.Sprintf("answered a header over %d bytes", stepclient.MaxAnswerHeaderBytes),
 				err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
 		}
 		return nil, classify(ctx, err, s.timeout)
@@ -145,13 +154,13 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 			what: "answered " + statusText(res.StatusCode) + ", which is neither a success nor a client error",
 			err:  fmt.Errorf("POST %s answered %s (Location %q)", s.url, res.Status, res.Header.Get("Location"))}
 	}
-	body, err := readBody(res.Body, res.ContentLength, r.bodyLimit, r.budget)
+	body, err := bodies.Read(res.Body, res.ContentLength, r.bodyLimit, r.budget)
 	switch {
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, bodies.ErrTooLarge):
 		return nil, &attemptError{reason: ReasonResponseTooLarge,
 			what: fmt.Sprintf("answered more than maxBodyBytes (%d bytes)", r.bodyLimit),
 			err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
-	case errors.Is(err, errBudgetExceeded):
+	case errors.Is(err, bodies.ErrBudgetExceeded):
 		return nil, &attemptError{reason: ReasonBufferBudget,
 			what: "answered while the router holds maxBufferedBytes of bodies already",
 			err:  fmt.Errorf("read the response of POST %s: %w", s.url, err)}
@@ -184,12 +193,6 @@ func classify(ctx context.Context, err error, timeout time.Duration) *attemptErr
 			err: fmt.Errorf("no response within timeoutSeconds (%s): %w", timeout, err)}
 	}
 	return &attemptError{reason: ReasonConnection, retryable: true, unsent: unsent, what: connectionTrouble(err), err: err}
-}
-
-// answerHeaderTooLarge reports whether err is a step answer's header over
-// maxAnswerHeaderBytes: the direct path's error, or net/http's, which has no type of its own.
-func answerHeaderTooLarge(err error) bool {
-	return errors.Is(err, errAnswerHeaderTooLarge) || strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isDialError reports whether err happened while connecting (refused, name not resolved, no
@@ -243,7 +246,7 @@ func (s *step) fail(reason, message string, err error) *failure {
 // joined into one slice (the copy counted in the answer's budget) and read as the expression
 // reads it (jsonValue); what decoding it whole would hold is charged against bg while it is
 // evaluated.
-func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool, *failure) {
+func (s *step) stops(ctx context.Context, resp *stepResponse, bg *bodies.Budget) (bool, *failure) {
 	if s.stopWhen == nil {
 		return false, nil
 	}
@@ -253,14 +256,14 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 			return false, s.budgetFull("the stopWhen condition of "+s.label()+" could not be evaluated", err)
 		}
 		// The answer is read from one slice: a body of several blocks is joined first.
-		if err := resp.body.join(); err != nil {
+		if err := resp.body.Join(); err != nil {
 			return budgetFull(fmt.Errorf("join the response of POST %s (%d bytes) for stopWhen: %w", s.url, resp.body.Len(), err))
 		}
 		cost := celjson.DecodeCost(resp.body.Bytes())
-		if !bg.tryAcquire(cost) {
-			return budgetFull(fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
+		if !bg.TryAcquire(cost) {
+			return budgetFull(fmt.Errorf("decode the response of POST %s for stopWhen (about %d bytes): %w", s.url, cost, bodies.ErrBudgetExceeded))
 		}
-		defer bg.release(cost)
+		defer bg.Release(cost)
 		if v := celjson.Value(resp.body.Bytes()); v != nil {
 			response = v
 		}
@@ -274,7 +277,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *budget) (bool,
 		if tensors, cost, f = s.decodeTensors(resp, bg); f != nil {
 			return false, f
 		}
-		defer bg.release(cost)
+		defer bg.Release(cost)
 	}
 	stop, err := s.stopWhen.Eval(ctx, stopwhen.Input{
 		Response: response,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
@@ -65,10 +66,10 @@ type flow struct {
 	// its binary tensors start, and what reading them holds besides the body (their JSON data
 	// is copied), counted against the budget until the body is released.
 	docLength []int64
-	budget    *budget
+	budget    *bodies.Budget
 }
 
-func (m *mapping) newFlow(bg *budget) *flow {
+func (m *mapping) newFlow(bg *bodies.Budget) *flow {
 	n := len(m.lastUse)
 	return &flow{m: m, bodies: make([]payload, n),
 		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), budget: bg}
@@ -102,9 +103,9 @@ func (fl *flow) done(i int) {
 	}
 	for k, b := range fl.bodies {
 		if b.body != nil && fl.m.lastUse[k] <= i {
-			b.body.release()
+			b.body.Release()
 			if fl.parsed[k] {
-				fl.budget.release(fl.docLength[k])
+				fl.budget.Release(fl.docLength[k])
 			}
 			fl.bodies[k], fl.tensors[k], fl.parsed[k] = payload{}, nil, false
 		}
@@ -131,17 +132,17 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	}
 	var doc []byte
 	if length < 0 {
-		if err := p.body.join(); err != nil {
+		if err := p.body.Join(); err != nil {
 			return nil, err
 		}
 		doc, length = p.body.Bytes(), p.body.Len()
 	} else {
-		doc = p.body.prefix(length)
+		doc = p.body.Prefix(length)
 	}
 	// Reading copies the JSON document (the data of JSON tensors): charged until the body is
 	// released.
-	if !fl.budget.tryAcquire(length) {
-		return nil, errBudgetExceeded
+	if !fl.budget.TryAcquire(length) {
+		return nil, bodies.ErrBudgetExceeded
 	}
 	parse := oip.ParseResponse
 	if k == 0 {
@@ -149,7 +150,7 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	}
 	tensors, err := parse(doc, p.body.Len()-length)
 	if err != nil {
-		fl.budget.release(length)
+		fl.budget.Release(length)
 		return nil, err
 	}
 	fl.tensors[k], fl.docLength[k], fl.parsed[k] = tensors, length, true
@@ -167,7 +168,7 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		from := r.sourceLabel(in.source)
 		tensors, err := fl.read(in.source)
 		if err != nil {
-			if errors.Is(err, errBudgetExceeded) {
+			if errors.Is(err, bodies.ErrBudgetExceeded) {
 				return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
 			}
 			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s is not an Open Inference Protocol body", from), err)
@@ -187,17 +188,17 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		inputs = append(inputs, mapped)
 	}
 	doc, hasBinary := oip.AppendRequest(make([]byte, 0, oip.RequestSize(inputs)), inputs, binary)
-	out := newBuffer(r.budget)
-	err := out.write(doc)
+	out := bodies.NewBuffer(r.budget)
+	err := out.Append(doc)
 	for i := 0; err == nil && i < len(inputs); i++ {
 		if t := &inputs[i]; t.Binary {
 			k := s.inputs[i].source
-			err = fl.bodies[k].body.writeRange(out, fl.docLength[k]+t.Offset, t.Size)
+			err = fl.bodies[k].body.WriteRange(out, fl.docLength[k]+t.Offset, t.Size)
 		}
 	}
 	if err != nil {
-		out.release()
-		if errors.Is(err, errBudgetExceeded) {
+		out.Release()
+		if errors.Is(err, bodies.ErrBudgetExceeded) {
 			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
 		}
 		return payload{}, r.mappingFailure(s, s.inputs[0], "its tensors could not be copied", err)
@@ -261,14 +262,14 @@ const (
 // decodeTensors decodes the output tensors of a step's answer for its stopWhen expression; what
 // they hold, the cost it returns, is acquired from bg until the caller releases it. An answer
 // that names an output twice is refused.
-func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, int64, *failure) {
+func (s *step) decodeTensors(resp *stepResponse, bg *bodies.Budget) (map[string][]any, int64, *failure) {
 	unreadable := func(err error) *failure {
 		s.metrics.failed(ReasonStopWhen)
 		return s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+
 			" could not be evaluated: its answer's tensors could not be read", err)
 	}
 	const what = "the stopWhen condition of %s could not be evaluated"
-	if err := resp.body.join(); err != nil {
+	if err := resp.body.Join(); err != nil {
 		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
 	}
 	length, err := oip.ParseHeaderLength(resp.inferenceHeader)
@@ -297,15 +298,15 @@ func (s *step) decodeTensors(resp *stepResponse, bg *budget) (map[string][]any, 
 		}
 		cost += max(n, 0) * decodedElementBytes
 	}
-	if !bg.tryAcquire(cost) {
+	if !bg.TryAcquire(cost) {
 		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()),
-			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, errBudgetExceeded))
+			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, bodies.ErrBudgetExceeded))
 	}
 	tensors := make(map[string][]any, len(outputs))
 	for i := range outputs {
 		v, err := oip.Decode(&outputs[i], bin, maxDecodedElements)
 		if err != nil {
-			bg.release(cost)
+			bg.Release(cost)
 			return nil, 0, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
 		}
 		tensors[outputs[i].Name] = v

@@ -483,7 +483,7 @@ func TestMappedStepFitsInTwoBodies(t *testing.T) {
 	if a.status != http.StatusOK || !strings.HasPrefix(a.body, `{"outputs":[{"name":"x"`) {
 		t.Fatalf("answer %d %.200s", a.status, a.body)
 	}
-	eventually(t, "the budget is given back", func() bool { return tr.budget.used.Load() == 0 })
+	eventually(t, "the budget is given back", func() bool { return tr.budget.Used() == 0 })
 }
 
 func TestStopWhenRefusesAnOutputNamedTwice(t *testing.T) {
@@ -500,5 +500,5 @@ func TestStopWhenRefusesAnOutputNamedTwice(t *testing.T) {
 			t.Fatalf("answer %d: %+v", a.status, e)
 		}
 	}
-	eventually(t, "the budget is given back", func() bool { return tr.budget.used.Load() == 0 })
+	eventually(t, "the budget is given back", func() bool { return tr.budget.Used() == 0 })
 }

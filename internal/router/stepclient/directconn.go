@@ -1,4 +1,4 @@
-package router
+package stepclient
 
 import (
 	"bufio"
@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 )
 
 // The direct path: a small body to a plain HTTP step is written, and the answer's header read,
@@ -19,16 +22,22 @@ import (
 // net package's sockets. One exchange costs the router a write and a read, and a look at a
 // kept connection before it is used again (connAlive), and no hand-over between goroutines,
 // which net/http's Transport makes for each request (its connection's reading and writing
-// goroutines). It frames requests and answers as the Transport does; desync_test.go runs the
-// same cases against both.
+// goroutines). It frames requests and answers as the Transport does; desync_test.go (here and
+// in internal/router) runs the same cases against both.
 
 // directBodyLimit is the largest body sent on the direct path. A larger one goes through
 // net/http's Transport, which reads the answer while it writes (a step may start answering a
 // large body before it has read it all).
 const directBodyLimit = 64 << 10
 
-// errAnswerHeaderTooLarge is a step's answer whose header goes on past maxAnswerHeaderBytes.
-var errAnswerHeaderTooLarge = fmt.Errorf("the answer's header exceeds %d bytes", maxAnswerHeaderBytes)
+// errAnswerHeaderTooLarge is a step's answer whose header goes on past MaxAnswerHeaderBytes.
+var errAnswerHeaderTooLarge = fmt.Errorf("the answer's header exceeds %d bytes", MaxAnswerHeaderBytes)
+
+// AnswerHeaderTooLarge reports whether err is a step answer's header over
+// MaxAnswerHeaderBytes: the direct path's error, or net/http's, which has no type of its own.
+func AnswerHeaderTooLarge(err error) bool {
+	return errors.Is(err, errAnswerHeaderTooLarge) || strings.Contains(err.Error(), "server response headers exceeded")
+}
 
 // clientConn is a connection to a step, with its buffers.
 type clientConn struct {
@@ -73,7 +82,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // postDirect sends in on the direct path. A kept connection that fails before any byte of the
 // request reached it (the step closed it as the call began) is dropped and the request sent
 // again on a new one, once, idempotent or not, as net/http's Transport does.
-func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Duration, header http.Header, body *buffer) (*http.Response, error) {
+func (c *Client) postDirect(ctx context.Context, t *Target, timeout time.Duration, header http.Header, body *bodies.Buffer) (*http.Response, error) {
 	// The connection's deadline is the step's timeout; ctx's own deadline, like the caller going
 	// away, ends the exchange through ctx, so that the error is told apart by ctx's state.
 	deadline := time.Now().Add(timeout)
@@ -106,7 +115,7 @@ func (c *stepClient) postDirect(ctx context.Context, t *target, timeout time.Dur
 
 // exchange writes one request, with header (stepRequestHeader's: nothing in it frames the
 // message) and body, and reads the final answer's header.
-func (cc *clientConn) exchange(t *target, header http.Header, body *buffer) (*http.Response, error) {
+func (cc *clientConn) exchange(t *Target, header http.Header, body *bodies.Buffer) (*http.Response, error) {
 	cc.written.written.Store(0)
 	w := cc.bw
 	_, _ = w.WriteString("POST ")
@@ -132,7 +141,7 @@ func (cc *clientConn) exchange(t *target, header http.Header, body *buffer) (*ht
 	}
 	// The bound covers the informational answers (100, 103, ...) and the final one's header,
 	// as net/http's MaxResponseHeaderBytes does.
-	cc.limit.left = maxAnswerHeaderBytes
+	cc.limit.left = MaxAnswerHeaderBytes
 	for {
 		res, err := http.ReadResponse(cc.br, nil)
 		if err != nil {
@@ -173,7 +182,7 @@ func writeHeaderLine(w *bufio.Writer, name, value string) error {
 type connBody struct {
 	body     io.ReadCloser
 	cc       *clientConn
-	client   *stepClient
+	client   *Client
 	stop     func() bool
 	reusable bool
 	eof      bool
@@ -213,7 +222,7 @@ const idleSweepSlack = idleConnTimeout / 16
 func afterFunc(d time.Duration, f func()) { time.AfterFunc(d, f) }
 
 // get is an idle connection to addr that is still open (none when fresh), or a new one.
-func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, fresh bool) (*clientConn, error) {
+func (c *Client) get(ctx context.Context, addr string, deadline time.Time, fresh bool) (*clientConn, error) {
 	c.mu.Lock()
 	now := c.now()
 	for conns := c.idle[addr]; !fresh && len(conns) > 0; conns = c.idle[addr] {
@@ -247,7 +256,7 @@ func (c *stepClient) get(ctx context.Context, addr string, deadline time.Time, f
 // maxIdleConns in all, it closes the one idle longest (of the step's, or of all), as net/http's
 // Transport does past MaxIdleConns: cc was used last, and the oldest is the likeliest to be
 // closed soon by the step's own idle timeout, which is often shorter than the router's.
-func (c *stepClient) put(cc *clientConn) {
+func (c *Client) put(cc *clientConn) {
 	addr := cc.addr
 	c.mu.Lock()
 	// Taken under the lock, idleAt grows along each list: its first is its oldest.
@@ -273,7 +282,7 @@ func (c *stepClient) put(cc *clientConn) {
 }
 
 // removeOldestLocked takes the connection idle longest out of addr's list, which is not empty.
-func (c *stepClient) removeOldestLocked(addr string) *clientConn {
+func (c *Client) removeOldestLocked(addr string) *clientConn {
 	conns := c.idle[addr]
 	old := conns[0]
 	n := copy(conns, conns[1:])
@@ -285,7 +294,7 @@ func (c *stepClient) removeOldestLocked(addr string) *clientConn {
 
 // oldestAddrLocked is the step whose connection was idle longest, of those that have any: a
 // look at each step's first, only when maxIdleConns are kept.
-func (c *stepClient) oldestAddrLocked() string {
+func (c *Client) oldestAddrLocked() string {
 	var oldest string
 	var at time.Time
 	for addr, conns := range c.idle {
@@ -299,7 +308,7 @@ func (c *stepClient) oldestAddrLocked() string {
 // closeIdle closes the connections idle for idleConnTimeout and, while any are kept, runs again
 // idleSweepSlack after the next one's timeout: a connection stays open at most that long past
 // its own, with no timer of its own.
-func (c *stepClient) closeIdle() {
+func (c *Client) closeIdle() {
 	var expired []*clientConn
 	c.mu.Lock()
 	now := c.now()

@@ -1,4 +1,9 @@
-package router
+// Package stepclient is the router's client to its steps: it sends a body to a step and reads
+// the step's answer, over HTTP/1.1 connections it keeps for the next calls. A small body to a
+// plain HTTP step goes on a direct exchange of its own (directconn.go), the rest through
+// net/http's Transport. It frames every request itself and makes none twice but what never
+// reached the step; the router's engine decides on retries, and reads the answers.
+package stepclient
 
 import (
 	"context"
@@ -13,14 +18,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 const (
 	// maxIdlePerStep is how many idle connections to one step are kept for the next calls: as
-	// many as the calls the router serves at once by default (DefaultMaxInFlight), so that a
-	// step called by all of them keeps its connections through a burst.
+	// many as the calls the router serves at once by default (router.DefaultMaxInFlight), so
+	// that a step called by all of them keeps its connections through a burst.
 	maxIdlePerStep = 1024
 	// maxIdleConns is how many idle connections to all steps each path keeps (the direct
 	// path's pool and the Transport's): four steps' full bursts. A pipeline may have
@@ -30,18 +36,19 @@ const (
 	maxIdleConns = 4096
 	// idleConnTimeout closes a connection nobody used for that long.
 	idleConnTimeout = 90 * time.Second
-	// maxAnswerHeaderBytes bounds what a step's answer header takes, with the informational
+	// MaxAnswerHeaderBytes bounds what a step's answer header takes, with the informational
 	// answers before it: the bound the router's server sets on a caller's request header.
-	maxAnswerHeaderBytes = http.DefaultMaxHeaderBytes
+	MaxAnswerHeaderBytes = http.DefaultMaxHeaderBytes
 )
 
-// stepClient calls steps. A small body to a plain HTTP step goes on the direct path
+// Client calls steps. A small body to a plain HTTP step goes on the direct path
 // (directconn.go) where connAlive can look into a kept connection; everything else through
 // net/http's Transport. Both frame requests and answers alike: they refuse an answer of
 // differing Content-Lengths, close a connection after an HTTP/1.0 answer without keep-alive
 // and one on which bytes come that no request asked for, and send a request again on another
-// connection when a kept one ended before any byte of it was written (desync_test.go).
-type stepClient struct {
+// connection when a kept one ended before any byte of it was written (desync_test.go, here
+// and in internal/router, which runs the same cases through the whole router).
+type Client struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	http *http.Client
 
@@ -57,8 +64,8 @@ type stepClient struct {
 	afterFunc func(time.Duration, func())
 }
 
-// target is where a step is called, parsed once.
-type target struct {
+// Target is where a step is called, parsed once.
+type Target struct {
 	url string
 	// direct is true for an http URL where connAlive works: small bodies take the direct path.
 	direct bool
@@ -66,12 +73,13 @@ type target struct {
 	addr, host, path string
 }
 
-func newTarget(raw string) (target, error) {
+// NewTarget is the target of a step's URL.
+func NewTarget(raw string) (Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return target{}, err
+		return Target{}, err
 	}
-	t := target{url: raw, direct: u.Scheme == "http" && connAliveWorks, host: hostHeader(u), path: u.RequestURI()}
+	t := Target{url: raw, direct: u.Scheme == "http" && connAliveWorks, host: hostHeader(u), path: u.RequestURI()}
 	port := u.Port()
 	if port == "" {
 		port = "80"
@@ -97,13 +105,13 @@ func hostHeader(u *url.URL) string {
 	return h
 }
 
-// newStepClient is a client that dials with dial (a net.Dialer's when nil). Proxy settings of
-// the environment are not read: steps are called directly.
-func newStepClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *stepClient {
+// New is a client that dials with dial (a net.Dialer's when nil). Proxy settings of the
+// environment are not read: steps are called directly.
+func New(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &stepClient{dial: dial, idle: map[string][]*clientConn{}, now: time.Now, afterFunc: afterFunc, http: &http.Client{
+	return &Client{dial: dial, idle: map[string][]*clientConn{}, now: time.Now, afterFunc: afterFunc, http: &http.Client{
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := dial(ctx, network, addr)
@@ -118,23 +126,38 @@ func newStepClient(dial func(ctx context.Context, network, addr string) (net.Con
 			TLSHandshakeTimeout:    10 * time.Second,
 			ExpectContinueTimeout:  time.Second,
 			DisableCompression:     true,
-			MaxResponseHeaderBytes: maxAnswerHeaderBytes,
+			MaxResponseHeaderBytes: MaxAnswerHeaderBytes,
 		},
 		// A redirect is an answer like any other: the router does not follow it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
-// post sends in to t with header, under ctx and within timeout, and returns the step's final
-// answer. The answer's body must be closed; until then ctx and the timeout still apply.
-func (c *stepClient) post(ctx context.Context, t *target, timeout time.Duration, header http.Header, in payload) (*http.Response, error) {
+// Payload is what a call sends: a body and the fields that describe it, which the client
+// writes as the request's own whatever the header passed with it says.
+type Payload struct {
+	Body        *bodies.Buffer
+	ContentType string
+	// ContentEncoding is the body's Content-Encoding, passed on with it (the router neither
+	// decodes nor encodes bodies).
+	ContentEncoding string
+	// InferenceHeader is the body's Inference-Header-Content-Length (the Open Inference
+	// Protocol's binary data extension), passed on with it.
+	InferenceHeader string
+}
+
+// Post sends in to t with header, under ctx and within timeout, and returns the step's final
+// answer. The answer's body must be closed; until then ctx and the timeout still apply. in's
+// body stays the caller's: the client reads it, and holds its blocks while a request still
+// does, but never releases it.
+func (c *Client) Post(ctx context.Context, t *Target, timeout time.Duration, header http.Header, in Payload) (*http.Response, error) {
 	header = stepRequestHeader(header, in)
-	if t.direct && in.body.Len() <= directBodyLimit {
-		return c.postDirect(ctx, t, timeout, header, in.body)
+	if t.direct && in.Body.Len() <= directBodyLimit {
+		return c.postDirect(ctx, t, timeout, header, in.Body)
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	for fresh := false; ; fresh = true {
-		req, err := newBodyRequest(actx, t.url, in.body)
+		req, err := bodies.NewRequest(actx, t.url, in.Body)
 		if err != nil {
 			cancel()
 			return nil, err
@@ -193,7 +216,7 @@ func (c *countedConn) Write(p []byte) (int, error) {
 // message or belong to one connection (RFC 9110 section 7.6.1, every Proxy-* field) and
 // without those the body sets, then the body's own. Whatever a caller or a configuration
 // passed on, the client alone frames the request.
-func stepRequestHeader(header http.Header, in payload) http.Header {
+func stepRequestHeader(header http.Header, in Payload) http.Header {
 	out := make(http.Header, len(header)+3)
 	for name, values := range header {
 		if !config.FramingHeader(http.CanonicalHeaderKey(name)) {
@@ -201,7 +224,7 @@ func stepRequestHeader(header http.Header, in payload) http.Header {
 		}
 	}
 	for _, h := range [...]struct{ name, value string }{
-		{"Content-Type", in.contentType}, {"Content-Encoding", in.contentEncoding}, {oip.HeaderInferenceHeaderLength, in.inferenceHeader},
+		{"Content-Type", in.ContentType}, {"Content-Encoding", in.ContentEncoding}, {oip.HeaderInferenceHeaderLength, in.InferenceHeader},
 	} {
 		if h.value != "" {
 			out[h.name] = []string{h.value}

@@ -14,44 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/stepclient"
 )
-
-// rawStep is a step on a raw loopback listener: serve handles each connection, and conns
-// counts them.
-type rawStep struct {
-	url   string
-	conns atomic.Int32
-}
-
-func newRawStep(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawStep {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	s := &rawStep{url: "http://" + ln.Addr().String() + "/"}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.conns.Add(1)
-			go func() {
-				defer func() { _ = c.Close() }()
-				serve(c, bufio.NewReader(c))
-			}()
-		}
-	}()
-	return s
-}
-
-// writeEcho answers on a raw step's connection with body, as text/plain.
-func writeEcho(c net.Conn, body []byte) {
-	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-}
 
 func TestRouterKeepsOneConnectionToAStepForSequentialCalls(t *testing.T) {
 	var conns sync.Map // the callers' addresses the step saw
@@ -124,7 +90,7 @@ func TestRouterSkipsInformationalAnswers(t *testing.T) {
 }
 
 // TestRouterRefusesAStepThatOnlySendsInformationalAnswers runs a step that sends informational
-// answers without end: they count towards maxAnswerHeaderBytes, as one answer's header would.
+// answers without end: they count towards stepclient.MaxAnswerHeaderBytes, as one answer's header would.
 func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
 	var sent atomic.Int64
 	s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
@@ -154,7 +120,7 @@ func TestRouterRefusesAStepThatOnlySendsInformationalAnswers(t *testing.T) {
 	}
 	// What the router read (1 MiB), plus what the sockets' buffers hold, which the kernel grows
 	// while the router parses answer after answer: far from the 64 MiB the step would send.
-	if got := sent.Load(); got >= 16*maxAnswerHeaderBytes {
+	if got := sent.Load(); got >= 16*stepclient.MaxAnswerHeaderBytes {
 		t.Errorf("the step sent %d bytes of informational answers before the router stopped reading", got)
 	}
 }
@@ -179,49 +145,12 @@ func TestRouterReadsALargeAnswerWhileItSendsALargeBody(t *testing.T) {
 	}
 }
 
-func TestStepClientClosesConnectionsIdleTooLong(t *testing.T) {
-	s := newRawStep(t, func(c net.Conn, _ *bufio.Reader) { _, _ = io.Copy(io.Discard, c) })
-	c := newStepClient(nil)
-	tg, err := newTarget(s.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept []*clientConn
-	for range 3 {
-		cc, err := c.get(t.Context(), tg.addr, time.Now().Add(time.Second), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kept = append(kept, cc)
-	}
-	for _, cc := range kept {
-		c.put(cc)
-	}
-	c.mu.Lock()
-	kept[0].idleAt = time.Now().Add(-2 * idleConnTimeout)
-	kept[1].idleAt = time.Now().Add(-2 * idleConnTimeout)
-	c.mu.Unlock()
-	c.closeIdle()
-	c.mu.Lock()
-	left := len(c.idle[tg.addr])
-	c.mu.Unlock()
-	if left != 1 {
-		t.Errorf("%d idle connections left, want 1", left)
-	}
-	if _, err := kept[0].conn.Write([]byte("x")); err == nil {
-		t.Error("a connection idle too long is still open")
-	}
-	if _, err := kept[2].conn.Write([]byte("x")); err != nil {
-		t.Errorf("the connection used last was closed: %v", err)
-	}
-}
-
 // TestRouterRefusesATruncatedAnswer runs steps that announce more than they send and close the
 // connection, the end falling before the body, inside it, and on a block's boundary: each is
 // a connection failure, never an answer shorter than announced passed on.
 func TestRouterRefusesATruncatedAnswer(t *testing.T) {
-	for _, sent := range []int{0, 100, blockBytes} {
-		t.Run(strconv.Itoa(sent)+" of "+strconv.Itoa(blockBytes+500)+" bytes", func(t *testing.T) {
+	for _, sent := range []int{0, 100, bodies.BlockBytes} {
+		t.Run(strconv.Itoa(sent)+" of "+strconv.Itoa(bodies.BlockBytes+500)+" bytes", func(t *testing.T) {
 			s := newRawStep(t, func(c net.Conn, br *bufio.Reader) {
 				req, err := http.ReadRequest(br)
 				if err != nil {
@@ -229,7 +158,7 @@ func TestRouterRefusesATruncatedAnswer(t *testing.T) {
 				}
 				_, _ = io.Copy(io.Discard, req.Body)
 				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s",
-					blockBytes+500, strings.Repeat("x", sent))
+					bodies.BlockBytes+500, strings.Repeat("x", sent))
 			})
 			tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "cut", URL: s.url}}})
 			a := post(t, tr.url, "text/plain", "in", nil)
@@ -274,7 +203,7 @@ func TestRouterRefusesATruncatedRequest(t *testing.T) {
 }
 
 // TestRouterBoundsAStepAnswersHeader runs a step whose answer's header never ends: the router
-// stops reading it at maxAnswerHeaderBytes and answers 502, without retrying, instead of
+// stops reading it at stepclient.MaxAnswerHeaderBytes and answers 502, without retrying, instead of
 // holding it all, whatever the body's size.
 func TestRouterBoundsAStepAnswersHeader(t *testing.T) {
 	for _, size := range []int{2, 1 << 20} {
@@ -313,7 +242,7 @@ func TestRouterBoundsAStepAnswersHeader(t *testing.T) {
 			}
 			// What the step got out before the router closed the connection: what the router
 			// read, plus what the sockets' buffers hold.
-			if got := sent.Load(); got >= 4*maxAnswerHeaderBytes {
+			if got := sent.Load(); got >= 4*stepclient.MaxAnswerHeaderBytes {
 				t.Errorf("the step sent %d bytes of header before the router stopped reading", got)
 			}
 		})

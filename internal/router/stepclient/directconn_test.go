@@ -1,4 +1,4 @@
-package router
+package stepclient
 
 import (
 	"context"
@@ -32,9 +32,9 @@ func (k *idleClock) advance(d time.Duration) {
 }
 
 // newIdleTestClient is a step client on clock that dials nothing: its pool takes idleConns.
-func newIdleTestClient(t *testing.T, clock *idleClock) *stepClient {
+func newIdleTestClient(t *testing.T, clock *idleClock) *Client {
 	t.Helper()
-	c := newStepClient(func(context.Context, string, string) (net.Conn, error) {
+	c := New(func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("no dialling in this test")
 	})
 	c.now = func() time.Time { return clock.now }
@@ -64,7 +64,7 @@ func (c *idleConn) Close() error {
 func (c *idleConn) closed() bool { return !c.closedAt.IsZero() }
 
 // putNew puts back a new connection to addr and returns it.
-func putNew(c *stepClient, clock *idleClock, addr string) (*clientConn, *idleConn) {
+func putNew(c *Client, clock *idleClock, addr string) (*clientConn, *idleConn) {
 	conn := &idleConn{clock: clock}
 	cc := &clientConn{addr: addr, conn: conn}
 	c.put(cc)
@@ -72,7 +72,7 @@ func putNew(c *stepClient, clock *idleClock, addr string) (*clientConn, *idleCon
 }
 
 // countIdle is how many connections the pool keeps, failing the test when its count differs.
-func countIdle(t *testing.T, c *stepClient) int {
+func countIdle(t *testing.T, c *Client) int {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()

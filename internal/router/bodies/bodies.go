@@ -1,4 +1,8 @@
-package router
+// Package bodies holds the router's request and answer bodies in memory: a Buffer holds one
+// body in blocks that released bodies hand on to the next ones, and a Budget bounds the bytes
+// all bodies in flight hold together. The router's engine reads and builds bodies with it, and
+// its client to the steps sends them (NewRequest, Buffer.WriteTo).
+package bodies
 
 import (
 	"bytes"
@@ -10,13 +14,13 @@ import (
 	"sync/atomic"
 )
 
-// blockBytes is the size of the blocks a body is held in. A body is read into blocks of this
+// BlockBytes is the size of the blocks a body is held in. A body is read into blocks of this
 // size (its last block, or a body announced shorter, into an array of its own size), so that
 // it grows without copying and a released body's blocks serve the next bodies.
-const blockBytes = 32 << 10
+const BlockBytes = 32 << 10
 
 // block is one block of a body.
-type block = [blockBytes]byte
+type block = [BlockBytes]byte
 
 // blocks gives out the blocks of bodies and takes back those of released bodies.
 type blocks interface {
@@ -41,29 +45,37 @@ func (p *blockPool) put(b *block) { p.pool.Put(b) }
 var sharedBlocks = &blockPool{}
 
 var (
-	errBodyTooLarge   = errors.New("body exceeds maxBodyBytes")
-	errBudgetExceeded = errors.New("the router holds maxBufferedBytes of bodies already")
-	errBodyReleased   = errors.New("the body was released")
+	// ErrTooLarge is a body longer than the limit it is read within.
+	ErrTooLarge = errors.New("body exceeds maxBodyBytes")
+	// ErrBudgetExceeded is a body, or a copy or decoding of one, that the budget cannot hold.
+	ErrBudgetExceeded = errors.New("the router holds maxBufferedBytes of bodies already")
+	// ErrReleased is a read of a body after it was released and its last reader closed.
+	ErrReleased = errors.New("the body was released")
 )
 
-// budget bounds the bytes of body buffers all requests in flight hold together. It never
+// Budget bounds the bytes of body buffers all requests in flight hold together. It never
 // waits: a request that does not fit is refused, so requests holding part of the budget
 // cannot wait on each other.
-type budget struct {
+type Budget struct {
 	limit int64
 	used  atomic.Int64
 	// blocks holds the blocks of bodies (sharedBlocks when nil).
 	blocks blocks
 }
 
-func (b *budget) blockSource() blocks {
+// NewBudget is a budget of limit bytes.
+func NewBudget(limit int64) *Budget { return &Budget{limit: limit} }
+
+func (b *Budget) blockSource() blocks {
 	if b.blocks == nil {
 		return sharedBlocks
 	}
 	return b.blocks
 }
 
-func (b *budget) tryAcquire(n int64) bool {
+// TryAcquire counts n more bytes and reports true when they fit, and counts nothing and
+// reports false when they do not.
+func (b *Budget) TryAcquire(n int64) bool {
 	for {
 		used := b.used.Load()
 		if used+n > b.limit {
@@ -75,16 +87,20 @@ func (b *budget) tryAcquire(n int64) bool {
 	}
 }
 
-func (b *budget) release(n int64) { b.used.Add(-n) }
+// Release gives back n bytes TryAcquire counted.
+func (b *Budget) Release(n int64) { b.used.Add(-n) }
 
-// buffer is a body held in memory in chunks (each full but the last), counted against a
-// budget until released. Its chunks of blockBytes come from the budget's blocks and go back to
+// Used is the bytes the budget counts now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Buffer is a body held in memory in chunks (each full but the last), counted against a
+// budget until released. Its chunks of BlockBytes come from the budget's blocks and go back to
 // them once the buffer is released and no reader of it (a step request still being sent) is
 // open.
-type buffer struct {
+type Buffer struct {
 	chunks [][]byte
 	size   int64
-	budget *budget
+	budget *Budget
 	held   int64
 	// released is set once the owner released the buffer.
 	released bool
@@ -93,11 +109,11 @@ type buffer struct {
 }
 
 // Len is the body's length in bytes.
-func (b *buffer) Len() int64 { return b.size }
+func (b *Buffer) Len() int64 { return b.size }
 
 // Bytes is the body in one slice: a body of several chunks is copied, outside the budget,
-// unless join made it one chunk first.
-func (b *buffer) Bytes() []byte {
+// unless Join made it one chunk first.
+func (b *Buffer) Bytes() []byte {
 	switch len(b.chunks) {
 	case 0:
 		return nil
@@ -112,7 +128,7 @@ func (b *buffer) Bytes() []byte {
 }
 
 // WriteTo writes the body to w.
-func (b *buffer) WriteTo(w io.Writer) (int64, error) {
+func (b *Buffer) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for _, c := range b.chunks {
 		m, err := w.Write(c)
@@ -124,19 +140,19 @@ func (b *buffer) WriteTo(w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// join puts a body of several chunks into one, so that Bytes does not copy it: the copy is
+// Join puts a body of several chunks into one, so that Bytes does not copy it: the copy is
 // counted against the budget while both are held, then the chunks are released.
-func (b *buffer) join() error {
+func (b *Buffer) Join() error {
 	if len(b.chunks) <= 1 {
 		return nil
 	}
-	if !b.budget.tryAcquire(b.size) {
-		return errBudgetExceeded
+	if !b.budget.TryAcquire(b.size) {
+		return ErrBudgetExceeded
 	}
 	data := b.Bytes()
 	chunks, held := b.chunks, b.held
 	b.chunks, b.held = [][]byte{data}, b.size
-	b.budget.release(held)
+	b.budget.Release(held)
 	if b.refs.Load() == 1 {
 		// No reader has the old chunks: they can serve other bodies.
 		b.recycle(chunks)
@@ -144,19 +160,20 @@ func (b *buffer) join() error {
 	return nil
 }
 
-// release gives the buffer's bytes back to the budget; the owner must not use the buffer
-// after. Its blocks are given back when the last reader is closed.
-func (b *buffer) release() {
+// Release gives the buffer's bytes back to the budget; the owner must not use the buffer
+// after. Its blocks are given back when the last reader is closed. A nil buffer, or one
+// released already, is left as it is.
+func (b *Buffer) Release() {
 	if b == nil || b.released {
 		return
 	}
 	b.released = true
-	b.budget.release(b.held)
+	b.budget.Release(b.held)
 	b.held = 0
 	b.unref()
 }
 
-func (b *buffer) unref() {
+func (b *Buffer) unref() {
 	if b.refs.Add(-1) == 0 {
 		b.recycle(b.chunks)
 		b.chunks = nil
@@ -164,18 +181,18 @@ func (b *buffer) unref() {
 }
 
 // recycle gives the blocks among chunks back to the budget's blocks.
-func (b *buffer) recycle(chunks [][]byte) {
+func (b *Buffer) recycle(chunks [][]byte) {
 	src := b.budget.blockSource()
 	for _, c := range chunks {
-		if cap(c) == blockBytes {
-			src.put((*block)(c[:blockBytes]))
+		if cap(c) == BlockBytes {
+			src.put((*block)(c[:BlockBytes]))
 		}
 	}
 }
 
 // reader is a new reader of the body, holding its blocks until closed; nil
 // once the buffer is released and its last reader closed.
-func (b *buffer) reader() *bodyReader {
+func (b *Buffer) reader() *bodyReader {
 	for {
 		n := b.refs.Load()
 		if n == 0 {
@@ -192,7 +209,7 @@ func (b *buffer) reader() *bodyReader {
 // the body's blocks again.
 type bodyReader struct {
 	mu     sync.Mutex
-	buf    *buffer
+	buf    *Buffer
 	chunks [][]byte
 	off    int
 }
@@ -202,7 +219,7 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.buf == nil {
-		return 0, errBodyReleased
+		return 0, ErrReleased
 	}
 	n := 0
 	for n < len(p) && len(r.chunks) > 0 {
@@ -231,11 +248,12 @@ func (r *bodyReader) Close() error {
 	return nil
 }
 
-// newBodyRequest is a POST of body to url. Each sending of a body in blocks (the transport may
+// NewRequest is a POST of body to url. Each sending of a body in blocks (the transport may
 // send it again on a new connection, through GetBody) reads it through a reader of its own,
-// which the transport closes once done with it.
-func newBodyRequest(ctx context.Context, url string, body *buffer) (*http.Request, error) {
-	if len(body.chunks) == 1 && cap(body.chunks[0]) != blockBytes {
+// which the transport closes once done with it: the blocks stay the body's until then, even
+// when the body is released first.
+func NewRequest(ctx context.Context, url string, body *Buffer) (*http.Request, error) {
+	if len(body.chunks) == 1 && cap(body.chunks[0]) != BlockBytes {
 		// An array of its own, never reused: the transport knows the in-memory reader, and
 		// sends the headers and a short body in one packet.
 		return http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body.chunks[0]))
@@ -245,7 +263,7 @@ func newBodyRequest(ctx context.Context, url string, body *buffer) (*http.Reques
 	}
 	rd := body.reader()
 	if rd == nil {
-		return nil, errBodyReleased
+		return nil, ErrReleased
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
 	if err != nil {
@@ -257,22 +275,22 @@ func newBodyRequest(ctx context.Context, url string, body *buffer) (*http.Reques
 		if rd := body.reader(); rd != nil {
 			return rd, nil
 		}
-		return nil, errBodyReleased
+		return nil, ErrReleased
 	}
 	return req, nil
 }
 
-// readBody reads r whole into a buffer of at most limit bytes. size is the announced length
+// Read reads r whole into a buffer of at most limit bytes. size is the announced length
 // (-1 when unknown): it refuses a body over limit at once and bounds the buffer, but the
 // buffer, and its charge on the budget, grow only as bytes arrive, one chunk at a time (of
-// blockBytes, or of what is left of size or limit when that is less), so that a caller that
+// BlockBytes, or of what is left of size or limit when that is less), so that a caller that
 // announces a large body and sends little holds little. A body longer than limit is
-// errBodyTooLarge, one the budget cannot hold errBudgetExceeded.
-func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
+// ErrTooLarge, one the budget cannot hold ErrBudgetExceeded.
+func Read(r io.Reader, size, limit int64, bg *Budget) (*Buffer, error) {
 	if size > limit {
-		return nil, errBodyTooLarge
+		return nil, ErrTooLarge
 	}
-	buf := &buffer{budget: bg}
+	buf := &Buffer{budget: bg}
 	buf.refs.Store(1)
 	var (
 		chunk []byte // the last chunk, being filled
@@ -288,12 +306,12 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 				if err == io.EOF {
 					return buf, nil
 				}
-				buf.release()
+				buf.Release()
 				return nil, err
 			}
 			if buf.size >= limit {
-				buf.release()
-				return nil, errBodyTooLarge
+				buf.Release()
+				return nil, ErrTooLarge
 			}
 			// A body of known length needs no more room than that length.
 			room := limit - buf.size
@@ -301,7 +319,7 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 				room = size - buf.size
 			}
 			if chunk, err = buf.grow(room); err != nil {
-				buf.release()
+				buf.Release()
 				return nil, err
 			}
 			chunk = append(chunk, probe[0])
@@ -317,22 +335,22 @@ func readBody(r io.Reader, size, limit int64, bg *budget) (*buffer, error) {
 			return buf, nil
 		}
 		if err != nil {
-			buf.release()
+			buf.Release()
 			return nil, err
 		}
 	}
 }
 
-// grow adds an empty chunk of blockBytes, or of room when that is less, counting it against
+// grow adds an empty chunk of BlockBytes, or of room when that is less, counting it against
 // the budget.
-func (b *buffer) grow(room int64) ([]byte, error) {
-	n := min(room, blockBytes)
-	if !b.budget.tryAcquire(n) {
-		return nil, errBudgetExceeded
+func (b *Buffer) grow(room int64) ([]byte, error) {
+	n := min(room, BlockBytes)
+	if !b.budget.TryAcquire(n) {
+		return nil, ErrBudgetExceeded
 	}
 	b.held += n
 	var chunk []byte
-	if n == blockBytes {
+	if n == BlockBytes {
 		chunk = b.budget.blockSource().get()[:0]
 	} else {
 		chunk = make([]byte, 0, n)
@@ -341,18 +359,19 @@ func (b *buffer) grow(room int64) ([]byte, error) {
 	return chunk, nil
 }
 
-// newBuffer is an empty buffer that write fills, counted against bg.
-func newBuffer(bg *budget) *buffer {
-	b := &buffer{budget: bg}
+// NewBuffer is an empty buffer that Append fills, counted against bg.
+func NewBuffer(bg *Budget) *Buffer {
+	b := &Buffer{budget: bg}
 	b.refs.Store(1)
 	return b
 }
 
-// write appends p to the body, in blocks of the budget's.
-func (b *buffer) write(p []byte) error {
+// Append appends p to the body, in blocks of the budget's: ErrBudgetExceeded when they do not
+// fit.
+func (b *Buffer) Append(p []byte) error {
 	for len(p) > 0 {
 		if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == cap(b.chunks[len(b.chunks)-1]) {
-			if _, err := b.grow(blockBytes); err != nil {
+			if _, err := b.grow(BlockBytes); err != nil {
 				return err
 			}
 		}
@@ -365,8 +384,9 @@ func (b *buffer) write(p []byte) error {
 	return nil
 }
 
-// writeRange appends bytes [off, off+n) of the body to dst.
-func (b *buffer) writeRange(dst *buffer, off, n int64) error {
+// WriteRange appends bytes [off, off+n) of the body to dst: io.ErrUnexpectedEOF when the body
+// ends before them.
+func (b *Buffer) WriteRange(dst *Buffer, off, n int64) error {
 	for _, c := range b.chunks {
 		if n == 0 {
 			return nil
@@ -376,7 +396,7 @@ func (b *buffer) writeRange(dst *buffer, off, n int64) error {
 			continue
 		}
 		part := c[off:min(int64(len(c)), off+n)]
-		if err := dst.write(part); err != nil {
+		if err := dst.Append(part); err != nil {
 			return err
 		}
 		n -= int64(len(part))
@@ -388,9 +408,9 @@ func (b *buffer) writeRange(dst *buffer, off, n int64) error {
 	return nil
 }
 
-// prefix is the body's first n bytes: a part of its first chunk, or a copy when they span
+// Prefix is the body's first n bytes: a part of its first chunk, or a copy when they span
 // several.
-func (b *buffer) prefix(n int64) []byte {
+func (b *Buffer) Prefix(n int64) []byte {
 	if len(b.chunks) > 0 && int64(len(b.chunks[0])) >= n {
 		return b.chunks[0][:n]
 	}
