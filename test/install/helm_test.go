@@ -17,6 +17,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/test/localpod"
 )
 
 const (
@@ -29,7 +30,7 @@ const (
 // returns its output, failing on an error.
 func helm(args ...string) string {
 	GinkgoHelper()
-	cmd := exec.Command(mustEnv("HELM"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(localpod.MustEnv("HELM"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "helm %s:\n%s", strings.Join(args, " "), out)
 	return string(out)

@@ -80,13 +80,6 @@ func TestInstall(t *testing.T) {
 	RunSpecs(t, "pipeline-operator installed from the release manifest and the Helm chart")
 }
 
-func mustEnv(name string) string {
-	GinkgoHelper()
-	v := os.Getenv(name)
-	Expect(v).NotTo(BeEmpty(), "%s is not set (make test-olm sets it)", name)
-	return v
-}
-
 // timed records how long a step took, for the summary.
 func timed(what string, start time.Time) {
 	timings = append(timings, fmt.Sprintf("%s %s", what, time.Since(start).Round(100*time.Millisecond)))
@@ -100,8 +93,8 @@ var _ = BeforeSuite(func() {
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 	Expect(pipelinev1.AddToScheme(scheme)).To(Succeed())
 
-	kubeconfig, kubectl, installer = mustEnv("INSTALL_KUBECONFIG"), mustEnv("KUBECTL"), mustEnv("INSTALLER")
-	logDir := mustEnv("INSTALL_LOG_DIR")
+	kubeconfig, kubectl, installer = localpod.MustEnv("INSTALL_KUBECONFIG"), localpod.MustEnv("KUBECTL"), localpod.MustEnv("INSTALLER")
+	logDir := localpod.MustEnv("INSTALL_LOG_DIR")
 	Expect(os.MkdirAll(logDir, 0o755)).To(Succeed())
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
@@ -113,10 +106,10 @@ var _ = BeforeSuite(func() {
 	By("playing the manager's pod on loopback once its Deployment exists, and the apiserver's way to its webhook Service")
 	front, err = localpod.StartAPIFront(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	pod = &localpod.OperatorPod{Admin: admin, Clientset: clientset, Front: front, Manager: mustEnv("MANAGER"),
+	pod = &localpod.OperatorPod{Admin: admin, Clientset: clientset, Front: front, Manager: localpod.MustEnv("MANAGER"),
 		Namespace: operatorNamespace, Name: operatorDeployment, Dir: GinkgoT().TempDir(), LogDir: logDir}
 	pod.Run()
-	egress, err = localpod.StartEgressProxy(admin, mustEnv("INSTALL_EGRESS_SOCKET"), pod)
+	egress, err = localpod.StartEgressProxy(admin, localpod.MustEnv("INSTALL_EGRESS_SOCKET"), pod)
 	Expect(err).NotTo(HaveOccurred())
 })
 

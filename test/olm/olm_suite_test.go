@@ -89,13 +89,6 @@ func TestOLM(t *testing.T) {
 	RunSpecs(t, "pipeline-operator under Operator Lifecycle Manager")
 }
 
-func mustEnv(name string) string {
-	GinkgoHelper()
-	v := os.Getenv(name)
-	Expect(v).NotTo(BeEmpty(), "%s is not set (make test-olm sets it)", name)
-	return v
-}
-
 func readRelease(dir string) release {
 	GinkgoHelper()
 	files, err := filepath.Glob(filepath.Join(dir, "manifests", "*.clusterserviceversion.yaml"))
@@ -128,13 +121,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(operatorsv1.AddToScheme(scheme)).To(Succeed())
 	Expect(operatorsv2.AddToScheme(scheme)).To(Succeed())
 
-	kubeconfig := mustEnv("OLM_KUBECONFIG")
-	olmDir := mustEnv("OLM_DIR")
-	opm, logDir, channel = mustEnv("OPM"), mustEnv("OLM_LOG_DIR"), mustEnv("OLM_CHANNEL")
-	manager, previousManager := mustEnv("MANAGER"), mustEnv("PREVIOUS_MANAGER")
-	previous = readRelease(mustEnv("PREVIOUS_BUNDLE_DIR"))
+	kubeconfig := localpod.MustEnv("OLM_KUBECONFIG")
+	olmDir := localpod.MustEnv("OLM_DIR")
+	opm, logDir, channel = localpod.MustEnv("OPM"), localpod.MustEnv("OLM_LOG_DIR"), localpod.MustEnv("OLM_CHANNEL")
+	manager, previousManager := localpod.MustEnv("MANAGER"), localpod.MustEnv("PREVIOUS_MANAGER")
+	previous = readRelease(localpod.MustEnv("PREVIOUS_BUNDLE_DIR"))
 	current = readRelease(filepath.Join("..", "..", "bundle"))
-	next = readRelease(mustEnv("BUNDLE_DIR"))
+	next = readRelease(localpod.MustEnv("BUNDLE_DIR"))
 	Expect(next.version).NotTo(Equal(current.version), "BUNDLE_DIR holds the next release (hack/rehearse-release.sh)")
 	Expect(previous.image).NotTo(Equal(current.image), "the previous release runs its own manager")
 
@@ -150,7 +143,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	currentCatalog, nextCatalog = filepath.Join(tmp, "catalog"), filepath.Join(tmp, "next-catalog")
 	inlineCatalog(filepath.Join("..", "..", "catalog"), currentCatalog,
 		map[string]string{previous.version: previous.dir, current.version: current.dir})
-	inlineCatalog(mustEnv("CATALOG_DIR"), nextCatalog,
+	inlineCatalog(localpod.MustEnv("CATALOG_DIR"), nextCatalog,
 		map[string]string{previous.version: previous.dir, current.version: current.dir, next.version: next.dir})
 
 	start := time.Now()
@@ -195,7 +188,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Managers: map[string]string{previous.image: previousManager}, Namespace: operatorNamespace, Name: operatorDeployment,
 		Dir: filepath.Join(tmp, "operator"), LogDir: logDir}
 	pod.Run()
-	egress, err = localpod.StartEgressProxy(admin, mustEnv("OLM_EGRESS_SOCKET"), pod)
+	egress, err = localpod.StartEgressProxy(admin, localpod.MustEnv("OLM_EGRESS_SOCKET"), pod)
 	Expect(err).NotTo(HaveOccurred())
 })
 
