@@ -306,6 +306,10 @@ build: manifests generate fmt vet ## Build the manager and router binaries.
 	go build -o bin/manager ./cmd
 	go build -o bin/router ./cmd/router
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin bin/kubectl-pipeline (`kubectl pipeline` once on PATH; docs/plugin.md).
+	go build -o bin/kubectl-pipeline ./cmd/kubectl-pipeline
+
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.
 	@hack/image-build.sh Dockerfile . $(IMG) $(IMAGE_DIR)/manager.tar \

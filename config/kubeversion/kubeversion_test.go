@@ -66,7 +66,7 @@ func init() {
 	for gv, kinds := range map[schema.GroupVersion]map[string]string{
 		{Version: "v1"}: {"Namespace": coreV1, "Service": coreV1, "ServiceAccount": coreV1, "Secret": coreV1,
 			"ConfigMap": coreV1, "Pod": coreV1, "Node": coreV1, "PersistentVolume": coreV1,
-			"PersistentVolumeClaim": coreV1, "Event": coreV1, "Endpoints": coreV1},
+			"PersistentVolumeClaim": coreV1, "Event": coreV1, "Endpoints": coreV1, "PodLogOptions": coreV1},
 		{Group: "apps", Version: "v1"}:                         {"Deployment": appsV1, "ReplicaSet": appsV1},
 		{Group: "rbac.authorization.k8s.io", Version: "v1"}:    {"Role": rbacV1, "RoleBinding": rbacV1, "ClusterRole": rbacV1, "ClusterRoleBinding": rbacV1},
 		{Group: "apiextensions.k8s.io", Version: "v1"}:         {"CustomResourceDefinition": crdV1},
@@ -336,7 +336,7 @@ func TestShippedManifestsAreServedAtTheMinimum(t *testing.T) {
 }
 
 // managerPackages are the directories and Go files (tests excluded) of the module's packages that
-// the manager and the router are built from.
+// the manager, the router and the kubectl plugin are built from.
 func managerPackages(t *testing.T) map[string][]string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")

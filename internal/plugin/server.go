@@ -1,0 +1,148 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// resource is the Pipeline's resource name.
+const resource = "pipelines"
+
+// Server is the cluster the plugin talks to, and the version of the Pipeline it speaks there.
+type Server struct {
+	Dynamic dynamic.Interface
+	Core    kubernetes.Interface
+	// Version is the API version Pipelines are read and written in: v1 when the cluster serves
+	// it, else v1beta1.
+	Version string
+	// Served are the versions of the Pipeline the cluster serves, preferred first.
+	Served []string
+}
+
+// Connect makes the clients of flags' cluster and asks its discovery which versions of the
+// Pipeline it serves. Discovery is asked afresh (not from kubectl's discovery cache), so that an
+// upgrade of the operator is seen at once.
+func Connect(flags *genericclioptions.ConfigFlags) (*Server, error) {
+	cfg, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	served, err := servedVersions(disco)
+	if err != nil {
+		return nil, err
+	}
+	version, err := ChooseVersion(served)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Dynamic: dyn, Core: core, Version: version, Served: served}, nil
+}
+
+// servedVersions are the versions of the group that serve pipelines, the preferred one first.
+func servedVersions(disco discovery.DiscoveryInterface) ([]string, error) {
+	groups, err := disco.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("discover the cluster's API groups: %w", err)
+	}
+	var group *metav1.APIGroup
+	for i := range groups.Groups {
+		if groups.Groups[i].Name == Group {
+			group = &groups.Groups[i]
+		}
+	}
+	if group == nil {
+		return nil, fmt.Errorf("the cluster serves no %s API: is pipeline-operator installed (its CustomResourceDefinition pipelines.%s)?", Group, Group)
+	}
+	versions := []string{group.PreferredVersion.Version}
+	for _, v := range group.Versions {
+		if !slices.Contains(versions, v.Version) {
+			versions = append(versions, v.Version)
+		}
+	}
+	var served []string
+	for _, v := range versions {
+		list, err := disco.ServerResourcesForGroupVersion(Group + "/" + v)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("discover the resources of %s/%s: %w", Group, v, err)
+		}
+		if slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource }) {
+			served = append(served, v)
+		}
+	}
+	if len(served) == 0 {
+		return nil, fmt.Errorf("the cluster serves the %s API but no %s in it", Group, resource)
+	}
+	return served, nil
+}
+
+// ChooseVersion is the version the plugin speaks to a cluster that serves the versions served
+// (preferred first): v1 when it is served (the version every operator since 0.2.0 stores), else
+// v1beta1 (an operator 0.1.0).
+func ChooseVersion(served []string) (string, error) {
+	for _, v := range []string{VersionV1, VersionV1beta1} {
+		if slices.Contains(served, v) {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the cluster serves pipelines.%s in %s, and this plugin knows %s and %s: use a newer kubectl-pipeline",
+		Group, strings.Join(served, ", "), VersionV1, VersionV1beta1)
+}
+
+// gvr is the Pipeline resource in the server's version.
+func (s *Server) gvr() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: Group, Version: s.Version, Resource: resource}
+}
+
+// Get reads the Pipeline namespace/name, with an error that says so when it does not exist.
+func (s *Server) Get(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	u, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("pipeline %q not found in namespace %q", name, namespace)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get pipeline %s/%s: %w", namespace, name, err)
+	}
+	return u, nil
+}
+
+// List reads the Pipelines of namespace ("" for every namespace), sorted by namespace and name.
+func (s *Server) List(ctx context.Context, namespace string) ([]unstructured.Unstructured, error) {
+	list, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pipelines: %w", err)
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b unstructured.Unstructured) int {
+		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GetName(), b.GetName())
+	})
+	return items, nil
+}
