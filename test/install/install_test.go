@@ -39,6 +39,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -86,6 +87,9 @@ func timed(what string, start time.Time) {
 }
 
 var _ = BeforeSuite(func() {
+	// The clients' own log (the apiserver's deprecation warnings for v1beta1) goes to the
+	// spec's output, shown when a spec fails.
+	ctrllog.SetLogger(GinkgoLogr)
 	suiteStart = time.Now()
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)

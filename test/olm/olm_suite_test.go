@@ -32,6 +32,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -110,6 +111,9 @@ func timed(what string, start time.Time) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// The clients' own log (the apiserver's deprecation warnings for v1beta1) goes to the
+	// spec's output, shown when a spec fails.
+	ctrllog.SetLogger(GinkgoLogr)
 	suiteStart = time.Now()
 	SetDefaultEventuallyTimeout(3 * time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
