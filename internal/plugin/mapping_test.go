@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+
 	// The conversion of the deprecated version, to check that a status converted by it maps as
 	// its v1 form does. The plugin itself reads v1beta1 as unstructured and never imports it.
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -189,5 +191,24 @@ func TestChooseVersion(t *testing.T) {
 	}
 	if got, err := ChooseVersion([]string{"v2"}); err == nil {
 		t.Errorf("ChooseVersion(v2) = %q, want an error", got)
+	}
+}
+
+// The plugin reads and writes the wire format without the operator's packages (so that it
+// reads older servers as they are); the names it uses are the operator's.
+func TestWireNamesAreTheOperators(t *testing.T) {
+	for _, c := range []struct{ plugin, operator any }{
+		{Group, pipelinev1.GroupVersion.Group},
+		{PausedAnnotation, pipelinev1.PausedAnnotation},
+		{FailbackAnnotation, pipelinev1.FailbackAnnotation},
+		{labelPipeline, resources.LabelPipeline},
+		{labelName, resources.LabelName},
+		{defaultFailback, string(pipelinev1.DefaultFailback)},
+		{int32(defaultAfterSeconds), pipelinev1.DefaultFailoverAfterSeconds},
+		{int32(defaultFailbackAfterSeconds), pipelinev1.DefaultFailbackAfterSeconds},
+	} {
+		if c.plugin != c.operator {
+			t.Errorf("the plugin's %v, the operator's %v", c.plugin, c.operator)
+		}
 	}
 }
