@@ -425,6 +425,7 @@ $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BI
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
 $(KUBECTL_ALONE):
 	KUBE_COMMANDS=kubectl hack/build-tool.sh kube $(dir $@)
+
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)
 $(CODEGEN_DIR)/client-gen:
