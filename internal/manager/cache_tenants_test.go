@@ -102,7 +102,14 @@ var _ = Describe("The manager's cache, with what tenants write", func() {
 		for _, obj := range groups[0] {
 			pad(obj)
 		}
-		baseline := heapOfNamespaceCache(ctx, apply.CacheOptions(), ns, kinds, objects)
+		// Each figure is the least of two caches built alike: what else the test process
+		// allocates meanwhile (other specs' goroutines, the client's buffers) only adds to a
+		// measurement, and a 1% bound leaves room for little of it.
+		operatorCache := func() int64 {
+			return min(heapOfNamespaceCache(ctx, apply.CacheOptions(), ns, kinds, objects),
+				heapOfNamespaceCache(ctx, apply.CacheOptions(), ns, kinds, objects))
+		}
+		baseline := operatorCache()
 
 		By("padding every other Pipeline and child")
 		written := 0
@@ -111,7 +118,7 @@ var _ = Describe("The manager's cache, with what tenants write", func() {
 				written += pad(obj)
 			}
 		}
-		padded := heapOfNamespaceCache(ctx, apply.CacheOptions(), ns, kinds, objects)
+		padded := operatorCache()
 		plain := apply.CacheOptions()
 		for obj, by := range plain.ByObject {
 			plain.ByObject[obj] = cache.ByObject{Label: by.Label}
