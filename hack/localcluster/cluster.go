@@ -18,12 +18,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -45,7 +48,10 @@ type cluster struct {
 	// kwokStages are kwok's stage files: how simulated pods move through their lives (the
 	// nodes' are nodeStages).
 	kwokStages []string
-	nodes      []string
+	// kwokLogsCRD is the CustomResourceDefinition of kwok's Logs: a Logs object names the file
+	// kwok serves as the log of a pod's container.
+	kwokLogsCRD string
+	nodes       []string
 	// egressSocket, when set, is the Unix socket of the HTTP CONNECT proxy kube-apiserver
 	// dials for every connection into the cluster network (its "cluster" egress selection).
 	egressSocket string
@@ -112,6 +118,9 @@ func (c *cluster) up() error {
 	if err := c.startControllers(pk, kcmPort, schedPort); err != nil {
 		return err
 	}
+	if err := c.installKwokLogsCRD(); err != nil {
+		return err
+	}
 	if err := c.startKwok(kwokPort); err != nil {
 		return err
 	}
@@ -162,6 +171,10 @@ func (c *cluster) startAPIServer(pk *pki, etcdURL string, port int) error {
 		"--allow-privileged=true", "--profiling=false", "--cert-dir=" + pk.dir,
 		// Loopback cannot be the endpoint of the kubernetes Service; nothing here needs it.
 		"--endpoint-reconciler-type=none",
+		// Pod logs come from the node's InternalIP, which is kwok's server on loopback, never
+		// from the node's name looked up in DNS. kwok's server certificate is its own, which
+		// kube-apiserver accepts without --kubelet-certificate-authority.
+		"--kubelet-preferred-address-types=InternalIP",
 	}
 	if c.egressSocket != "" {
 		file, err := c.writeEgressSelector()
@@ -231,12 +244,16 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 	return c.waitHTTP("kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), insecure)
 }
 
+// startKwok starts kwok, whose server on 127.0.0.1:port plays every node's kubelet: each node
+// reports 127.0.0.1 as its InternalIP and port as its kubelet's, so that kube-apiserver reads
+// pod logs there, from the files the Logs objects name.
 func (c *cluster) startKwok(port int) error {
 	args := []string{
 		"--kubeconfig=" + c.kubeconfig(), "--manage-all-nodes=false",
 		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=fake",
-		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
-		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
+		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16",
+		"--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", port),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--enable-crds=Logs",
 	}
 	nodeStagesFile := c.path("node-stages.yaml")
 	if err := os.WriteFile(nodeStagesFile, nodeStages, 0o644); err != nil {
@@ -246,6 +263,45 @@ func (c *cluster) startKwok(port int) error {
 		args = append(args, "--config="+stage)
 	}
 	return c.start("kwok", c.kwokBin, args...)
+}
+
+// installKwokLogsCRD creates the CustomResourceDefinition of kwok's Logs and waits until it is
+// established, so that kwok finds it when it starts.
+func (c *cluster) installKwokLogsCRD() error {
+	data, err := os.ReadFile(c.kwokLogsCRD)
+	if err != nil {
+		return fmt.Errorf("read kwok's Logs CRD: %w", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		return fmt.Errorf("decode %s: %w", c.kwokLogsCRD, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := apiextensionsclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds := cs.ApiextensionsV1().CustomResourceDefinitions()
+	ctx := context.Background()
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+	}
+	return c.wait("CRD "+crd.Name, func() error {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return errors.New("not established")
+	})
 }
 
 // createNodes registers the simulated nodes and waits until kwok reports them Ready.

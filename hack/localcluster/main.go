@@ -40,12 +40,12 @@ func main() {
 	}
 	c.nodes = strings.Split(*nodes, ",")
 	if cmd == "up" {
-		stages, err := kwokStages(*kwokVersion)
+		stages, logsCRD, err := kwokFiles(*kwokVersion)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 			os.Exit(1)
 		}
-		c.kwokStages = stages
+		c.kwokStages, c.kwokLogsCRD = stages, logsCRD
 	}
 
 	var err error
@@ -65,32 +65,31 @@ func main() {
 	}
 }
 
-// kwokStages finds the pod stage files kwok ships in its module: pods become Ready, complete
-// and go away when deleted. The nodes' stages are this command's own (node-stages.yaml).
-func kwokStages(version string) ([]string, error) {
+// kwokFiles finds the files kwok ships in its module: the pod stage files (pods become Ready,
+// complete and go away when deleted) and the CRD of its Logs. The nodes' stages are this
+// command's own (node-stages.yaml).
+func kwokFiles(version string) (stages []string, logsCRD string, err error) {
 	if version == "" {
-		return nil, errors.New("-kwok-version is required")
+		return nil, "", errors.New("-kwok-version is required")
 	}
 	out, err := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/kwok@"+version).Output()
 	if err != nil {
-		return nil, fmt.Errorf("locate the kwok %s module: %w", version, err)
+		return nil, "", fmt.Errorf("locate the kwok %s module: %w", version, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("locate the kwok %s module: %s", version, out)
+		return nil, "", fmt.Errorf("locate the kwok %s module: %s", version, out)
 	}
-	stages := []string{
-		"pod/fast/pod-ready.yaml",
-		"pod/fast/pod-complete.yaml",
-		"pod/fast/pod-delete.yaml",
+	for _, s := range []string{"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
+		stages = append(stages, filepath.Join(mod.Dir, "kustomize", "stage", s))
 	}
-	for i, s := range stages {
-		stages[i] = filepath.Join(mod.Dir, "kustomize", "stage", s)
-		if _, err := os.Stat(stages[i]); err != nil {
-			return nil, err
+	logsCRD = filepath.Join(mod.Dir, "kustomize", "crd", "bases", "kwok.x-k8s.io_logs.yaml")
+	for _, f := range append([]string{logsCRD}, stages...) {
+		if _, err := os.Stat(f); err != nil {
+			return nil, "", err
 		}
 	}
-	return stages, nil
+	return stages, logsCRD, nil
 }
 
 func usage() {

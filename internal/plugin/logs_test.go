@@ -25,7 +25,7 @@ import (
 // a pod's container (what kube-apiserver fetches from the kubelet). It is not a cluster: it
 // checks what the plugin asks for and answers as the apiserver's API says, so that the
 // selection of pods, the prefixes, following, --tail and the request-id filter are tested; the
-// real path through kube-apiserver and a kubelet is not.
+// real path through kube-apiserver and kwok's kubelet is test/e2e/plugin_test.go's.
 type logServer struct {
 	t          *testing.T
 	deployment *appsv1.Deployment

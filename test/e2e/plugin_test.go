@@ -1,16 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -156,4 +163,115 @@ var _ = Describe("The kubectl plugin", Ordered, func() {
 		Expect(json.Unmarshal([]byte(all), &doc)).To(Succeed())
 		Expect(doc.Items).To(ContainElement(And(HaveField("Namespace", ns), HaveField("Name", p.Name))))
 	})
+
+	// logs and trace on the local control plane: kube-apiserver reads the pods' logs from kwok's
+	// server on loopback, which serves for each container the file its kwok Logs object
+	// (kwok.x-k8s.io/v1alpha1) names, in the kubelet's CRI log format.
+	It("prints a step's logs per pod and traces a request id through the router pods' logs, oldest first", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Replicas = ptr.To[int32](2)
+			p.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter}
+		})
+		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
+		Eventually(func() []corev1.Pod { return runningPods(stepPods(ctx, p, 1)) }).Should(HaveLen(2))
+		Eventually(func() []corev1.Pod { return runningPods(routerPods(ctx, p)) }).Should(HaveLen(2))
+		steps, routers := runningPods(stepPods(ctx, p, 1)), runningPods(routerPods(ctx, p))
+		sortPods(steps)
+		sortPods(routers)
+
+		By("giving each pod's container a log file through a kwok Logs object")
+		dir := GinkgoT().TempDir()
+		at := func(s string) time.Time {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			Expect(err).NotTo(HaveOccurred())
+			return t
+		}
+		writeLogs(ctx, dir, steps[0], "step", []criLine{
+			{at("2026-11-20T10:00:00Z"), `10.0.3.7 - - [20/Nov/2026:10:00:00 +0000] "POST / HTTP/1.1" 200 512`},
+			{at("2026-11-20T10:00:01Z"), `10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 498`},
+		})
+		writeLogs(ctx, dir, steps[1], "step", []criLine{
+			{at("2026-11-20T10:00:01Z"), `10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 506`},
+		})
+		// The router's lines as it writes them (log/slog's text format, the router's call), the
+		// first pod's later than the second's: trace orders by the kubelet's time, not by pod.
+		failed := func(t time.Time, requestID, reason string, status int) criLine {
+			var b strings.Builder
+			r := slog.NewRecord(t, slog.LevelWarn, "pipeline request failed", 0)
+			r.Add("pipeline", ns+"/"+p.Name, "step", "step-2", "stepIndex", 2,
+				"url", "http://"+p.Name+"-step-2."+ns+".svc.cluster.local.:9080/",
+				"reason", reason, "status", status, "requestID", requestID, "error", "connection refused")
+			Expect(slog.NewTextHandler(&b, nil).Handle(ctx, r)).To(Succeed())
+			return criLine{t, strings.TrimSuffix(b.String(), "\n")}
+		}
+		late := failed(at("2026-11-20T10:00:03.5Z"), "req-42", "timeout", 504)
+		early := failed(at("2026-11-20T10:00:02.25Z"), "req-42", "connection", 502)
+		other := failed(at("2026-11-20T10:00:01Z"), "req-420", "connection", 502)
+		writeLogs(ctx, dir, routers[0], "router", []criLine{other, late})
+		writeLogs(ctx, dir, routers[1], "router", []criLine{early})
+
+		By("logs: each pod's lines one pod after another, prefixed with its name")
+		want := "[" + steps[0].Name + `] 10.0.3.7 - - [20/Nov/2026:10:00:00 +0000] "POST / HTTP/1.1" 200 512` + "\n" +
+			"[" + steps[0].Name + `] 10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 498` + "\n" +
+			"[" + steps[1].Name + `] 10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 506` + "\n"
+		// kwok learns of the Logs objects through its watch: the first reads may come before.
+		Eventually(func() (string, error) { return run("-n", ns, "logs", p.Name, "step-1") }).Should(Equal(want))
+		By("logs --tail 1: the last line of each pod")
+		Expect(mustRun("-n", ns, "logs", p.Name, "1", "--tail", "1")).To(Equal(
+			"[" + steps[0].Name + `] 10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 498` + "\n" +
+				"[" + steps[1].Name + `] 10.0.3.7 - - [20/Nov/2026:10:00:01 +0000] "POST / HTTP/1.1" 200 506` + "\n"))
+
+		By("trace: the lines naming req-42 from both router pods, oldest first, each with its time and pod; not req-420's")
+		Eventually(func() (string, error) { return run("-n", ns, "trace", p.Name, "req-42") }).Should(Equal(
+			"2026-11-20T10:00:02.25Z " + routers[1].Name + " " + early.text + "\n" +
+				"2026-11-20T10:00:03.5Z " + routers[0].Name + " " + late.text + "\n"))
+
+		By("trace of a request id no line names: the not-found message, naming the router pods")
+		Expect(mustRun("-n", ns, "trace", p.Name, "req-7")).To(ContainSubstring(
+			"nothing found: no line of the logs of the router pods (" + routers[0].Name + ", " + routers[1].Name + ") names requestID=req-7."))
+	})
 })
+
+// criLine is a line of a container's log as the kubelet stores it: when it was written, and
+// what.
+type criLine struct {
+	time time.Time
+	text string
+}
+
+// writeLogs writes lines to a file in dir in the CRI log format and creates the kwok Logs object
+// that makes kwok serve it as the log of pod's container.
+func writeLogs(ctx context.Context, dir string, pod corev1.Pod, container string, lines []criLine) {
+	GinkgoHelper()
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", l.time.UTC().Format(time.RFC3339Nano), l.text)
+	}
+	file := filepath.Join(dir, pod.Name+"-"+container+".log")
+	Expect(os.WriteFile(file, []byte(b.String()), 0o644)).To(Succeed())
+	logs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Logs",
+		"metadata":   map[string]any{"namespace": pod.Namespace, "name": pod.Name},
+		"spec": map[string]any{"logs": []any{
+			map[string]any{"containers": []any{container}, "logsFile": file},
+		}},
+	}}
+	Expect(admin.Create(ctx, logs)).To(Succeed(), "localcluster up installs kwok's Logs CRD: restart an older local control plane (make local-down local-up)")
+}
+
+// runningPods are the pods that run and are not terminating.
+func runningPods(pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for _, pod := range pods {
+		if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+func sortPods(pods []corev1.Pod) {
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+}
