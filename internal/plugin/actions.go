@@ -50,11 +50,7 @@ func Patch(action Action, version string) (string, error) {
 // failback requested) is left as it is and said so, and a failback of a Pipeline whose failback
 // is Automatic is refused (the operator would ignore the request).
 func (s *Server) Do(ctx context.Context, out io.Writer, action Action, namespace, name string) error {
-	u, err := s.Get(ctx, namespace, name)
-	if err != nil {
-		return err
-	}
-	p, err := FromUnstructured(u, s.Version)
+	p, err := s.Pipeline(ctx, namespace, name)
 	if err != nil {
 		return err
 	}

@@ -153,11 +153,7 @@ func (s *Server) read(ctx context.Context, ns string, all bool, args []string) (
 		items = append(items, p)
 	}
 	if len(args) == 1 {
-		u, err := s.Get(ctx, ns, args[0])
-		if err != nil {
-			return nil, err
-		}
-		p, err := FromUnstructured(u, s.Version)
+		p, err := s.Pipeline(ctx, ns, args[0])
 		if err != nil {
 			return nil, err
 		}
@@ -211,11 +207,7 @@ func logsCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			u, err := s.Get(ctx, ns, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := FromUnstructured(u, s.Version)
+			p, err := s.Pipeline(ctx, ns, args[0])
 			if err != nil {
 				return err
 			}
@@ -253,11 +245,7 @@ line each, docs/router.md): a request that succeeded leaves no line.`,
 				return err
 			}
 			ctx := cmd.Context()
-			u, err := s.Get(ctx, ns, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := FromUnstructured(u, s.Version)
+			p, err := s.Pipeline(ctx, ns, args[0])
 			if err != nil {
 				return err
 			}

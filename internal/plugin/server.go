@@ -131,6 +131,15 @@ func (s *Server) Get(ctx context.Context, namespace, name string) (*unstructured
 	return u, nil
 }
 
+// Pipeline reads the Pipeline namespace/name and maps it from the server's version.
+func (s *Server) Pipeline(ctx context.Context, namespace, name string) (Pipeline, error) {
+	u, err := s.Get(ctx, namespace, name)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	return FromUnstructured(u, s.Version)
+}
+
 // List reads the Pipelines of namespace ("" for every namespace), sorted by namespace and name.
 func (s *Server) List(ctx context.Context, namespace string) ([]unstructured.Unstructured, error) {
 	list, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).List(ctx, metav1.ListOptions{})
