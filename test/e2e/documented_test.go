@@ -88,6 +88,21 @@ var joinedNodeTaint = corev1.Taint{Key: "e2e.distri-infer.ndsl.cn/joined", Value
 var joinedNodeToleration = corev1.Toleration{Key: joinedNodeTaint.Key, Operator: corev1.TolerationOpEqual,
 	Value: joinedNodeTaint.Value, Effect: joinedNodeTaint.Effect}
 
+// createOnFallback makes the sample Pipeline, under failback Manual, whose step 2 is located on
+// the node preferred, which joins the cluster only later (with joinedNodeTaint, which the step
+// tolerates): until then the step runs on its fallback node, which it returns.
+func createOnFallback(ctx context.Context, ns, preferred string) (p *pipelinev1.Pipeline, fallback string) {
+	GinkgoHelper()
+	fallback = "xx-test-node239"
+	p = createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
+		p.Spec.Steps[1].Location = preferred
+		p.Spec.Steps[1].FallbackLocations = []string{fallback}
+		p.Spec.Steps[1].Tolerations = []corev1.Toleration{joinedNodeToleration}
+		p.Spec.Failover = &pipelinev1.Failover{Failback: pipelinev1.FailbackManual}
+	})
+	return p, fallback
+}
+
 // joinNode registers a node named name that kwok runs, as hack/localcluster registers its
 // nodes, tainted with joinedNodeTaint, and removes it after the spec, once the Pipeline p no
 // longer has pods there.
@@ -201,15 +216,8 @@ var _ = Describe("The kubectl commands of README.md", Ordered, func() {
 
 	It("fail a step back at once under failback Manual, the request then cleared by the operator", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		// The step's location names a node that joins the cluster only later: until then the step
-		// runs on its fallback node.
-		preferred, fallback := "failback-"+ns, "xx-test-node239"
-		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.Steps[1].Location = preferred
-			p.Spec.Steps[1].FallbackLocations = []string{fallback}
-			p.Spec.Steps[1].Tolerations = []corev1.Toleration{joinedNodeToleration}
-			p.Spec.Failover = &pipelinev1.Failover{Failback: pipelinev1.FailbackManual}
-		})
+		preferred := "failback-" + ns
+		p, fallback := createOnFallback(ctx, ns, preferred)
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(runningPodNodes(ctx, p, 2)).Should(ConsistOf(fallback))
 		Expect(get(ctx, p).Status.Steps[1].Node).To(Equal(fallback))

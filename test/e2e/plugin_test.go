@@ -68,15 +68,9 @@ var _ = Describe("The kubectl plugin", Ordered, func() {
 
 	It("shows a Pipeline on v1, pauses, resumes and fails it back with README's patches, and the operator follows", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		// Step 2's location names a node that joins only later: until then it runs on its
-		// fallback node (as in the failback case of README's commands).
-		preferred, fallback := "plugin-"+ns, "xx-test-node239"
-		p := createSample(ctx, ns, func(p *pipelinev1.Pipeline) {
-			p.Spec.Steps[1].Location = preferred
-			p.Spec.Steps[1].FallbackLocations = []string{fallback}
-			p.Spec.Steps[1].Tolerations = []corev1.Toleration{joinedNodeToleration}
-			p.Spec.Failover = &pipelinev1.Failover{Failback: pipelinev1.FailbackManual}
-		})
+		// As in the failback case of README's commands.
+		preferred := "plugin-" + ns
+		p, fallback := createOnFallback(ctx, ns, preferred)
 		Eventually(phaseOf(ctx, p)).Should(Equal(pipelinev1.PipelinePhaseRunning))
 		Eventually(func() string { return statusJSON(p).Steps[1].Node }).Should(Equal(fallback))
 
