@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -62,6 +63,8 @@ func pipelinesOn(ctx context.Context, r client.Reader, node client.Object) ([]ty
 		names = append(names, node.GetName())
 	}
 	var out []types.NamespacedName
+	// A set, not a search of out: a node may hold thousands of Pipelines.
+	seen := sets.New[types.NamespacedName]()
 	for _, n := range names {
 		list := &pipelinev1.PipelineList{}
 		// Only names are read, and nothing is changed: the cache's own objects need no copy.
@@ -73,7 +76,8 @@ func pipelinesOn(ctx context.Context, r client.Reader, node client.Object) ([]ty
 			return nil, fmt.Errorf("list pipelines on node %s: %w", n, err)
 		}
 		for i := range list.Items {
-			if key := client.ObjectKeyFromObject(&list.Items[i]); !slices.Contains(out, key) {
+			if key := client.ObjectKeyFromObject(&list.Items[i]); !seen.Has(key) {
+				seen.Insert(key)
 				out = append(out, key)
 			}
 		}

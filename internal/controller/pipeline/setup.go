@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -134,14 +135,8 @@ func asNode(obj client.Object) *corev1.Node {
 // router located on it, as it was and as it is; and those whose disruption budgets the event may
 // change (budgetsChangedBy).
 func (r *Reconciler) pipelinesOnNodeEvent(ctx context.Context, before, after *corev1.Node) []reconcile.Request {
-	var keys []types.NamespacedName
-	add := func(more []types.NamespacedName) {
-		for _, key := range more {
-			if !slices.Contains(keys, key) {
-				keys = append(keys, key)
-			}
-		}
-	}
+	// A set, not a search of a list: a node may hold thousands of Pipelines.
+	keys := sets.New[types.NamespacedName]()
 	for _, n := range []*corev1.Node{before, after} {
 		if n == nil {
 			continue
@@ -150,14 +145,14 @@ func (r *Reconciler) pipelinesOnNodeEvent(ctx context.Context, before, after *co
 		if err != nil {
 			return nil
 		}
-		add(on)
+		keys.Insert(on...)
 	}
 	budgets, err := r.budgetsChangedBy(ctx, before, after)
 	if err != nil {
 		return nil
 	}
-	add(budgets)
-	return requests(keys)
+	keys.Insert(budgets...)
+	return requests(keys.UnsortedList())
 }
 
 // budgetsChangedBy are the Pipelines whose disruption budgets a node event, from before (nil
@@ -183,6 +178,8 @@ func (r *Reconciler) budgetsChangedBy(ctx context.Context, before, after *corev1
 		}
 	}
 	var out []types.NamespacedName
+	// A Pipeline may be under several of the values: it is weighed once.
+	weighed := sets.New[types.NamespacedName]()
 	for _, v := range values {
 		list := &pipelinev1.PipelineList{}
 		// The Pipelines are only read: the cache's own objects need no copy.
@@ -191,7 +188,12 @@ func (r *Reconciler) budgetsChangedBy(ctx context.Context, before, after *corev1
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			if key := client.ObjectKeyFromObject(p); !slices.Contains(out, key) && budgetChangedBy(p, before, after) {
+			key := client.ObjectKeyFromObject(p)
+			if weighed.Has(key) {
+				continue
+			}
+			weighed.Insert(key)
+			if budgetChangedBy(p, before, after) {
 				out = append(out, key)
 			}
 		}
