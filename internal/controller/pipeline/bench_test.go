@@ -436,7 +436,7 @@ func benchAccounting(t *testing.T, n, concurrency int) accountingRun {
 	runtime.GC()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
-	run.cached = int64(n * (1 + 2 + 2*benchSteps + 1)) // Pipeline, PV, PVC, Deployments, Services, NetworkPolicy
+	run.cached = int64(n * cachedPerPipeline)
 	run.heapGrowth = int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
 	if run.heapGrowth > 0 {
 		run.heapPerObject = uint64(run.heapGrowth / run.cached)
