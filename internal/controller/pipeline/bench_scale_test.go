@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -423,4 +424,46 @@ measures one side, and the report is written from the figures of both kept in
 [performance-scale.json](performance-scale.json).
 `)
 	return b.String()
+}
+
+// TestScaleReportKeepsSidesOfTheSameSize checks that the figures kept of a side measured at
+// another size are dropped, and that the report shows a side not measured as such.
+func TestScaleReportKeepsSidesOfTheSameSize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scale.json")
+	if r := readScaleReport(t, path, 10000, 1000); r.Floor != nil || r.Operator != nil {
+		t.Fatalf("no file read as %+v", r)
+	}
+	kept := scaleReport{
+		Floor:    &scaleSide{Pipelines: 10000, Warmup: 1000, Converged: 4749 * time.Second, APIServerCPU: 1000 * time.Second},
+		Operator: &scaleSide{Pipelines: 2000, Warmup: 200, Converged: 249 * time.Second},
+	}
+	js, err := json.Marshal(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := readScaleReport(t, path, 10000, 1000)
+	if r.Floor == nil || r.Floor.Converged != 4749*time.Second || r.Operator != nil {
+		t.Fatalf("read %+v, want the floor at 10000 and no operator", r)
+	}
+	md := r.markdown()
+	for _, want := range []string{"the operator not measured at this size", "| converged | 4749.0 s | – | – |",
+		"| CPU per Pipeline, kube-apiserver | 100.0 ms | – | |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "writes per Pipeline") {
+		t.Errorf("the report has the operator's figures without an operator:\n%s", md)
+	}
+
+	r.Operator = &scaleSide{Pipelines: 10000, Warmup: 1000, Converged: 5698800 * time.Millisecond, Writes: 100000}
+	md = r.markdown()
+	for _, want := range []string{"| converged | 4749.0 s | 5698.8 s | 1.20 |", "| writes per Pipeline while the 10000 converge | 10.00 | 10 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no %q:\n%s", want, md)
+		}
+	}
 }
