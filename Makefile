@@ -233,7 +233,7 @@ BENCH_SCALE_N ?= 10000
 BENCH_SCALE_SIDE ?=
 
 .PHONY: bench-scale
-bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (about three hours on 2 cores; BENCH_SCALE_SIDE=floor or operator measures one side).
+bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (one to three hours on 2 cores; BENCH_SCALE_SIDE=floor or operator measures one side).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_SCALE_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_SCALE_N=$(BENCH_SCALE_N) BENCH_SCALE_SIDE=$(BENCH_SCALE_SIDE) \
 		BENCH_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_NODE_PIPELINES=$(BENCH_SCALE_N) \
 		go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v

@@ -27,9 +27,9 @@ import (
 // up, its writes on that start and on a resync, and its heap per cached object. It writes
 // $BENCH_SCALE_OUTPUT (make bench-scale: docs/performance-scale.md); no assertion is timed.
 //
-// At 10,000 a side takes 80 to 100 minutes on 2 cores. BENCH_SCALE_SIDE=floor or operator
-// measures that side alone: each side's figures are kept in the JSON file beside the output,
-// and the report is written from the figures kept of both.
+// At 10,000 a side takes 30 to 100 minutes on 2 cores, depending on the machine.
+// BENCH_SCALE_SIDE=floor or operator measures that side alone: each side's figures are kept in
+// the JSON file beside the output, and the report is written from the figures kept of both.
 func TestBenchScale(t *testing.T) {
 	out := os.Getenv("BENCH_SCALE_OUTPUT")
 	if out == "" || os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -343,12 +343,17 @@ func readScaleReport(t *testing.T, path string, n, warm int) scaleReport {
 	return scaleReport{Floor: same(r.Floor), Operator: same(r.Operator)}
 }
 
-// perPipeline is d per Pipeline of s, or – when s was not measured.
-func perPipeline(s *scaleSide, d func(*scaleSide) time.Duration) string {
+// figure is f of s, or – when s was not measured.
+func figure(s *scaleSide, f func(*scaleSide) string) string {
 	if s == nil {
 		return "–"
 	}
-	return ms(d(s) / time.Duration(s.Pipelines))
+	return f(s)
+}
+
+// perPipeline is d per Pipeline of s, or – when s was not measured.
+func perPipeline(s *scaleSide, d func(*scaleSide) time.Duration) string {
+	return figure(s, func(s *scaleSide) string { return ms(d(s) / time.Duration(s.Pipelines)) })
 }
 
 func (r scaleReport) markdown() string {
@@ -366,12 +371,8 @@ func (r scaleReport) markdown() string {
 		some = r.Floor
 	}
 	n, warm := some.Pipelines, some.Warmup
-	converged, ratio := func(s *scaleSide) string {
-		if s == nil {
-			return "–"
-		}
-		return fmt.Sprintf("%.1f s", s.Converged.Seconds())
-	}, "–"
+	converged := func(s *scaleSide) string { return fmt.Sprintf("%.1f s", s.Converged.Seconds()) }
+	ratio := "–"
 	if r.Floor != nil && r.Operator != nil {
 		ratio = fmt.Sprintf("%.2f", r.Operator.Converged.Seconds()/r.Floor.Converged.Seconds())
 	}
@@ -387,7 +388,7 @@ webhooks served.
 | CPU per Pipeline, etcd | %s | %s | |
 | CPU per Pipeline, operator | – | %s | |
 | CPU per Pipeline, writers | %s | %s | |
-`, n, n*(cachedPerPipeline-1), n*cachedPerPipeline, warm, converged(r.Floor), converged(r.Operator), ratio,
+`, n, n*(cachedPerPipeline-1), n*cachedPerPipeline, warm, figure(r.Floor, converged), figure(r.Operator, converged), ratio,
 		perPipeline(r.Floor, func(s *scaleSide) time.Duration { return s.APIServerCPU }),
 		perPipeline(r.Operator, func(s *scaleSide) time.Duration { return s.APIServerCPU }),
 		perPipeline(r.Floor, func(s *scaleSide) time.Duration { return s.EtcdCPU }),
@@ -419,7 +420,7 @@ share included.
 	}
 	fmt.Fprintf(&b, `
 Reproduce with `+"`make bench-scale`"+` (`+"`BENCH_SCALE_N`"+`, `+"`BENCH_SCALE_WARMUP`"+` to change the sizes). At
-10,000 Pipelines a side takes 80 to 100 minutes here: `+"`BENCH_SCALE_SIDE=floor`"+` or `+"`operator`"+`
+10,000 Pipelines a side takes 30 to 100 minutes on 2 cores, depending on the machine: `+"`BENCH_SCALE_SIDE=floor`"+` or `+"`operator`"+`
 measures one side, and the report is written from the figures of both kept in
 [performance-scale.json](performance-scale.json).
 `)
