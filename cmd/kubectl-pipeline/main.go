@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,7 +21,7 @@ func main() {
 	err := plugin.NewCommand(plugin.ProcessEnv()).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		plugin.WriteError(os.Stderr, err)
 		os.Exit(1)
 	}
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,16 +122,14 @@ func statusCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(env.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(NewDocument(items))
+				return WriteDocument(env.Out, items)
 			}
 			if len(items) == 0 {
 				where := "namespace " + ns
 				if all {
 					where = "any namespace"
 				}
-				_, err := fmt.Fprintf(env.Out, "no Pipelines in %s\n", where)
+				_, err := fmt.Fprintf(env.Out, "no Pipelines in %s\n", Printable(where))
 				return err
 			}
 			return Render(env.Out, items, RenderOptions{Color: UseColor(env, noColor), Now: env.Now()})
@@ -276,7 +273,7 @@ line each, docs/router.md): a request that succeeded leaves no line.`,
 func WriteNothingFound(w io.Writer, pods []corev1.Pod, requestID string) error {
 	_, err := fmt.Fprintf(w, "nothing found: no line of the logs of the router pods (%s) names requestID=%s.\n"+
 		"The router logs only failed requests, one line each: a request that succeeded leaves no line.\n"+
-		"The logs of pods that were replaced, and lines the kubelet has rotated away, are not read.\n", podNames(pods), requestID)
+		"The logs of pods that were replaced, and lines the kubelet has rotated away, are not read.\n", podNames(pods), Printable(requestID))
 	return err
 }
 

@@ -14,5 +14,6 @@
 //	actions.go   pause, resume and failback: the patch each version takes
 //	moves.go     since when a step runs on a fallback node (the operator's events)
 //	logs.go      the logs of a step's pods, and the router's lines about a request id
+//	printable.go text the plugin did not write (status, log lines, errors), escaped for a terminal
 //	command.go   the cobra commands and their flags
 package plugin

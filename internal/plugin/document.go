@@ -1,6 +1,10 @@
 package plugin
 
-import "time"
+import (
+	"encoding/json"
+	"io"
+	"time"
+)
 
 // DocumentAPIVersion and DocumentKind identify the JSON document `kubectl pipeline status -o
 // json` prints. A field is only ever added to a version of the document; a change that renames,
@@ -27,6 +31,18 @@ func NewDocument(items []Pipeline) Document {
 		items = []Pipeline{}
 	}
 	return Document{APIVersion: DocumentAPIVersion, Kind: DocumentKind, Items: items}
+}
+
+// WriteDocument writes the document of items to w as indented JSON, one line after it. Its
+// strings are as the cluster holds them, with the characters a terminal acts on written as \u
+// escapes (printableJSON), which a JSON decoder reads back as they were.
+func WriteDocument(w io.Writer, items []Pipeline) error {
+	data, err := json.MarshalIndent(NewDocument(items), "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(printableJSON(data), '\n'))
+	return err
 }
 
 // Pipeline is what the plugin reads of one Pipeline, the same for both API versions.

@@ -102,10 +102,11 @@ func containerOf(pod corev1.Pod, want string) string {
 	return ""
 }
 
-// StepLogs writes the logs of pods (a step's) to out, each line prefixed with "[<pod>] " when
-// there are several pods. Without Follow the pods' logs come one after another; with Follow they
-// are streamed together, line by line, until ctx ends or every stream does. An error of one pod
-// is written to errOut and the others go on; it is returned when every pod failed.
+// StepLogs writes the logs of pods (a step's) to out, each line escaped (Printable) and
+// prefixed with "[<pod>] " when there are several pods. Without Follow the pods' logs come one
+// after another; with Follow they are streamed together, line by line, until ctx ends or every
+// stream does. An error of one pod is written to errOut and the others go on; it is returned
+// when every pod failed.
 func (s *Server) StepLogs(ctx context.Context, out, errOut io.Writer, pods []corev1.Pod, o LogOptions) error {
 	if len(pods) == 0 {
 		return errors.New("the step has no pods")
@@ -115,6 +116,7 @@ func (s *Server) StepLogs(ctx context.Context, out, errOut io.Writer, pods []cor
 	write := func(pod, line string) {
 		mu.Lock()
 		defer mu.Unlock()
+		line = Printable(line)
 		if prefix {
 			line = "[" + pod + "] " + line
 		}
@@ -125,7 +127,7 @@ func (s *Server) StepLogs(ctx context.Context, out, errOut io.Writer, pods []cor
 		mu.Lock()
 		defer mu.Unlock()
 		failed = append(failed, err)
-		_, _ = fmt.Fprintf(errOut, "pod %s: %v\n", pod, err)
+		_, _ = fmt.Fprintf(errOut, "pod %s: %s\n", pod, PrintableLines(err.Error()))
 	}
 	read := func(pod corev1.Pod) {
 		opts := &corev1.PodLogOptions{Container: containerOf(pod, stepContainer), Follow: o.Follow}
@@ -193,7 +195,7 @@ func (s *Server) Trace(ctx context.Context, errOut io.Writer, pods []corev1.Pod,
 		})
 		if err != nil {
 			failed = append(failed, err)
-			_, _ = fmt.Fprintf(errOut, "pod %s: %v\n", pod.Name, err)
+			_, _ = fmt.Fprintf(errOut, "pod %s: %s\n", pod.Name, PrintableLines(err.Error()))
 		}
 	}
 	if len(pods) > 0 && len(failed) == len(pods) {
@@ -208,7 +210,7 @@ func SortTrace(lines []TraceLine) {
 	slices.SortStableFunc(lines, func(a, b TraceLine) int { return a.Time.Compare(b.Time) })
 }
 
-// WriteTrace writes lines, one a line: time, pod, the log line.
+// WriteTrace writes lines, one a line: time, pod, the log line escaped (Printable).
 func WriteTrace(w io.Writer, lines []TraceLine) error {
 	var b strings.Builder
 	for _, l := range lines {
@@ -216,7 +218,7 @@ func WriteTrace(w io.Writer, lines []TraceLine) error {
 		if !l.Time.IsZero() {
 			ts = l.Time.UTC().Format(time.RFC3339Nano)
 		}
-		fmt.Fprintf(&b, "%s %s %s\n", ts, l.Pod, l.Line)
+		fmt.Fprintf(&b, "%s %s %s\n", ts, l.Pod, Printable(l.Line))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -25,14 +25,14 @@ type RenderOptions struct {
 }
 
 // Render writes the tree of every Pipeline in items, one after another, separated by a blank
-// line.
+// line. Every string of a Pipeline is written escaped (Printable).
 func Render(w io.Writer, items []Pipeline, o RenderOptions) error {
 	var b strings.Builder
 	for i, p := range items {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		renderPipeline(&b, p, o)
+		renderPipeline(&b, printablePipeline(p), o)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

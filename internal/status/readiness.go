@@ -101,12 +101,12 @@ func podFailure(pods []corev1.Pod) (string, string, bool) {
 }
 
 // containerFailure says whether container c fails (see podFailure): its reason, and what it
-// waits for and how its last run ended.
+// waits for and how its last run ended. The text of c's state is taken as plainText.
 func containerFailure(c *corev1.ContainerStatus) (string, string, bool) {
 	if w := c.State.Waiting; w != nil && slices.Contains(failingWaits, w.Reason) {
 		msg := w.Reason
 		if w.Message != "" {
-			msg += ": " + w.Message
+			msg += ": " + plainText(w.Message)
 		}
 		if t := c.LastTerminationState.Terminated; t != nil {
 			msg += "; its last run ended " + runEnd(t, c.RestartCount)
@@ -114,18 +114,18 @@ func containerFailure(c *corev1.ContainerStatus) (string, string, bool) {
 		return w.Reason, msg, true
 	}
 	if t := c.State.Terminated; t != nil && t.ExitCode != 0 && c.RestartCount > 0 {
-		return cmp.Or(t.Reason, "Error"), "its last run ended " + runEnd(t, c.RestartCount), true
+		return cmp.Or(plainText(t.Reason), "Error"), "its last run ended " + runEnd(t, c.RestartCount), true
 	}
 	return "", "", false
 }
 
 // runEnd says how a run of a container restarted restarts times ended, t: its exit code and
-// reason, and its termination message on one line, bounded (maxTerminationMessage).
+// reason, and its termination message on one line, as plainText, bounded (maxTerminationMessage).
 func runEnd(t *corev1.ContainerStateTerminated, restarts int32) string {
-	s := fmt.Sprintf("with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(t.Reason, "no reason"), restarts)
+	s := fmt.Sprintf("with exit code %d (%s) after %d restarts", t.ExitCode, cmp.Or(plainText(t.Reason), "no reason"), restarts)
 	var lines []string
 	for l := range strings.Lines(t.Message) {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.TrimSpace(plainText(l)); l != "" {
 			lines = append(lines, l)
 		}
 	}
@@ -146,7 +146,7 @@ func loadingPod(pods []corev1.Pod) (string, string, bool) {
 		if c := podCondition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
 			why := "the readiness of its containers is not reported yet"
 			if c != nil && c.Message != "" {
-				why = c.Message
+				why = plainText(c.Message)
 			}
 			if notStarted := notStartedContainers(p); len(notStarted) > 0 {
 				why = "startup probe of " + strings.Join(notStarted, ", ") + " not passed yet"
@@ -162,7 +162,7 @@ func unschedulablePod(pods []corev1.Pod) (string, string, bool) {
 	for i := range pods {
 		p := &pods[i]
 		if c := podCondition(p, corev1.PodScheduled); p.DeletionTimestamp.IsZero() && c != nil && c.Status == corev1.ConditionFalse {
-			return p.Name, cmp.Or(c.Message, c.Reason), true
+			return p.Name, plainText(cmp.Or(c.Message, c.Reason)), true
 		}
 	}
 	return "", "", false
