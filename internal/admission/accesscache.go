@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ type AccessCache struct {
 	Now func() time.Time
 
 	mu      sync.Mutex
-	allowed map[string]time.Time // review spec → when the answer expires
+	allowed map[[sha256.Size]byte]time.Time // digest of the review spec → when the answer expires
 }
 
 // DefaultAccessValidity is how long the validating webhook reuses an answer that allowed a
@@ -34,10 +35,11 @@ func NewAccessCache(validity time.Duration) *AccessCache {
 	return &AccessCache{Validity: validity, Max: 4096}
 }
 
-// key is the whole spec of the review: user, uid, groups, extra and what is asked.
-func accessKey(spec *authorizationv1.SubjectAccessReviewSpec) (string, bool) {
+// accessKey is the digest of the whole spec of the review: user, uid, groups, extra and what is
+// asked. A kept answer costs its digest, however large the requester's groups and extra.
+func accessKey(spec *authorizationv1.SubjectAccessReviewSpec) ([sha256.Size]byte, bool) {
 	data, err := json.Marshal(spec)
-	return string(data), err == nil
+	return sha256.Sum256(data), err == nil
 }
 
 func (c *AccessCache) now() time.Time {
@@ -74,7 +76,7 @@ func (c *AccessCache) allow(spec *authorizationv1.SubjectAccessReviewSpec, asked
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.allowed == nil {
-		c.allowed = map[string]time.Time{}
+		c.allowed = map[[sha256.Size]byte]time.Time{}
 	}
 	if len(c.allowed) >= max(1, c.Max) {
 		now := c.now()

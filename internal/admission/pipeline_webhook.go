@@ -10,12 +10,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,7 +174,7 @@ func (v *Validator) validate(ctx context.Context, p, old *pipelinev1.Pipeline) (
 		errs = append(errs, validatePipelineUpdate(old, p, names)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, names.errors(errs))
+		return nil, apierrors.NewInvalid(pipelinev1.GroupVersion.WithKind("Pipeline").GroupKind(), p.Name, names.errors(firstErrors(errs)))
 	}
 	// Who may ask for the storage is checked when it is asked for: on create, and when it
 	// changes (a tenant may still edit the rest of a Pipeline an administrator made).
@@ -194,4 +196,18 @@ func (v *Validator) nodeExists(ctx context.Context) func(string) (bool, error) {
 		return nil
 	}
 	return func(location string) (bool, error) { return nodes.Exists(ctx, v.Nodes, location) }
+}
+
+// MaxFieldErrors bounds the field errors of one refusal: their message is built in time that
+// grows with its length, and a person fixes the first ones first.
+const MaxFieldErrors = 64
+
+// firstErrors is errs, the errors after the first MaxFieldErrors replaced by one that counts them.
+func firstErrors(errs field.ErrorList) field.ErrorList {
+	if len(errs) <= MaxFieldErrors {
+		return errs
+	}
+	first := slices.Clip(errs[:MaxFieldErrors])
+	return append(first, field.Forbidden(field.NewPath("spec"),
+		fmt.Sprintf("%d more errors not listed: fix the ones above and try again", len(errs)-MaxFieldErrors)))
 }

@@ -30,6 +30,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	"github.com/ndsl-cn/pipeline-operator/config/crd"
 	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
@@ -331,7 +332,11 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg 
 	if limits == (pipelinewebhook.Limits{}) {
 		limits = pipelinewebhook.DefaultLimits()
 	}
-	srv, err := pipelinewebhook.NewServer(opts, limits, reg)
+	pipelines, err := crd.Pipelines()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := pipelinewebhook.NewServer(opts, limits, pipelinewebhook.ObjectShape(pipelines), reg)
 	if err != nil {
 		return nil, fmt.Errorf("create the webhook server: %w", err)
 	}

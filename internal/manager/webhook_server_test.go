@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,40 +68,146 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 
 	t.Run("an oversized ConversionReview is refused and the heap does not follow it", func(t *testing.T) {
 		g := NewWithT(t)
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		var peak atomic.Uint64
-		stop := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			var m runtime.MemStats
-			for {
-				runtime.ReadMemStats(&m)
-				if m.HeapInuse > peak.Load() {
-					peak.Store(m.HeapInuse)
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}()
 		// 512 MiB of one JSON string, sent without a length: a decoder that reads it whole holds
 		// all of it.
 		const size = 512 << 20
-		body := io.MultiReader(strings.NewReader(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`),
-			io.LimitReader(repeat('a'), size), strings.NewReader(`"}}`))
-		code, msg := postInsecure(addr, pipelinewebhook.ConversionPath, body)
-		close(stop)
-		<-sampled
+		var code int
+		var msg string
+		grew := heapGrowth(func() {
+			body := io.MultiReader(strings.NewReader(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`),
+				io.LimitReader(repeat('a'), size), strings.NewReader(`"}}`))
+			code, msg = postInsecure(addr, pipelinewebhook.ConversionPath, body)
+		})
 		g.Expect(code).To(Or(Equal(http.StatusRequestEntityTooLarge), Equal(0)), msg)
-		grew := int64(peak.Load()) - int64(before.HeapInuse)
 		t.Logf("heap in use grew by %d MiB at most while a body of %d MiB was sent", grew>>20, size>>20)
 		g.Expect(grew).To(BeNumerically("<", 96<<20), "the manager's heap followed the body")
 		g.Expect(refusedCount(registry, pipelinewebhook.RefusedTooLarge)).To(BeNumerically(">=", 1))
+	})
+
+	// Forged reviews whose bytes are within the bounds but whose decoding, defaulting, checking or
+	// converting would cost hundreds of MiB or minutes: each is refused before it is decoded, with
+	// a 400 that names the bound, and the manager's heap grows by a fraction of what it did.
+	for _, forged := range []struct {
+		name, path string
+		body       func() string
+		refusal    string
+	}{{
+		name: "an AdmissionReview of 300,000 empty steps to the defaulting webhook",
+		path: "/mutate-distri-infer-ndsl-cn-v1-pipeline",
+		body: func() string {
+			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"},` +
+				`"spec":{"steps":[` + strings.Repeat(`{},`, 300_000) + `{}]}}`, `{"username":"u"}`)
+		},
+		refusal: "request.object.spec.steps: more than 64 items",
+	}, {
+		name: "an AdmissionReview of 30,000 faulty tolerations to the validating webhook",
+		path: "/validate-distri-infer-ndsl-cn-v1-pipeline",
+		body: func() string {
+			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"},`+
+				`"spec":{"steps":[{"name":"s","image":"i","model":"m","tolerations":[`+strings.Repeat(`{"operator":"Exists"},`, 30_000)+
+				`{}]}]}}`, `{"username":"u"}`)
+		},
+		refusal: "request.object.spec.steps[0].tolerations: more than",
+	}, {
+		name: "a ConversionReview of 15 MiB of tiny objects",
+		path: pipelinewebhook.ConversionPath,
+		body: func() string {
+			one := `{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline"},`
+			return `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u",` +
+				`"desiredAPIVersion":"distri-infer.ndsl.cn/v1beta1","objects":[` + strings.Repeat(one, (15<<20)/len(one)) + `{}]}}`
+		},
+		refusal: "request.objects: more than 4096 items",
+	}, {
+		name: "an AdmissionReview whose requester carries 2 MiB of extra",
+		path: "/validate-distri-infer-ndsl-cn-v1-pipeline",
+		body: func() string {
+			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"}}`,
+				`{"username":"u","extra":{"x":["`+strings.Repeat("e", 2<<20)+`"]}}`)
+		},
+		refusal: "request.userInfo: more than 65536 bytes",
+	}} {
+		t.Run("refuses "+forged.name, func(t *testing.T) {
+			g := NewWithT(t)
+			body := forged.body()
+			before := refusedCount(registry, pipelinewebhook.RefusedShape)
+			var code int
+			var msg string
+			var took time.Duration
+			grew := heapGrowth(func() {
+				start := time.Now()
+				code, msg = postInsecure(addr, forged.path, strings.NewReader(body))
+				took = time.Since(start)
+			})
+			t.Logf("a body of %d KiB answered %d in %v; the heap grew by %d KiB at most", len(body)>>10, code, took, grew>>10)
+			g.Expect(code).To(Equal(http.StatusBadRequest), msg)
+			g.Expect(msg).To(ContainSubstring(forged.refusal))
+			g.Expect(refusedCount(registry, pipelinewebhook.RefusedShape)).To(Equal(before + 1))
+			// The review itself was held, and a decoder's buffer of its longest token: the bounds
+			// are generous multiples, far below the hundreds of MiB the decoded review took.
+			g.Expect(grew).To(BeNumerically("<", 4*int64(len(body))+32<<20), "the manager's heap followed the decoded review")
+			// Generous for a shared machine: decoding and checking these took 15 s to minutes.
+			g.Expect(took).To(BeNumerically("<", 5*time.Second))
+		})
+	}
+
+	t.Run("records controller-runtime's webhook metrics for every path and answer", func(t *testing.T) {
+		g := NewWithT(t)
+		families, err := registry.Gather()
+		g.Expect(err).NotTo(HaveOccurred())
+		requests := map[string]float64{}
+		latencies := map[string]uint64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				switch f.GetName() {
+				case pipelinewebhook.MetricWebhookRequests:
+					requests[labels["webhook"]+" "+labels["code"]] = m.GetCounter().GetValue()
+				case pipelinewebhook.MetricWebhookLatency:
+					latencies[labels["webhook"]] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		// The apiserver called all three for the v1beta1 Pipelines created above; the forged
+		// reviews were answered 400.
+		for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline", pipelinewebhook.ConversionPath} {
+			g.Expect(requests).To(HaveKeyWithValue(path+" 200", BeNumerically(">=", 1)), path)
+			g.Expect(requests).To(HaveKeyWithValue(path+" 400", BeNumerically(">=", 1)), path)
+			g.Expect(latencies).To(HaveKeyWithValue(path, BeNumerically(">=", 2)), path)
+		}
+	})
+
+	t.Run("idle connections cost a bounded heap", func(t *testing.T) {
+		g := NewWithT(t)
+		const n = 2000
+		conns := make(chan net.Conn, n)
+		grew := heapGrowth(func() {
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					d := &net.Dialer{Timeout: 2 * time.Second}
+					conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the server's limits matter here
+					if err == nil {
+						conns <- conn
+					}
+				})
+			}
+			wg.Wait()
+		})
+		close(conns)
+		open := 0
+		for conn := range conns {
+			open++
+			_ = conn.Close()
+		}
+		t.Logf("%d of %d TLS connections were served at once; the heap grew by %d MiB at most", open, n, grew>>20)
+		g.Expect(open).To(BeNumerically("<=", pipelinewebhook.DefaultLimits().MaxConnections))
+		g.Expect(grew).To(BeNumerically("<", 48<<20), "the manager's heap followed the connections")
+		// Once they are gone, the apiserver is served again.
+		g.Eventually(func() error { return create("after-idle-connections") }).WithTimeout(30 * time.Second).
+			WithPolling(200 * time.Millisecond).Should(Succeed())
 	})
 
 	t.Run("slow clients do not stall admission", func(t *testing.T) {
@@ -128,6 +235,45 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			g.Expect(create(fmt.Sprintf("beside-slow-clients-%d", i))).To(Succeed())
 		}
 	})
+}
+
+// heapGrowth runs f and returns by how much the heap in use grew at most while it ran, sampled
+// every 5 ms.
+func heapGrowth(f func()) int64 {
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-sampled
+	return int64(peak.Load()) - int64(before.HeapInuse)
+}
+
+// admissionReview is an AdmissionReview of object by the requester userInfo, as a caller of
+// the port may forge one.
+func admissionReview(object, userInfo string) string {
+	return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",` +
+		`"kind":{"group":"distri-infer.ndsl.cn","version":"v1","kind":"Pipeline"},` +
+		`"resource":{"group":"distri-infer.ndsl.cn","version":"v1","resource":"pipelines"},` +
+		`"operation":"CREATE","userInfo":` + userInfo + `,"object":` + object + `}}`
 }
 
 type repeat byte

@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/webhook/jsonshape"
 )
 
 // ConversionPath is where controller-runtime serves the conversion webhook.
@@ -50,6 +53,21 @@ type Limits struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers.
 	MaxHeaderBytes int
+	// MaxConnections bounds the connections open at once; the others wait in the kernel's
+	// queue until one closes, costing the manager nothing.
+	MaxConnections int
+	// Review bounds what a review may hold beyond what the served resource's schema bounds
+	// (its metadata, the review's own fields): nesting, items, members and, for an
+	// AdmissionReview, values.
+	Review jsonshape.Limits
+	// ValueCost is what each value of an AdmissionReview holds of the body budget while it is
+	// handled, beside its bytes: what it costs decoded, defaulted and compared.
+	ValueCost int64
+	// MaxConversionObjects bounds the objects of a ConversionReview: what each costs converted
+	// does not depend on its bytes.
+	MaxConversionObjects int
+	// MaxUserInfoBytes bounds the requester an AdmissionReview names (userInfo).
+	MaxUserInfoBytes int64
 }
 
 // DefaultLimits fit a manager with 256 MiB of memory: the bodies it holds stay a fraction of it,
@@ -66,6 +84,13 @@ func DefaultLimits() Limits {
 		WriteTimeout:       45 * time.Second,
 		IdleTimeout:        90 * time.Second,
 		MaxHeaderBytes:     64 << 10,
+		MaxConnections:     256,
+		// The Pipeline's schema is 10 deep and a review adds 3; managedFields mirror the object.
+		// Tenants' objects carry hundreds of labels.
+		Review:               jsonshape.Limits{MaxDepth: 32, MaxItems: 1024, MaxProperties: 4096, MaxValues: 64 << 10},
+		ValueCost:            256,
+		MaxConversionObjects: 4096,
+		MaxUserInfoBytes:     64 << 10,
 	}
 }
 
@@ -74,6 +99,7 @@ const (
 	RefusedTooLarge = "too_large"
 	RefusedBusy     = "busy"
 	RefusedSlow     = "slow"
+	RefusedShape    = "shape"
 )
 
 // MetricWebhookRefused counts the requests the webhook server refused before any webhook saw
@@ -90,6 +116,9 @@ type Server struct {
 	bodies  *semaphore.Weighted
 	slots   chan struct{}
 	refused *prometheus.CounterVec
+	metrics requestMetrics
+	// admission and conversion are the shapes of the reviews the server reads.
+	admission, conversion *jsonshape.Shape
 
 	mu      sync.Mutex
 	started bool
@@ -97,9 +126,11 @@ type Server struct {
 }
 
 // NewServer returns the server of options (Host, Port, CertDir, CertName, KeyName, TLSOpts;
-// ClientCAName and WebhookMux are not used) bounded by limits, registering its metric with reg
-// when reg is not nil.
-func NewServer(options webhook.Options, limits Limits, reg prometheus.Registerer) (*Server, error) {
+// ClientCAName and WebhookMux are not used) bounded by limits, registering its metrics with reg
+// when reg is not nil. object is the shape of the objects its webhooks admit and convert (the
+// union of the served versions' schemas, jsonshape.FromSchema); nil bounds them by
+// limits.Review alone.
+func NewServer(options webhook.Options, limits Limits, object *jsonshape.Shape, reg prometheus.Registerer) (*Server, error) {
 	if options.Port == 0 {
 		options.Port = webhook.DefaultPort
 	}
@@ -112,6 +143,9 @@ func NewServer(options webhook.Options, limits Limits, reg prometheus.Registerer
 	if limits.MaxBodyBytes < max(limits.MaxAdmissionBytes, limits.MaxConversionBytes) {
 		return nil, fmt.Errorf("the webhook server's body budget (%d bytes) is below its largest request (%d bytes)",
 			limits.MaxBodyBytes, max(limits.MaxAdmissionBytes, limits.MaxConversionBytes))
+	}
+	if limits.MaxConnections < 1 {
+		return nil, fmt.Errorf("the webhook server must take at least one connection at a time, not %d", limits.MaxConnections)
 	}
 	if limits.MaxInFlight < 1 {
 		return nil, fmt.Errorf("the webhook server must handle at least one request at a time, not %d", limits.MaxInFlight)
@@ -126,9 +160,11 @@ func NewServer(options webhook.Options, limits Limits, reg prometheus.Registerer
 			Name: MetricWebhookRefused,
 			Help: "Requests the webhook server refused before any webhook saw them, by reason: too_large (body over its bound), busy (other requests' bodies fill the budget), slow (not sent within the read timeout).",
 		}, []string{"reason"}),
-		paths: map[string]bool{},
+		paths:      map[string]bool{},
+		admission:  admissionReview(object, limits.MaxUserInfoBytes),
+		conversion: conversionReview(object, limits.MaxConversionObjects),
 	}
-	for _, r := range []string{RefusedTooLarge, RefusedBusy, RefusedSlow} {
+	for _, r := range []string{RefusedTooLarge, RefusedBusy, RefusedSlow, RefusedShape} {
 		s.refused.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -136,6 +172,11 @@ func NewServer(options webhook.Options, limits Limits, reg prometheus.Registerer
 			return nil, fmt.Errorf("register %s: %w", MetricWebhookRefused, err)
 		}
 	}
+	m, err := newRequestMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
 	return s, nil
 }
 
@@ -155,41 +196,65 @@ func (s *Server) Register(path string, hook http.Handler) {
 		panic(fmt.Errorf("webhook path %s registered twice", path))
 	}
 	s.paths[path] = true
-	limit := s.limits.MaxAdmissionBytes
+	b := bounds{limit: s.limits.MaxAdmissionBytes, shape: s.admission, review: s.limits.Review, valueCost: s.limits.ValueCost}
 	if path == ConversionPath {
-		limit = s.limits.MaxConversionBytes
+		// What a converted object costs is charged by the bound on their number.
+		b = bounds{limit: s.limits.MaxConversionBytes, shape: s.conversion, review: s.limits.Review}
+		b.review.MaxValues = 0
 	}
-	s.mux.Handle(path, s.bounded(limit, hook))
+	s.mux.Handle(path, s.metrics.instrument(path, s.bounded(b, hook)))
+}
+
+// bounds are what the server admits on one path: the bytes of a body, its shape and what each
+// of its values costs.
+type bounds struct {
+	limit     int64
+	shape     *jsonshape.Shape
+	review    jsonshape.Limits
+	valueCost int64
 }
 
 // errBusy is returned by readBody when the bodies of other requests fill the budget.
 var errBusy = errors.New("the webhook server holds as many request bodies as it may; retry")
 
-// bounded reads the body of a request (at most limit bytes, counted against the body budget as
-// they arrive), waits for a free handling slot, and hands the request to next with its body in
-// memory. The budget is given back when next returns.
-func (s *Server) bounded(limit int64, next http.Handler) http.Handler {
+// bounded reads the body of a request (at most b.limit bytes, counted against the body budget
+// as they arrive), checks its shape (400 when over a bound), charges the budget for its values,
+// waits for a free handling slot, and hands the request to next with its body in memory. The
+// budget is given back when next returns. A request whose caller has gone is dropped before
+// next sees it.
+func (s *Server) bounded(b bounds, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
+		if r.ContentLength > b.limit {
 			s.refuse(w, RefusedTooLarge, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
+				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, b.limit))
 			return
 		}
-		body, held, err := s.readBody(r.Body, limit)
-		defer s.bodies.Release(held)
+		body, held, err := s.readBody(r.Body, b.limit)
+		defer func() { s.bodies.Release(held) }()
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
 			s.refuse(w, RefusedTooLarge, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is over the limit of %d bytes", limit))
+				fmt.Sprintf("request body is over the limit of %d bytes", b.limit))
 			return
 		case errors.Is(err, errBusy):
-			w.Header().Set("Retry-After", "1")
-			s.refuse(w, RefusedBusy, http.StatusServiceUnavailable, err.Error())
+			s.busy(w)
 			return
 		case err != nil:
 			s.refuse(w, RefusedSlow, http.StatusRequestTimeout, "request body not received: "+err.Error())
 			return
+		}
+		values, err := jsonshape.Check(body.Bytes(), b.shape, b.review)
+		if err != nil {
+			s.refuse(w, RefusedShape, http.StatusBadRequest, "request body refused before decoding: "+err.Error())
+			return
+		}
+		if cost := int64(values) * b.valueCost; cost > 0 {
+			if !s.bodies.TryAcquire(cost) {
+				s.busy(w)
+				return
+			}
+			held += cost
 		}
 		select {
 		case s.slots <- struct{}{}:
@@ -197,10 +262,19 @@ func (s *Server) bounded(limit int64, next http.Handler) http.Handler {
 		case <-r.Context().Done():
 			return
 		}
+		if r.Context().Err() != nil {
+			return
+		}
 		r.Body = io.NopCloser(body)
 		r.ContentLength = int64(body.Len())
 		next.ServeHTTP(w, r)
 	})
+}
+
+// busy answers that the bodies of other requests fill the budget.
+func (s *Server) busy(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	s.refuse(w, RefusedBusy, http.StatusServiceUnavailable, errBusy.Error())
 }
 
 // readBody reads at most limit bytes of body, acquiring from the budget what each read brought
@@ -257,10 +331,11 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}()
 	}
-	l, err := tls.Listen("tcp", net.JoinHostPort(s.options.Host, strconv.Itoa(s.options.Port)), cfg)
+	tcp, err := net.Listen("tcp", net.JoinHostPort(s.options.Host, strconv.Itoa(s.options.Port)))
 	if err != nil {
 		return err
 	}
+	l := tls.NewListener(netutil.LimitListener(tcp, s.limits.MaxConnections), cfg)
 	srv := &http.Server{
 		Handler:           s.mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -274,7 +349,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	log.Info("Serving webhooks", "host", s.options.Host, "port", s.options.Port,
 		"maxAdmissionBytes", s.limits.MaxAdmissionBytes, "maxConversionBytes", s.limits.MaxConversionBytes,
-		"maxBodyBytes", s.limits.MaxBodyBytes, "maxInFlight", s.limits.MaxInFlight)
+		"maxBodyBytes", s.limits.MaxBodyBytes, "maxInFlight", s.limits.MaxInFlight, "maxConnections", s.limits.MaxConnections,
+		"maxConversionObjects", s.limits.MaxConversionObjects)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

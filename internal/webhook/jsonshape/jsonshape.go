@@ -1,0 +1,210 @@
+// Package jsonshape bounds what a JSON document can make a decoder build, before it is decoded:
+// its nesting, the items of each array, the members of each object, the bytes of a value and
+// the values of the whole document. Check reads the document once, token by token, in time
+// linear in its size and memory bounded by its longest token, so that a forged body costs what
+// its bytes cost and no more.
+//
+// A Shape says where a document may hold more or less than Limits' defaults; FromSchema derives
+// one from a CustomResourceDefinition's OpenAPI schema (its maxItems and maxProperties), so that
+// an object the CRD would refuse is refused here too.
+package jsonshape
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Limits bound every document, where no Shape says otherwise.
+type Limits struct {
+	// MaxDepth bounds the nesting of arrays and objects.
+	MaxDepth int
+	// MaxItems bounds the items of an array whose Shape does not.
+	MaxItems int
+	// MaxProperties bounds the members of an object whose Shape does not.
+	MaxProperties int
+	// MaxValues bounds the values of the whole document: objects, arrays and scalars, not keys.
+	MaxValues int
+}
+
+// Shape bounds a value and, through its members, the values it holds. A nil Shape bounds a
+// value by Limits alone, and every value it holds too.
+type Shape struct {
+	// MaxItems bounds the items of an array; zero leaves it to Limits.MaxItems.
+	MaxItems int
+	// MaxProperties bounds the members of an object; zero leaves it to Limits.MaxProperties.
+	MaxProperties int
+	// MaxBytes bounds the encoded value; zero does not.
+	MaxBytes int64
+	// Items is the shape of each item of an array.
+	Items *Shape
+	// Properties are the shapes of an object's members by name.
+	Properties map[string]*Shape
+	// Additional is the shape of an object's members not in Properties.
+	Additional *Shape
+}
+
+// Error says which bound a document is over, and where.
+type Error struct {
+	// Path is the value's path, as field paths are written: request.object.spec.steps[3].
+	Path string
+	// Detail says what is over which bound.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return e.Detail
+	}
+	return e.Path + ": " + e.Detail
+}
+
+// frame is an array or object being read.
+type frame struct {
+	shape *Shape
+	array bool
+	// n is the items or members read so far; key the name of the member being read.
+	n   int
+	key string
+	// wantKey is true when an object's next token is a member's name (or its end).
+	wantKey bool
+	start   int64
+}
+
+// Check reads the one JSON document of data against s and l; it returns the number of values
+// the document holds, or an *Error naming the first bound it is over, or the syntax error.
+func Check(data []byte, s *Shape, l Limits) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var (
+		stack  []frame
+		values int
+		done   bool
+	)
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			if !done {
+				return values, io.ErrUnexpectedEOF
+			}
+			return values, nil
+		}
+		if err != nil {
+			return values, err
+		}
+		if done {
+			return values, errors.New("more than one JSON value")
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			top := &stack[n-1]
+			if key, ok := tok.(string); ok {
+				top.key, top.wantKey = key, false
+				top.n++
+				if bound := or(top.shape, func(s *Shape) int { return s.MaxProperties }, l.MaxProperties); bound > 0 && top.n > bound {
+					return values, &Error{Path: path(stack[:n-1]), Detail: fmt.Sprintf("more than %d members", bound)}
+				}
+				continue
+			}
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			closed := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if err := fits(closed.shape, dec.InputOffset()-closed.start, stack); err != nil {
+				return values, err
+			}
+			done = ended(stack)
+			continue
+		}
+		values++
+		if l.MaxValues > 0 && values > l.MaxValues {
+			return values, &Error{Detail: fmt.Sprintf("more than %d values", l.MaxValues)}
+		}
+		shape := s
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			shape = child(top)
+			if top.array {
+				top.n++
+				if bound := or(top.shape, func(s *Shape) int { return s.MaxItems }, l.MaxItems); bound > 0 && top.n > bound {
+					return values, &Error{Path: path(stack[:n-1]), Detail: fmt.Sprintf("more than %d items", bound)}
+				}
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			stack = append(stack, frame{shape: shape, array: d == '[', wantKey: d == '{', start: start})
+			if l.MaxDepth > 0 && len(stack) > l.MaxDepth {
+				return values, &Error{Path: path(stack[:len(stack)-1]), Detail: fmt.Sprintf("nested more than %d deep", l.MaxDepth)}
+			}
+			continue
+		}
+		if err := fits(shape, dec.InputOffset()-start, stack); err != nil {
+			return values, err
+		}
+		done = ended(stack)
+	}
+}
+
+// ended says whether the value just read was the document's, and marks the enclosing object
+// ready for its next member.
+func ended(stack []frame) bool {
+	if len(stack) == 0 {
+		return true
+	}
+	if top := &stack[len(stack)-1]; !top.array {
+		top.wantKey = true
+	}
+	return false
+}
+
+// fits checks the bytes of a value just read, whose place stack gives, against its shape.
+func fits(s *Shape, size int64, stack []frame) error {
+	if s == nil || s.MaxBytes <= 0 || size <= s.MaxBytes {
+		return nil
+	}
+	return &Error{Path: path(stack), Detail: fmt.Sprintf("more than %d bytes", s.MaxBytes)}
+}
+
+// child is the shape of the next value of top.
+func child(top *frame) *Shape {
+	switch {
+	case top.shape == nil:
+		return nil
+	case top.array:
+		return top.shape.Items
+	}
+	if s, ok := top.shape.Properties[top.key]; ok {
+		return s
+	}
+	return top.shape.Additional
+}
+
+// or is the bound of s that get reads, or def when s is nil or does not set it.
+func or(s *Shape, get func(*Shape) int, def int) int {
+	if s != nil && get(s) > 0 {
+		return get(s)
+	}
+	return def
+}
+
+// path is the path of the value the innermost frame of stack is reading: each frame's index
+// or member name in turn.
+func path(stack []frame) string {
+	var b strings.Builder
+	for i := range stack {
+		switch f := &stack[i]; {
+		case f.array:
+			b.WriteString("[" + strconv.Itoa(f.n-1) + "]")
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		}
+	}
+	return b.String()
+}
