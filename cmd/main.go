@@ -171,4 +171,9 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 		"Request bodies the webhook server holds at once, over all requests, counted as they arrive (503 above it).")
 	fs.IntVar(&w.Limits.MaxInFlight, "webhook-max-in-flight", w.Limits.MaxInFlight,
 		"Webhook requests handled at once; the others wait their turn.")
+	fs.IntVar(&w.Limits.MaxConnections, "webhook-max-connections", w.Limits.MaxConnections,
+		"Connections the webhook server serves at once; the others wait, unserved, until one closes.")
+	fs.IntVar(&w.Limits.MaxConversionObjects, "webhook-max-conversion-objects", w.Limits.MaxConversionObjects,
+		"Most Pipelines a ConversionReview may hold (400 above it): the largest page of a v1beta1 list the apiserver can convert "+
+			"(kubectl reads 500 at a time).")
 }
