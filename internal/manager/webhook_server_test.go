@@ -98,7 +98,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"},` +
 				`"spec":{"steps":[` + strings.Repeat(`{},`, 300_000) + `{}]}}`, `{"username":"u"}`)
 		},
-		refusal: "request.object.spec.steps: more than 64 items",
+		refusal: "request.object.spec.steps: more than 32 items",
 	}, {
 		name: "an AdmissionReview of 30,000 faulty tolerations to the validating webhook",
 		path: "/validate-distri-infer-ndsl-cn-v1-pipeline",
