@@ -85,7 +85,7 @@ func DefaultLimits() Limits {
 		IdleTimeout:        90 * time.Second,
 		MaxHeaderBytes:     64 << 10,
 		MaxConnections:     256,
-		// The Pipeline's schema is 10 deep and a review adds 3; managedFields mirror the object.
+		// A Pipeline nests 8 deep and a review adds 2; managedFields mirror the object.
 		// Tenants' objects carry hundreds of labels.
 		Review:               jsonshape.Limits{MaxDepth: 32, MaxItems: 1024, MaxProperties: 4096, MaxValues: 64 << 10},
 		ValueCost:            256,
@@ -158,7 +158,7 @@ func NewServer(options webhook.Options, limits Limits, object *jsonshape.Shape, 
 		slots:   make(chan struct{}, limits.MaxInFlight),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricWebhookRefused,
-			Help: "Requests the webhook server refused before any webhook saw them, by reason: too_large (body over its bound), busy (other requests' bodies fill the budget), slow (not sent within the read timeout).",
+			Help: "Requests the webhook server refused before any webhook saw them, by reason: too_large (body over its bound), busy (other requests' bodies fill the budget), slow (not sent within the read timeout), shape (over a bound of the served resource's schema or of the review, before decoding).",
 		}, []string{"reason"}),
 		paths:      map[string]bool{},
 		admission:  admissionReview(object, limits.MaxUserInfoBytes),
