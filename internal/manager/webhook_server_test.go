@@ -95,8 +95,8 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		name: "an AdmissionReview of 300,000 empty steps to the defaulting webhook",
 		path: "/mutate-distri-infer-ndsl-cn-v1-pipeline",
 		body: func() string {
-			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"},` +
-				`"spec":{"steps":[` + strings.Repeat(`{},`, 300_000) + `{}]}}`, `{"username":"u"}`)
+			return admissionReview(`{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","metadata":{"name":"p","namespace":"default"},`+
+				`"spec":{"steps":[`+strings.Repeat(`{},`, 300_000)+`{}]}}`, `{"username":"u"}`)
 		},
 		refusal: "request.object.spec.steps: more than 32 items",
 	}, {
