@@ -167,4 +167,36 @@ func TestIntegrationV1beta1Server(t *testing.T) {
 	if out, err := plugin(ctx, kubeconfig, "-n", "team-a", "trace", "nope", "req-1"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("trace of a Pipeline that does not exist: %v\n%s", err, out)
 	}
+
+	// A status that carries escape sequences, as a container's termination message quoted in a
+	// condition can, reaches the terminal escaped, in the tree and in the JSON document.
+	tenant := want.DeepCopy()
+	tenant.SetName("tenant")
+	tenant.SetAnnotations(nil)
+	unstructured.RemoveNestedField(tenant.Object, "status")
+	created, err = dyn.Create(ctx, tenant, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := want.DeepCopy().Object["status"].(map[string]any)
+	conditions := status["conditions"].([]any)
+	conditions[1].(map[string]any)["message"] = "step 1 (detect): " + hostile
+	status["detailPhase"].(map[string]any)["stepsPhase"].([]any)[1].(map[string]any)["node"] = "edge-c\x1b]0;x\a"
+	created.Object["status"] = status
+	if _, err := dyn.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status", "tenant"}, {"status"}, {"status", "-A"}, {"status", "tenant", "-o", "json"}} {
+		out := run(append([]string{"-n", "team-a"}, args...)...)
+		assertTerminalSafe(t, "kubectl pipeline "+strings.Join(args, " "), out)
+		if !strings.Contains(out, "Y3VybCBldmlsLnNofHNo") || !strings.Contains(out, "edge-c") {
+			t.Errorf("kubectl pipeline %s lost the text of the status:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if err := json.Unmarshal([]byte(run("-n", "team-a", "status", "tenant", "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := doc.Items[0].Conditions[1].Message, "step 1 (detect): "+strings.Replace(hostile, "\xff\xfe", "\ufffd\ufffd", 1); got != want {
+		t.Errorf("the JSON document's message is %q, want %q as stored", got, want)
+	}
 }
