@@ -57,6 +57,9 @@ type Router struct {
 	requestTimeout time.Duration
 	// mapping says which bodies a request's steps map tensors from; nil when no step does.
 	mapping *mapping
+	// reader reads the tensors of Open Inference Protocol bodies within the configuration's
+	// bounds, charging budget.
+	reader oip.Reader
 }
 
 // New validates cfg, compiles its stopWhen expressions and makes the router.
@@ -75,6 +78,7 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 
 		requestTimeout: cfg.RequestTimeout(),
 	}
+	r.reader = oip.Reader{MaxTensors: cfg.TensorLimit(), MaxRank: cfg.RankLimit(), Budget: r.budget}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -207,7 +211,7 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
 	var fl *flow
 	if r.mapping != nil {
-		fl = r.mapping.newFlow(r.budget)
+		fl = r.mapping.newFlow(r.reader)
 		defer fl.release()
 		fl.keep(0, -1, in)
 	}
@@ -239,7 +243,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 		if resp.status >= 400 {
 			return resp, s.name, nil
 		}
-		stop, f := s.stops(ctx, resp, r.budget)
+		stop, f := s.stops(ctx, resp, r.reader)
 		if f != nil {
 			resp.body.Release()
 			return nil, "", f

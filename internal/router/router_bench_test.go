@@ -12,6 +12,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/celjson"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/stopwhen"
 )
 
@@ -105,7 +106,7 @@ func BenchmarkStopWhen(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if stop, f := s.stops(ctx, resp, bg); stop || f != nil {
+			if stop, f := s.stops(ctx, resp, oip.Reader{Budget: bg}); stop || f != nil {
 				b.Fatalf("stops: %v, %v", stop, f)
 			}
 		}

@@ -244,12 +244,13 @@ func (s *step) fail(reason, message string, err error) *failure {
 
 // stops evaluates the step's stopWhen on its response. A JSON answer the expression reads is
 // joined into one slice (the copy counted in the answer's budget) and read as the expression
-// reads it (jsonValue); what decoding it whole would hold is charged against bg while it is
-// evaluated.
-func (s *step) stops(ctx context.Context, resp *stepResponse, bg *bodies.Budget) (bool, *failure) {
+// reads it (jsonValue); what decoding it whole would hold is charged against rd's budget while
+// it is evaluated, as is what reading and decoding an answer's tensors hold (decodeTensors).
+func (s *step) stops(ctx context.Context, resp *stepResponse, rd oip.Reader) (bool, *failure) {
 	if s.stopWhen == nil {
 		return false, nil
 	}
+	bg := rd.Budget
 	var response any
 	if s.stopWhen.ReadsResponse() && isJSON(resp.contentType) {
 		budgetFull := func(err error) (bool, *failure) {
@@ -274,7 +275,7 @@ func (s *step) stops(ctx context.Context, resp *stepResponse, bg *bodies.Budget)
 			f    *failure
 			cost int64
 		)
-		if tensors, cost, f = s.decodeTensors(resp, bg); f != nil {
+		if tensors, cost, f = s.decodeTensors(resp, rd); f != nil {
 			return false, f
 		}
 		defer bg.Release(cost)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )
 
 // TestRouterHoldsTheDecodedStopWhenDocumentInTheBudget checks that a JSON answer whose decoded
@@ -114,7 +115,7 @@ func TestStopsJoinsTheAnswerItDecodes(t *testing.T) {
 		{onStatus, "application/json", inBlocks},
 	} {
 		resp := answer(bg, tc.contentType)
-		if _, f := tc.step.stops(t.Context(), resp, bg); f != nil {
+		if _, f := tc.step.stops(t.Context(), resp, oip.Reader{Budget: bg}); f != nil {
 			t.Fatalf("%s, %s: %v", tc.step.name, tc.contentType, f)
 		}
 		if got := bg.Used(); got != tc.held {
@@ -126,7 +127,7 @@ func TestStopsJoinsTheAnswerItDecodes(t *testing.T) {
 	// Room for the answer in blocks, not for its copy too.
 	tight := bodies.NewBudget(3*bodies.BlockBytes + bodies.BlockBytes/2)
 	resp := answer(tight, "application/json")
-	_, f := stops.stops(t.Context(), resp, tight)
+	_, f := stops.stops(t.Context(), resp, oip.Reader{Budget: tight})
 	if f == nil || f.reason != ReasonBufferBudget || f.status != http.StatusServiceUnavailable {
 		t.Fatalf("a join over the budget: %+v, want a 503 for the buffer budget", f)
 	}

@@ -63,16 +63,20 @@ type flow struct {
 	tensors [][]oip.Tensor
 	parsed  []bool
 	// docLength[k] is the length of the JSON document of source k, read: where the bytes of
-	// its binary tensors start, and what reading them holds besides the body (their JSON data
-	// is copied), counted against the budget until the body is released.
+	// its binary tensors start.
 	docLength []int64
-	budget    *bodies.Budget
+	// held[k] is what reading source k holds besides its body (the tensors, and a copy of its
+	// JSON document when that spans several blocks), counted against the budget until the body
+	// is released.
+	held   []int64
+	reader oip.Reader
 }
 
-func (m *mapping) newFlow(bg *bodies.Budget) *flow {
+// newFlow is the flow of one request, reading tensors with rd (which charges its budget).
+func (m *mapping) newFlow(rd oip.Reader) *flow {
 	n := len(m.lastUse)
-	return &flow{m: m, bodies: make([]payload, n),
-		tensors: make([][]oip.Tensor, n), parsed: make([]bool, n), docLength: make([]int64, n), budget: bg}
+	return &flow{m: m, bodies: make([]payload, n), tensors: make([][]oip.Tensor, n), parsed: make([]bool, n),
+		docLength: make([]int64, n), held: make([]int64, n), reader: rd}
 }
 
 // keep holds p, the body of source k (0 the request, k step k's answer), when a step after i
@@ -104,10 +108,8 @@ func (fl *flow) done(i int) {
 	for k, b := range fl.bodies {
 		if b.body != nil && fl.m.lastUse[k] <= i {
 			b.body.Release()
-			if fl.parsed[k] {
-				fl.budget.Release(fl.docLength[k])
-			}
-			fl.bodies[k], fl.tensors[k], fl.parsed[k] = payload{}, nil, false
+			fl.reader.Budget.Release(fl.held[k])
+			fl.bodies[k], fl.tensors[k], fl.parsed[k], fl.held[k] = payload{}, nil, false, 0
 		}
 	}
 }
@@ -118,6 +120,8 @@ func (fl *flow) release() { fl.done(len(fl.m.lastUse)) }
 // read is the tensors of source k: the request's inputs or a step's outputs. A body all JSON
 // is joined into one slice and read whole; under the binary data extension only its JSON
 // header is read, and the tensors' bytes stay where they are until copied into a request.
+// What reading holds is charged as it reads: the tensors, within the reader's bounds, refer
+// to the body's bytes.
 func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	if fl.parsed[k] {
 		return fl.tensors[k], nil
@@ -130,30 +134,35 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	if length > p.body.Len() {
 		return nil, fmt.Errorf("%s is %d, the body has %d bytes", oip.HeaderInferenceHeaderLength, length, p.body.Len())
 	}
-	var doc []byte
+	var (
+		doc    []byte
+		copied int64
+	)
 	if length < 0 {
 		if err := p.body.Join(); err != nil {
 			return nil, err
 		}
 		doc, length = p.body.Bytes(), p.body.Len()
 	} else {
+		if p.body.PrefixCopies(length) {
+			// A header that spans several blocks is read from a copy.
+			if !fl.reader.Budget.TryAcquire(length) {
+				return nil, bodies.ErrBudgetExceeded
+			}
+			copied = length
+		}
 		doc = p.body.Prefix(length)
 	}
-	// Reading copies the JSON document (the data of JSON tensors): charged until the body is
-	// released.
-	if !fl.budget.TryAcquire(length) {
-		return nil, bodies.ErrBudgetExceeded
-	}
-	parse := oip.ParseResponse
+	read := fl.reader.Response
 	if k == 0 {
-		parse = oip.ParseRequest
+		read = fl.reader.Request
 	}
-	tensors, err := parse(doc, p.body.Len()-length)
+	tensors, held, err := read(doc, p.body.Len()-length)
 	if err != nil {
-		fl.budget.Release(length)
+		fl.reader.Budget.Release(copied)
 		return nil, err
 	}
-	fl.tensors[k], fl.docLength[k], fl.parsed[k] = tensors, length, true
+	fl.tensors[k], fl.docLength[k], fl.held[k], fl.parsed[k] = tensors, length, copied+held, true
 	return tensors, nil
 }
 
@@ -167,10 +176,14 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	for _, in := range s.inputs {
 		from := r.sourceLabel(in.source)
 		tensors, err := fl.read(in.source)
-		if err != nil {
-			if errors.Is(err, bodies.ErrBudgetExceeded) {
-				return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
-			}
+		var bound *oip.LimitError
+		switch {
+		case err == nil:
+		case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
+			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+		case errors.As(err, &bound):
+			return payload{}, r.mappingFailure(s, in, from+" "+overBound(bound), err)
+		default:
 			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s is not an Open Inference Protocol body", from), err)
 		}
 		t, ok := oip.Find(tensors, in.tensor)
@@ -187,9 +200,11 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		binary = binary || mapped.Binary
 		inputs = append(inputs, mapped)
 	}
-	doc, hasBinary := oip.AppendRequest(make([]byte, 0, oip.RequestSize(inputs)), inputs, binary)
+	// The request is written into its buffer as it is made: each block counted before it is
+	// filled.
 	out := bodies.NewBuffer(r.budget)
-	err := out.Append(doc)
+	hasBinary, err := oip.WriteRequest(out, inputs, binary)
+	docLength := out.Len()
 	for i := 0; err == nil && i < len(inputs); i++ {
 		if t := &inputs[i]; t.Binary {
 			k := s.inputs[i].source
@@ -206,9 +221,22 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	p := payload{body: out, contentType: "application/json"}
 	if hasBinary {
 		p.contentType = "application/octet-stream"
-		p.inferenceHeader = strconv.Itoa(len(doc))
+		p.inferenceHeader = strconv.FormatInt(docLength, 10)
 	}
 	return p, nil
+}
+
+// overBound says, after the name of a body, which of the reader's bounds it is over, naming the
+// configuration's field.
+func overBound(e *oip.LimitError) string {
+	switch e.Bound {
+	case oip.BoundTensors:
+		return fmt.Sprintf("has more than %d tensors (maxTensors)", e.Limit)
+	case oip.BoundRank:
+		return fmt.Sprintf("has a tensor whose shape has more than %d dimensions (maxTensorRank)", e.Limit)
+	default:
+		return fmt.Sprintf("has a tensor of more than %d parameters", e.Limit)
+	}
 }
 
 // budgetFull is a failure of step s because the router holds maxBufferedBytes of bodies: what
@@ -259,16 +287,21 @@ const (
 	decodedElementBytes = 64
 )
 
-// decodeTensors decodes the output tensors of a step's answer for its stopWhen expression; what
-// they hold, the cost it returns, is acquired from bg until the caller releases it. An answer
-// that names an output twice is refused.
-func (s *step) decodeTensors(resp *stepResponse, bg *bodies.Budget) (map[string][]any, int64, *failure) {
-	unreadable := func(err error) *failure {
-		s.metrics.failed(ReasonStopWhen)
-		return s.fail(ReasonStopWhen, "the stopWhen condition of "+s.label()+
-			" could not be evaluated: its answer's tensors could not be read", err)
-	}
+// decodeTensors decodes the output tensors of a step's answer for its stopWhen expression,
+// reading them with rd. What reading and decoding hold, the cost it returns, is acquired from
+// rd's budget, before it is held, until the caller releases it. An answer that names an output
+// twice is refused.
+func (s *step) decodeTensors(resp *stepResponse, rd oip.Reader) (map[string][]any, int64, *failure) {
 	const what = "the stopWhen condition of %s could not be evaluated"
+	unreadable := func(err error) *failure {
+		message := fmt.Sprintf(what, s.label()) + ": its answer's tensors could not be read"
+		var bound *oip.LimitError
+		if errors.As(err, &bound) {
+			message = fmt.Sprintf(what, s.label()) + ": its answer " + overBound(bound)
+		}
+		s.metrics.failed(ReasonStopWhen)
+		return s.fail(ReasonStopWhen, message, err)
+	}
 	if err := resp.body.Join(); err != nil {
 		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("join the response of POST %s for stopWhen: %w", s.url, err))
 	}
@@ -280,36 +313,48 @@ func (s *step) decodeTensors(resp *stepResponse, bg *bodies.Budget) (map[string]
 	if err != nil {
 		return nil, 0, unreadable(err)
 	}
-	outputs, err := oip.ParseResponse(doc, int64(len(bin)))
-	if err != nil {
+	outputs, held, err := rd.Response(doc, int64(len(bin)))
+	switch {
+	case errors.Is(err, oip.ErrBudgetExceeded):
+		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()), fmt.Errorf("read the tensors of POST %s for stopWhen: %w", s.url, err))
+	case err != nil:
 		return nil, 0, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+	}
+	fail := func(f *failure) (map[string][]any, int64, *failure) {
+		rd.Budget.Release(held)
+		return nil, 0, f
 	}
 	var cost int64
 	names := make(map[string]bool, len(outputs))
 	for i := range outputs {
-		if names[outputs[i].Name] {
-			return nil, 0, unreadable(fmt.Errorf("the response of POST %s names the output %q twice", s.url, outputs[i].Name))
+		t := &outputs[i]
+		if names[t.Name] {
+			return fail(unreadable(fmt.Errorf("the response of POST %s names the output %q twice", s.url, t.Name)))
 		}
-		names[outputs[i].Name] = true
-		n := oip.Elements(outputs[i].Shape)
+		names[t.Name] = true
+		n := oip.Elements(t.Shape)
 		if n > maxDecodedElements {
-			return nil, 0, unreadable(fmt.Errorf("the response of POST %s: tensor %s has %d elements, at most %d are decoded",
-				s.url, outputs[i].Name, n, maxDecodedElements))
+			return fail(unreadable(fmt.Errorf("the response of POST %s: tensor %s has %d elements, at most %d are decoded",
+				s.url, t.Name, n, maxDecodedElements)))
 		}
 		cost += max(n, 0) * decodedElementBytes
+		if t.Datatype == "BYTES" {
+			// Each element a string: its bytes are copied, as many as the tensor's data.
+			cost += t.Size + int64(len(t.Data))
+		}
 	}
-	if !bg.TryAcquire(cost) {
-		return nil, 0, s.budgetFull(fmt.Sprintf(what, s.label()),
-			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, bodies.ErrBudgetExceeded))
+	if !rd.Budget.TryAcquire(cost) {
+		return fail(s.budgetFull(fmt.Sprintf(what, s.label()),
+			fmt.Errorf("decode the tensors of POST %s for stopWhen (about %d bytes): %w", s.url, cost, bodies.ErrBudgetExceeded)))
 	}
 	tensors := make(map[string][]any, len(outputs))
 	for i := range outputs {
 		v, err := oip.Decode(&outputs[i], bin, maxDecodedElements)
 		if err != nil {
-			bg.Release(cost)
-			return nil, 0, unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err))
+			rd.Budget.Release(cost)
+			return fail(unreadable(fmt.Errorf("the response of POST %s: %w", s.url, err)))
 		}
 		tensors[outputs[i].Name] = v
 	}
-	return tensors, cost, nil
+	return tensors, held + cost, nil
 }

@@ -384,6 +384,14 @@ func (b *Buffer) Append(p []byte) error {
 	return nil
 }
 
+// Write appends p to the body, as Append: it makes a Buffer an io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	if err := b.Append(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // WriteRange appends bytes [off, off+n) of the body to dst: io.ErrUnexpectedEOF when the body
 // ends before them.
 func (b *Buffer) WriteRange(dst *Buffer, off, n int64) error {
@@ -408,10 +416,13 @@ func (b *Buffer) WriteRange(dst *Buffer, off, n int64) error {
 	return nil
 }
 
-// Prefix is the body's first n bytes: a part of its first chunk, or a copy when they span
-// several.
+// Prefix is the body's first n bytes: a part of its first chunk, or a copy, outside the
+// budget, when they span several (PrefixCopies).
 func (b *Buffer) Prefix(n int64) []byte {
-	if len(b.chunks) > 0 && int64(len(b.chunks[0])) >= n {
+	if n == 0 {
+		return nil
+	}
+	if !b.PrefixCopies(n) {
 		return b.chunks[0][:n]
 	}
 	out := make([]byte, 0, n)
@@ -422,4 +433,10 @@ func (b *Buffer) Prefix(n int64) []byte {
 		}
 	}
 	return out
+}
+
+// PrefixCopies reports whether Prefix(n) copies the bytes: they are not all in the first
+// chunk.
+func (b *Buffer) PrefixCopies(n int64) bool {
+	return n > 0 && (len(b.chunks) == 0 || int64(len(b.chunks[0])) < n)
 }

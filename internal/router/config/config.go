@@ -42,6 +42,17 @@ const (
 	DefaultWriteTimeout = time.Minute
 	// bufferedBodiesFactor sets the default maxBufferedBytes: this many bodies of maxBodyBytes.
 	bufferedBodiesFactor = 4
+	// DefaultMaxTensors is the most tensors an Open Inference Protocol request or answer may
+	// list when maxTensors is not set: a model's inputs or outputs are a few, and a few hundred
+	// for the largest language models that take their attention cache as tensors.
+	DefaultMaxTensors = 1024
+	// MaxMaxTensors is the largest maxTensors.
+	MaxMaxTensors = 16384
+	// DefaultMaxTensorRank is the most dimensions a tensor's shape may have when maxTensorRank
+	// is not set: NumPy's bound before its version 2, so what the Python model servers hold.
+	DefaultMaxTensorRank = 32
+	// MaxMaxTensorRank is the largest maxTensorRank (NumPy's bound since its version 2).
+	MaxMaxTensorRank = 64
 )
 
 // Config is the router's configuration: the JSON document given with --config.
@@ -63,6 +74,13 @@ type Config struct {
 	// and their waits included, in seconds (when 0: what every step's attempts may take, see
 	// RequestTimeout).
 	RequestTimeoutSeconds float64 `json:"requestTimeoutSeconds,omitempty"`
+	// maxTensors is the most tensors the router reads in an Open Inference Protocol request's
+	// inputs or answer's outputs (DefaultMaxTensors when 0): a request with more is answered
+	// 400, a step's answer with more is its failure.
+	MaxTensors int `json:"maxTensors,omitempty"`
+	// maxTensorRank is the most dimensions of a tensor's shape the router reads
+	// (DefaultMaxTensorRank when 0), as maxTensors.
+	MaxTensorRank int `json:"maxTensorRank,omitempty"`
 }
 
 // Step is one step of the pipeline as the router calls it.
@@ -161,6 +179,22 @@ func (c Config) BufferLimit() int64 {
 	return c.MaxBufferedBytes
 }
 
+// TensorLimit is maxTensors with the default applied.
+func (c Config) TensorLimit() int {
+	if c.MaxTensors == 0 {
+		return DefaultMaxTensors
+	}
+	return c.MaxTensors
+}
+
+// RankLimit is maxTensorRank with the default applied.
+func (c Config) RankLimit() int {
+	if c.MaxTensorRank == 0 {
+		return DefaultMaxTensorRank
+	}
+	return c.MaxTensorRank
+}
+
 // LoadConfig reads and validates the configuration in file.
 func LoadConfig(file string) (Config, error) {
 	data, err := os.ReadFile(file)
@@ -227,6 +261,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxBodyBytes: must not be negative, got %d", c.MaxBodyBytes))
+	}
+	if c.MaxTensors < 0 || c.MaxTensors > MaxMaxTensors {
+		errs = append(errs, fmt.Errorf("maxTensors: must be between 0 and %d, got %d", MaxMaxTensors, c.MaxTensors))
+	}
+	if c.MaxTensorRank < 0 || c.MaxTensorRank > MaxMaxTensorRank {
+		errs = append(errs, fmt.Errorf("maxTensorRank: must be between 0 and %d, got %d", MaxMaxTensorRank, c.MaxTensorRank))
 	}
 	if c.MaxBufferedBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxBufferedBytes: must not be negative, got %d", c.MaxBufferedBytes))

@@ -72,6 +72,15 @@ func TestConfigDefaults(t *testing.T) {
 	if got := cfg.BufferLimit(); got != 4*64<<20 {
 		t.Errorf("maxBufferedBytes default %d, want 4 × maxBodyBytes", got)
 	}
+	if got := cfg.TensorLimit(); got != 1024 {
+		t.Errorf("maxTensors default %d, want 1024", got)
+	}
+	if got := cfg.RankLimit(); got != 32 {
+		t.Errorf("maxTensorRank default %d, want 32", got)
+	}
+	if got := (Config{MaxTensors: 8, MaxTensorRank: 4}); got.TensorLimit() != 8 || got.RankLimit() != 4 {
+		t.Errorf("maxTensors 8 and maxTensorRank 4 are %d and %d", got.TensorLimit(), got.RankLimit())
+	}
 	if got := cfg.Steps[0].Timeout(); got != DefaultTimeoutSeconds*time.Second {
 		t.Errorf("timeoutSeconds default %s", got)
 	}
@@ -129,6 +138,12 @@ func TestParseConfigRefusesWhatCannotWork(t *testing.T) {
 		"hop-by-hop header": {`{"steps": [{"name": "a", "url": "http://h/"}], "propagateHeaders": ["TE"]}`, "belongs to one connection"},
 		"content-encoding header": {`{"steps": [{"name": "a", "url": "http://h/"}], "propagateHeaders": ["Content-Encoding"]}`,
 			"set by the router"},
+		"negative maxTensors": {`{"steps": [{"name": "a", "url": "http://h/"}], "maxTensors": -1}`,
+			"maxTensors: must be between 0 and 16384, got -1"},
+		"too many tensors": {`{"steps": [{"name": "a", "url": "http://h/"}], "maxTensors": 16385}`,
+			"maxTensors: must be between 0 and 16384, got 16385"},
+		"too high a rank": {`{"steps": [{"name": "a", "url": "http://h/"}], "maxTensorRank": 65}`,
+			"maxTensorRank: must be between 0 and 64, got 65"},
 		"two documents": {`{"steps": [{"name": "a", "url": "http://h/"}]} {}`, "more than one JSON document"},
 	} {
 		t.Run(name, func(t *testing.T) {

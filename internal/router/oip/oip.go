@@ -4,14 +4,16 @@
 //
 // Tensor data is not decoded to be moved: a JSON tensor's data is carried as the JSON text it
 // was, a binary tensor's as its bytes. Decode turns either into values when a stopWhen
-// expression reads them.
+// expression reads them. A Reader reads a body's tensors within bounds (their number, the rank
+// of their shapes), charging a budget what it holds before it holds it; WriteRequest writes a
+// request in pieces, into a buffer that counts them.
 package oip
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -31,18 +33,13 @@ type Tensor struct {
 	Datatype string  `json:"datatype"`
 	// Parameters are the tensor's parameters as they were, binary_data_size aside.
 	Parameters map[string]json.RawMessage `json:"parameters,omitempty"`
-	// Data is the tensor's data as JSON text, nil for a binary tensor.
+	// Data is the tensor's data as JSON text, nil for a binary tensor. A Reader leaves it, and
+	// the parameters' values, in the document it read: valid while that is.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Binary says that the tensor's data is bytes after the JSON document (the binary data
 	// extension): Size bytes, Offset bytes after the document's end.
 	Binary       bool  `json:"-"`
 	Offset, Size int64 `json:"-"`
-}
-
-// body is a request or an answer: the router reads their tensors only.
-type body struct {
-	Inputs  []Tensor `json:"inputs"`
-	Outputs []Tensor `json:"outputs"`
 }
 
 // Split cuts a body whose Inference-Header-Content-Length is headerLength (negative when it
@@ -57,26 +54,6 @@ func Split(data []byte, headerLength int64) (doc, binary []byte, err error) {
 	return data[:headerLength], data[headerLength:], nil
 }
 
-// ParseRequest reads the input tensors of a request's JSON document, followed by binary bytes
-// of binary tensors.
-func ParseRequest(doc []byte, binary int64) ([]Tensor, error) {
-	b, err := parse(doc, binary, "inputs")
-	if err != nil {
-		return nil, err
-	}
-	return b.Inputs, nil
-}
-
-// ParseResponse reads the output tensors of an answer's JSON document, followed by binary
-// bytes of binary tensors.
-func ParseResponse(doc []byte, binary int64) ([]Tensor, error) {
-	b, err := parse(doc, binary, "outputs")
-	if err != nil {
-		return nil, err
-	}
-	return b.Outputs, nil
-}
-
 // ParseHeaderLength reads an Inference-Header-Content-Length value: -1 when v is empty.
 func ParseHeaderLength(v string) (int64, error) {
 	if v == "" {
@@ -87,45 +64,6 @@ func ParseHeaderLength(v string) (int64, error) {
 		return 0, fmt.Errorf("%s %q is not a length", HeaderInferenceHeaderLength, v)
 	}
 	return n, nil
-}
-
-func parse(doc []byte, binary int64, list string) (*body, error) {
-	var b body
-	if err := json.Unmarshal(doc, &b); err != nil {
-		return nil, fmt.Errorf("not an Open Inference Protocol body: %w", err)
-	}
-	tensors := b.Inputs
-	if list == "outputs" {
-		tensors = b.Outputs
-	}
-	if tensors == nil {
-		return nil, fmt.Errorf("not an Open Inference Protocol body: no %s", list)
-	}
-	var offset int64
-	for i := range tensors {
-		t := &tensors[i]
-		raw, ok := t.Parameters[binaryDataSize]
-		if !ok {
-			if t.Data == nil || bytes.Equal(t.Data, []byte("null")) {
-				return nil, fmt.Errorf("%s[%d] (%s): no data", list, i, t.Name)
-			}
-			continue
-		}
-		n, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s[%d] (%s): %s %s is not a size", list, i, t.Name, binaryDataSize, raw)
-		}
-		if n > binary-offset {
-			return nil, fmt.Errorf("%s[%d] (%s): %s is %d, %d bytes are left", list, i, t.Name, binaryDataSize, n, binary-offset)
-		}
-		t.Binary, t.Offset, t.Size, t.Data = true, offset, n, nil
-		offset += n
-		delete(t.Parameters, binaryDataSize)
-	}
-	if offset < binary {
-		return nil, fmt.Errorf("%d bytes after the tensors the body declares", binary-offset)
-	}
-	return &b, nil
 }
 
 // Find is the tensor of tensors named name.
@@ -144,57 +82,120 @@ func Find(tensors []Tensor, name string) (*Tensor, bool) {
 // binary inputs follow it in their order. When binaryOutput is true the request asks for the
 // answer's tensors as binary data.
 func AppendRequest(dst []byte, inputs []Tensor, binaryOutput bool) ([]byte, bool) {
-	dst = append(dst, `{"inputs":[`...)
+	w := appender{b: dst}
+	binary, _ := WriteRequest(&w, inputs, binaryOutput)
+	return w.b, binary
+}
+
+// appender is a writer that appends to b.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+// WriteRequest writes to w the JSON document AppendRequest makes, in pieces: it holds no more of
+// it than a few hundred bytes besides what w holds (the tensors' data and parameters go to w
+// as they are).
+func WriteRequest(w io.Writer, inputs []Tensor, binaryOutput bool) (bool, error) {
+	d := docWriter{w: w, buf: make([]byte, 0, docBuffer)}
+	d.text(`{"inputs":[`)
 	binary := false
 	for i := range inputs {
 		t := &inputs[i]
 		if i > 0 {
-			dst = append(dst, ',')
+			d.text(",")
 		}
-		dst = append(dst, `{"name":`...)
-		dst = appendString(dst, t.Name)
-		dst = append(dst, `,"shape":[`...)
-		for j, d := range t.Shape {
+		d.text(`{"name":`)
+		d.string(t.Name)
+		d.text(`,"shape":[`)
+		for j, n := range t.Shape {
 			if j > 0 {
-				dst = append(dst, ',')
+				d.text(",")
 			}
-			dst = strconv.AppendInt(dst, d, 10)
+			d.buf = strconv.AppendInt(d.buf, n, 10)
 		}
-		dst = append(dst, `],"datatype":`...)
-		dst = appendString(dst, t.Datatype)
+		d.text(`],"datatype":`)
+		d.string(t.Datatype)
 		if len(t.Parameters) > 0 || t.Binary {
-			dst = append(dst, `,"parameters":{`...)
+			d.text(`,"parameters":{`)
 			n := 0
 			for _, k := range slices.Sorted(maps.Keys(t.Parameters)) {
 				if n > 0 {
-					dst = append(dst, ',')
+					d.text(",")
 				}
-				dst = appendString(dst, k)
-				dst = append(dst, ':')
-				dst = append(dst, t.Parameters[k]...)
+				d.string(k)
+				d.text(":")
+				d.raw(t.Parameters[k])
 				n++
 			}
 			if t.Binary {
 				if n > 0 {
-					dst = append(dst, ',')
+					d.text(",")
 				}
-				dst = append(dst, `"`+binaryDataSize+`":`...)
-				dst = strconv.AppendInt(dst, t.Size, 10)
+				d.text(`"` + binaryDataSize + `":`)
+				d.buf = strconv.AppendInt(d.buf, t.Size, 10)
 				binary = true
 			}
-			dst = append(dst, '}')
+			d.text("}")
 		}
 		if !t.Binary {
-			dst = append(dst, `,"data":`...)
-			dst = append(dst, t.Data...)
+			d.text(`,"data":`)
+			d.raw(t.Data)
 		}
-		dst = append(dst, '}')
+		d.text("}")
 	}
-	dst = append(dst, ']')
+	d.text("]")
 	if binaryOutput {
-		dst = append(dst, `,"parameters":{"binary_data_output":true}`...)
+		d.text(`,"parameters":{"binary_data_output":true}`)
 	}
-	return append(dst, '}'), binary
+	d.text("}")
+	d.flush()
+	return binary, d.err
+}
+
+// docBuffer is how much of a document docWriter holds before it writes it.
+const docBuffer = 512
+
+// docWriter writes a document in pieces: short ones gathered in buf, long ones as they are.
+// Its first error stops it.
+type docWriter struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+func (d *docWriter) text(s string) { d.buf = append(d.buf, s...) }
+
+func (d *docWriter) string(s string) {
+	if len(s) > docBuffer {
+		d.flush()
+	}
+	d.buf = appendString(d.buf, s)
+	if len(d.buf) > docBuffer {
+		d.flush()
+	}
+}
+
+// raw writes p, JSON text: a long one straight to w.
+func (d *docWriter) raw(p []byte) {
+	if len(p) < docBuffer {
+		d.buf = append(d.buf, p...)
+		return
+	}
+	d.flush()
+	if d.err == nil {
+		_, d.err = d.w.Write(p)
+	}
+}
+
+// flush writes what buf holds.
+func (d *docWriter) flush() {
+	if d.err == nil && len(d.buf) > 0 {
+		_, d.err = d.w.Write(d.buf)
+	}
+	d.buf = d.buf[:0]
 }
 
 // appendString appends s as a JSON string.
@@ -213,19 +214,6 @@ func appendString(dst []byte, s string) []byte {
 	}
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(dst, q...)
-}
-
-// RequestSize bounds the size of the JSON document AppendRequest makes of inputs.
-func RequestSize(inputs []Tensor) int {
-	n := 64
-	for i := range inputs {
-		t := &inputs[i]
-		n += 96 + 2*len(t.Name) + 2*len(t.Datatype) + 21*len(t.Shape) + len(t.Data)
-		for k, v := range t.Parameters {
-			n += 2*len(k) + 4 + len(v)
-		}
-	}
-	return n
 }
 
 // ModelMetadata is what a server says of a model (GET /v2/models/<name>).

@@ -97,7 +97,7 @@ func Compile(expr string) (*Expr, error) {
 		costTracked:  !boundedBelow(env, ast, costLimit)}
 	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
 	if sw.costTracked {
-		opts = append(opts, cel.CostLimit(costLimit))
+		opts = append(opts, cel.CostLimit(costLimit), cel.CostTracking(sortCost{}), precharge(env))
 	}
 	if sw.program, err = env.Program(ast, opts...); err != nil {
 		return nil, err
