@@ -140,9 +140,11 @@ test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Ev
 	$(MAKE) test-router-platforms
 
 .PHONY: test-router-platforms
-test-router-platforms: ## The router's tests under the race detector and on linux/386, and its build for linux/arm64.
+test-router-platforms: ## The router's tests under the race detector and on linux/386 (built only, where the kernel runs no 386 programs), and its build for linux/arm64.
 	go test -race ./internal/router/... ./cmd/router/ -count=1
-	GOOS=linux GOARCH=386 go test ./internal/router/... ./cmd/router/ -count=1
+	@if hack/runs-linux-386.sh; then GOOS=linux GOARCH=386 go test ./internal/router/... ./cmd/router/ -count=1; \
+	else echo "test-router-platforms: this kernel does not run linux/386 programs: the router's tests are built for linux/386, not run"; \
+		GOOS=linux GOARCH=386 go test -exec true ./internal/router/... ./cmd/router/ -count=1; fi
 	GOOS=linux GOARCH=arm64 go vet ./internal/router/... ./cmd/router/
 	GOOS=linux GOARCH=arm64 go build -o /dev/null ./cmd/router
 
