@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
@@ -40,7 +42,9 @@ import (
 
 // The ValidatingAdmissionPolicy of config/policy binds the operator's own identity to what it
 // makes, so that a manager whose code or token is taken still cannot run pods under another
-// ServiceAccount, on the host's namespaces, or with a node's files, nor make a hostPath volume.
+// ServiceAccount, on the host's namespaces, with a node's files, beyond the Pod Security
+// baseline level or on the control plane, nor make a hostPath volume, a volume with a CSI
+// driver's Secret or one reserved for another namespace's claim.
 var _ = Describe("The guard on the operator's identity", Ordered, func() {
 	var (
 		labelPolicy *admissionregistrationv1.ValidatingAdmissionPolicy
@@ -122,49 +126,265 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		chain := p.DeepCopy()
 		chain.Spec.DataPath = nil
 		Expect(create(ctx, resources.StepsNetworkPolicy(chain))).To(Succeed())
+
+		By("a step with what its API lets it ask for: tolerations by key, probes on its own port, a RuntimeClass, its own security context")
+		served := p.DeepCopy()
+		s := &served.Spec.Steps[0]
+		s.Protocol = pipelinev1.StepProtocolOpenInference // the protocol's default probes
+		s.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		s.RuntimeClassName = "nvidia"
+		s.NodeSelector = map[string]string{"accelerator": "a100"}
+		s.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsNonRoot: ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			SELinuxOptions: &corev1.SELinuxOptions{Type: "container_t", Level: "s0:c123,c456"}}
+		served.Spec.Steps[1].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(resources.StepPortName)}}}
+		served.Spec.Steps[1].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "model-registry"}, Key: "token"}}}}
+		Expect(create(ctx, resources.StepDeployment(served, 0, "", "node-a", ""))).To(Succeed())
+		Expect(create(ctx, resources.StepDeployment(served, 1, "", "", ""))).To(Succeed())
+
+		By("the other children: Services of every type expose asks for, the Ingress, ConfigMap, claim, autoscaler and disruption budgets")
+		for _, t := range []pipelinev1.ServiceType{pipelinev1.ServiceTypeClusterIP, pipelinev1.ServiceTypeNodePort, pipelinev1.ServiceTypeLoadBalancer} {
+			exposed, direct := p.DeepCopy(), chain.DeepCopy()
+			exposed.Spec.Expose = &pipelinev1.Expose{ServiceType: t, Ingress: &pipelinev1.IngressExpose{Host: "infer.example.com"}}
+			direct.Spec.Expose = exposed.Spec.Expose
+			Expect(create(ctx, resources.RouterService(exposed))).To(Succeed(), "the router's Service, %s", t)
+			Expect(create(ctx, resources.StepService(direct, 0))).To(Succeed(), "the entry step's Service, %s", t)
+			Expect(create(ctx, resources.Ingress(exposed))).To(Succeed())
+		}
+		Expect(create(ctx, resources.StepService(p, 1))).To(Succeed())
+		Expect(create(ctx, resources.RouterConfigMap(p, config))).To(Succeed())
+		Expect(create(ctx, resources.PVC(p, ""))).To(Succeed())
+		scaled := p.DeepCopy()
+		scaled.Spec.Steps[0].Autoscaling = &pipelinev1.StepAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 4,
+			TargetCPUUtilizationPercentage: ptr.To[int32](80)}
+		Expect(create(ctx, resources.StepHPA(scaled, 0))).To(Succeed())
+		Expect(create(ctx, resources.StepPDB(scaled, 0))).To(Succeed())
+		Expect(create(ctx, resources.RouterPDB(p))).To(Succeed())
+
+		By("volumes of every source, reserved for claims named after Pipelines of any length")
+		class := &pipelinev1.ModelStorageClass{Spec: pipelinev1.ModelStorageClassSpec{CSI: &pipelinev1.CSIModelStorageSource{
+			Driver: "csi.example.com", VolumeHandle: "models", VolumeAttributes: map[string]string{"share": "models"}}}}
+		Expect(create(ctx, resources.PV(p, "", resources.ClassVolumeSource(class)))).To(Succeed())
+		inline := p.DeepCopy()
+		inline.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+			CSI: &pipelinev1.CSIStorage{Driver: "nfs.csi.k8s.io", VolumeAttributes: map[string]string{"server": "nfs.example.com", "share": "/"}}}
+		Expect(create(ctx, resources.PV(inline, "", resources.InlineVolumeSource(inline)))).To(Succeed())
+		Expect(create(ctx, resources.PV(p, resources.LegacyPVName(p), resources.InlineVolumeSource(p)))).To(Succeed())
+		for _, name := range []string{
+			strings.Repeat("a", 47), // the longest whose claim name is not cut
+			strings.Repeat("a", 48),
+			strings.Repeat("a", 63),
+			strings.Repeat("a", 46) + strings.Repeat("-", 10) + strings.Repeat("b", 7), // cut before a run of '-'
+		} {
+			named := p.DeepCopy()
+			named.Name = name
+			Expect(create(ctx, resources.PV(named, "", resources.InlineVolumeSource(named)))).To(Succeed(), "claim %s", resources.ClaimName(named))
+		}
 	})
 
 	It("refuses the operator anything else, with the reason", func(ctx SpecContext) {
-		for what, change := range map[string]func(*corev1ac.PodSpecApplyConfiguration){
-			"the operator runs pods only under the namespace's default ServiceAccount": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.WithServiceAccountName("kube-system-admin")
-			},
-			"the operator's pods mount no ServiceAccount token": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.WithAutomountServiceAccountToken(true)
-			},
-			"the operator's pods do not share the host's network, process or IPC namespaces": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.WithHostPID(true)
-			},
-			"the operator's pods mount only claims, ConfigMaps and emptyDirs": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.WithVolumes(corev1ac.Volume().WithName("root").WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/")))
-			},
-			"the operator runs no privileged container": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.Containers[0].WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true))
-			},
-			"the operator's containers add no capability": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.Containers[0].WithSecurityContext(corev1ac.SecurityContext().
-					WithCapabilities(corev1ac.Capabilities().WithAdd("SYS_ADMIN")))
-			},
-			"the operator's containers take no port of the host": func(pod *corev1ac.PodSpecApplyConfiguration) {
-				pod.Containers[0].WithPorts(corev1ac.ContainerPort().WithContainerPort(22).WithHostPort(22))
-			},
+		const (
+			seccomp   = "the operator's pods run under a seccomp profile (RuntimeDefault or Localhost), never Unconfined"
+			appArmor  = "the operator's pods run under an AppArmor profile (RuntimeDefault or Localhost), never Unconfined"
+			seLinux   = "the operator's pods take no SELinux type but container_t, container_init_t, container_kvm_t or container_engine_t, and no SELinux user or role"
+			root      = "the operator's pods do not ask to run as root (runAsUser 0, runAsNonRoot false)"
+			tolerate  = "the operator's pods tolerate neither every taint (a toleration without a key) nor the control plane's"
+			probeHost = "the operator's probes and lifecycle hooks name no host (httpGet.host, tcpSocket.host)"
+		)
+		// container is the step's container in the pod template t.
+		container := func(t *corev1ac.PodTemplateSpecApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+			return &t.Spec.Containers[0]
+		}
+		unconfined := corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeUnconfined)
+		httpGet := corev1ac.HTTPGetAction().WithHost("169.254.169.254").WithPath("/latest/meta-data/").WithPort(intstr.FromInt32(80))
+		for _, c := range []struct {
+			what   string
+			change func(*corev1ac.PodTemplateSpecApplyConfiguration)
+		}{
+			{"the operator runs pods only under the namespace's default ServiceAccount", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithServiceAccountName("kube-system-admin")
+			}},
+			{"the operator's pods mount no ServiceAccount token", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithAutomountServiceAccountToken(true)
+			}},
+			{"the operator's pods do not share the host's network, process or IPC namespaces", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithHostPID(true)
+			}},
+			{"the operator's pods mount only claims, ConfigMaps and emptyDirs", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithVolumes(corev1ac.Volume().WithName("root").WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/")))
+			}},
+			{"the operator runs no privileged container", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true))
+			}},
+			{"the operator's containers add no capability", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithCapabilities(corev1ac.Capabilities().WithAdd("SYS_ADMIN")))
+			}},
+			{"the operator's containers take no port of the host", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithPorts(corev1ac.ContainerPort().WithContainerPort(22).WithHostPort(22))
+			}},
+			{seccomp, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithSeccompProfile(unconfined))
+			}},
+			{seccomp, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithSeccompProfile(unconfined))
+			}},
+			{seccomp, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithInitContainers(corev1ac.Container().WithName("init").WithImage("busybox").
+					WithSecurityContext(corev1ac.SecurityContext().WithSeccompProfile(unconfined)))
+			}},
+			{seccomp, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.SecurityContext = nil // the apiserver wants an annotation and a field to agree
+				t.WithAnnotations(map[string]string{corev1.SeccompPodAnnotationKey: corev1.SeccompProfileNameUnconfined})
+			}},
+			{seccomp, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.SecurityContext = nil
+				t.WithAnnotations(map[string]string{corev1.SeccompContainerAnnotationKeyPrefix + "step": corev1.SeccompProfileNameUnconfined})
+			}},
+			{appArmor, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().
+					WithAppArmorProfile(corev1ac.AppArmorProfile().WithType(corev1.AppArmorProfileTypeUnconfined)))
+			}},
+			{appArmor, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().
+					WithAppArmorProfile(corev1ac.AppArmorProfile().WithType(corev1.AppArmorProfileTypeUnconfined)))
+			}},
+			{appArmor, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.WithAnnotations(map[string]string{corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "step": corev1.DeprecatedAppArmorBetaProfileNameUnconfined})
+			}},
+			{seLinux, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithSELinuxOptions(corev1ac.SELinuxOptions().WithType("spc_t")))
+			}},
+			{seLinux, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithSELinuxOptions(corev1ac.SELinuxOptions().WithType("unconfined_t")))
+			}},
+			{seLinux, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithSELinuxOptions(corev1ac.SELinuxOptions().WithUser("system_u")))
+			}},
+			{seLinux, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithSELinuxOptions(corev1ac.SELinuxOptions().WithRole("sysadm_r")))
+			}},
+			{"the operator's containers do not allow privilege escalation (allowPrivilegeEscalation true)", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(true))
+			}},
+			{root, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithRunAsUser(0))
+			}},
+			{root, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsUser(0))
+			}},
+			{root, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(false))
+			}},
+			{"the operator's containers see /proc masked (procMount Default)", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				// An unmasked /proc needs a user namespace of the pod's own.
+				t.Spec.WithHostUsers(false)
+				container(t).WithSecurityContext(corev1ac.SecurityContext().WithProcMount(corev1.UnmaskedProcMount))
+			}},
+			{"the operator's pods set no sysctl", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithSecurityContext(corev1ac.PodSecurityContext().WithSysctls(corev1ac.Sysctl().WithName("kernel.msgmax").WithValue("65536")))
+			}},
+			{"the operator's pods are placed by the scheduler, never by nodeName", func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithNodeName("control-plane-1")
+			}},
+			{tolerate, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists))
+			}},
+			{tolerate, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithTolerations(corev1ac.Toleration().WithKey("node-role.kubernetes.io/control-plane").
+					WithOperator(corev1.TolerationOpExists).WithEffect(corev1.TaintEffectNoSchedule))
+			}},
+			{tolerate, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				t.Spec.WithTolerations(corev1ac.Toleration().WithKey("node-role.kubernetes.io/master").WithOperator(corev1.TolerationOpExists))
+			}},
+			{probeHost, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithLivenessProbe(corev1ac.Probe().WithHTTPGet(httpGet))
+			}},
+			{probeHost, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithStartupProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithHost("10.0.0.1").WithPort(intstr.FromInt32(2379))))
+			}},
+			{probeHost, func(t *corev1ac.PodTemplateSpecApplyConfiguration) {
+				container(t).WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithHTTPGet(httpGet)))
+			}},
 		} {
 			d := resources.StepDeployment(p, 0, "", "node-a", "")
-			change(d.Spec.Template.Spec)
+			c.change(d.Spec.Template)
 			err := create(ctx, d)
-			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", what, err)
-			Expect(err).To(MatchError(ContainSubstring(what)))
+			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", c.what, err)
+			Expect(err).To(MatchError(ContainSubstring(c.what)))
 		}
 
+		By("ephemeral containers: the apiserver allows none in a pod template")
+		d := resources.StepDeployment(p, 0, "", "node-a", "")
+		d.Spec.Template.Spec.WithEphemeralContainers(corev1ac.EphemeralContainer().WithName("debug").WithImage("busybox").
+			WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true)))
+		err := create(ctx, d)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err).To(MatchError(ContainSubstring("ephemeralContainers")))
+
+		By("Windows HostProcess containers: the apiserver wants the host's network for them, which the guard refuses")
+		d = resources.StepDeployment(p, 0, "", "node-a", "")
+		d.Spec.Template.Spec.WithSecurityContext(corev1ac.PodSecurityContext().
+			WithWindowsOptions(corev1ac.WindowsSecurityContextOptions().WithHostProcess(true)))
+		err = create(ctx, d)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err).To(MatchError(ContainSubstring("hostNetwork")))
+
+		By("PersistentVolumes: a node's files, a driver's credentials, a claim not of the Pipeline the volume names")
 		pv := corev1ac.PersistentVolume("guard-test-host").WithSpec(corev1ac.PersistentVolumeSpec().
 			WithCapacity(corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}).
 			WithAccessModes(corev1.ReadOnlyMany).
 			WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/etc")))
 		Expect(create(ctx, pv)).To(MatchError(ContainSubstring("the operator makes PersistentVolumes of NFS or CSI only")))
 
+		csi := p.DeepCopy()
+		csi.Spec.ModelStorage = pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
+			CSI: &pipelinev1.CSIStorage{Driver: "secrets-store.csi.k8s.io", VolumeAttributes: map[string]string{"secretProviderClass": "cloud"}}}
+		const secretRef = "the operator's CSI volumes name no Secret"
+		for _, ref := range []func(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration, *corev1ac.SecretReferenceApplyConfiguration) *corev1ac.CSIPersistentVolumeSourceApplyConfiguration{
+			(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration).WithNodePublishSecretRef,
+			(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration).WithNodeStageSecretRef,
+			(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration).WithNodeExpandSecretRef,
+			(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration).WithControllerPublishSecretRef,
+			(*corev1ac.CSIPersistentVolumeSourceApplyConfiguration).WithControllerExpandSecretRef,
+		} {
+			v := resources.PV(csi, "", resources.InlineVolumeSource(csi))
+			ref(v.Spec.CSI, corev1ac.SecretReference().WithNamespace(metav1.NamespaceSystem).WithName("cloud-credentials"))
+			Expect(create(ctx, v)).To(MatchError(ContainSubstring(secretRef)))
+		}
+
+		const claimRef = "the operator's PersistentVolumes are reserved (claimRef) for the model claim of the Pipeline their labels name"
+		for what, change := range map[string]func(*corev1ac.PersistentVolumeApplyConfiguration){
+			"a claim of another namespace": func(v *corev1ac.PersistentVolumeApplyConfiguration) {
+				v.Spec.ClaimRef.WithNamespace("another-tenant")
+			},
+			"a claim of kube-system, labelled so": func(v *corev1ac.PersistentVolumeApplyConfiguration) {
+				v.Spec.ClaimRef.WithNamespace(metav1.NamespaceSystem)
+				v.WithLabels(map[string]string{resources.LabelPipelineNamespace: metav1.NamespaceSystem})
+			},
+			"a claim named otherwise": func(v *corev1ac.PersistentVolumeApplyConfiguration) {
+				v.Spec.ClaimRef.WithName("data")
+			},
+			"a claim of another Pipeline's name": func(v *corev1ac.PersistentVolumeApplyConfiguration) {
+				v.WithLabels(map[string]string{resources.LabelPipeline: "another-pipeline"})
+			},
+			"no claim: any claim of the cluster could bind it": func(v *corev1ac.PersistentVolumeApplyConfiguration) {
+				v.Spec.ClaimRef = nil
+			},
+		} {
+			v := resources.PV(p, "", resources.InlineVolumeSource(p))
+			change(v)
+			Expect(create(ctx, v)).To(MatchError(ContainSubstring(claimRef)), what)
+		}
+
+		By("Services: no external IPs, no type a Pipeline cannot ask for")
 		svc := resources.StepService(p, 0)
 		svc.Spec.WithExternalIPs("203.0.113.10")
 		Expect(create(ctx, svc)).To(MatchError(ContainSubstring("the operator's Services have no external IPs")))
+		svc = resources.StepService(p, 0)
+		svc.Spec.WithType(corev1.ServiceTypeExternalName).WithExternalName("kubernetes.default.svc.cluster.local")
+		Expect(create(ctx, svc)).To(MatchError(ContainSubstring("the operator's Services are of the types a Pipeline's expose asks for")))
 
 		By("NetworkPolicies: a policy only adds what it admits, so one that admitted more would open pods others isolated")
 		const ownNamespace = "the operator's NetworkPolicies admit only pods of their own namespace"
@@ -246,7 +466,9 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		tenants, made := claim("tenant-claim", nil), claim("operator-claim", labels)
 		made.OwnerReferences = []metav1.OwnerReference{{APIVersion: pipelinev1.GroupVersion.String(), Kind: "Pipeline",
 			Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}
-		admins, madePV := volume("guard-test-admins", nil), volume("guard-test-operators", labels)
+		admins := volume("guard-test-admins", nil)
+		// The operator's volume is reserved for its Pipeline's claim, as PV makes it.
+		madePV := testenv.Typed[corev1.PersistentVolume](GinkgoT(), resources.PV(p, "guard-test-operators", resources.InlineVolumeSource(p)))
 		Expect(k8sClient.Create(ctx, tenants)).To(Succeed())
 		Expect(k8sClient.Create(ctx, admins)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, admins))).To(Succeed()) })
@@ -397,6 +619,20 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 		d := resources.StepDeployment(p, 0, "", "node-a", "")
 		d.Spec.Template.Spec.WithServiceAccountName("admin").WithAutomountServiceAccountToken(true)
 		Expect(k8sClient.Apply(ctx, d, client.FieldOwner("guard-test"), client.DryRunAll)).To(Succeed())
+	})
+
+	It("still patches a Pipeline's spec and deletes the steps' NetworkPolicy, as the operator may", func(ctx SpecContext) {
+		// The finalizer is written by a patch, and RBAC cannot confine a patch to metadata.
+		got := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		changed := got.DeepCopy()
+		changed.Spec.Steps[0].Image = "registry.example.com/another:1"
+		Expect(operator.Patch(ctx, changed, client.MergeFrom(got), client.DryRunAll)).To(Succeed())
+
+		// The operator makes the policy again at once: it watches them.
+		Expect(operator.Apply(ctx, resources.StepsNetworkPolicy(p), client.FieldOwner("guard-test"))).To(Succeed())
+		policy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: resources.StepsNetworkPolicyName(p), Namespace: ns}}
+		Expect(operator.Delete(ctx, policy)).To(Succeed())
 	})
 
 	// Last: it reconciles, then deletes, the suite's Pipeline.
