@@ -244,6 +244,33 @@ func TestChartOptionalParts(t *testing.T) {
 	}
 }
 
+// networkPolicies.webhookFrom narrows the webhook port to its sources, as
+// config/overlays/webhook-from-apiserver does; by default it admits any source, as config/default.
+func TestChartWebhookFrom(t *testing.T) {
+	const ns = "ml-platform"
+	key := "NetworkPolicy/pipeline-operator-allow-webhook-traffic"
+	rule := func(objs map[string]object) map[string]any {
+		t.Helper()
+		ingress, _ := objs[key]["spec"].(map[string]any)["ingress"].([]any)
+		if len(ingress) != 1 {
+			t.Fatalf("%s ingress %v, want one rule", key, ingress)
+		}
+		return ingress[0].(map[string]any)
+	}
+	if from, ok := rule(helmTemplate(t, ns))["from"]; ok {
+		t.Errorf("by default the webhook port admits %v, want every source (no from)", from)
+	}
+	narrowed := rule(helmTemplate(t, ns, "networkPolicies.webhookFrom[0].ipBlock.cidr=10.0.0.0/28"))
+	want := []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}}
+	if !reflect.DeepEqual(narrowed["from"], want) {
+		t.Errorf("webhookFrom set: the port admits %v, want %v", narrowed["from"], want)
+	}
+	overlay := kustomizeBuild(t, "overlays/webhook-from-apiserver")[key]
+	if ports := overlay["spec"].(map[string]any)["ingress"].([]any)[0].(map[string]any)["ports"]; !reflect.DeepEqual(narrowed["ports"], ports) {
+		t.Errorf("webhookFrom set: ports %v, want the overlay's %v", narrowed["ports"], ports)
+	}
+}
+
 // Values the chart does not know, or cannot use, are refused before anything is installed.
 func TestChartRefusesUnknownValues(t *testing.T) {
 	for value, want := range map[string]string{

@@ -187,6 +187,10 @@ var hookText = map[string][]string{
 		`- name: webhook-cert`, `  secret:`, `    secretName: pipeline-operator-webhook-server-cert`, `{{- end }}`,
 	},
 	"podLabels": {`{{- with .Values.manager.podLabels }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
+	// Without it, as in config/default, the rule admits every source.
+	"webhookFrom": {
+		`{{- with .Values.networkPolicies.webhookFrom }}`, `from:`, `  {{- toYaml . | nindent 2 }}`, `{{- end }}`,
+	},
 	"pod": {
 		`{{- with .Values.imagePullSecrets }}`, `imagePullSecrets:`, `  {{- toYaml . | nindent 2 }}`, `{{- end }}`,
 		`{{- with .Values.manager.nodeSelector }}`, `nodeSelector:`, `  {{- toYaml . | nindent 2 }}`, `{{- end }}`,
@@ -287,6 +291,12 @@ func render(o object) (string, error) {
 		if err := deploymentHooks(o); err != nil {
 			return "", err
 		}
+	case "NetworkPolicy":
+		if o.name() == webhookPolicy {
+			if err := webhookPolicyHooks(o); err != nil {
+				return "", err
+			}
+		}
 	}
 	data, err := yaml.Marshal(o)
 	if err != nil {
@@ -295,6 +305,25 @@ func render(o object) (string, error) {
 	text := strings.NewReplacer("{{", `{{ "{{" }}`, "}}", `{{ "}}" }}`).Replace(string(data))
 	text = strings.ReplaceAll(text, namespace, "{{ .Release.Namespace }}")
 	return placeHooks(text)
+}
+
+// webhookPolicy is the NetworkPolicy that admits the apiserver's calls to the webhook port.
+const webhookPolicy = "pipeline-operator-allow-webhook-traffic"
+
+// webhookPolicyHooks puts the sources networkPolicies.webhookFrom names into the one rule of the
+// webhook port's NetworkPolicy, which admits any source in config/default.
+func webhookPolicyHooks(o object) error {
+	spec, _ := o["spec"].(map[string]any)
+	ingress, _ := spec["ingress"].([]any)
+	if len(ingress) != 1 {
+		return fmt.Errorf("%s has %d ingress rules, want the one for the webhook port", webhookPolicy, len(ingress))
+	}
+	rule, ok := ingress[0].(map[string]any)
+	if !ok || rule["from"] != nil {
+		return fmt.Errorf("%s's rule names its sources already: %v", webhookPolicy, ingress[0])
+	}
+	rule[hook("webhookFrom")] = ""
+	return nil
 }
 
 // deploymentHooks puts the hooks of the manager's Deployment in place of what the values set.
