@@ -80,73 +80,101 @@ type frame struct {
 func Check(data []byte, s *Shape, l Limits) (int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var (
-		stack  []frame
-		values int
-		done   bool
-	)
+	c := checker{shape: s, limits: l}
 	for {
 		start := dec.InputOffset()
 		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			if !done {
-				return values, io.ErrUnexpectedEOF
-			}
-			return values, nil
+		switch {
+		case errors.Is(err, io.EOF) && c.done:
+			return c.values, nil
+		case errors.Is(err, io.EOF):
+			return c.values, io.ErrUnexpectedEOF
+		case err != nil:
+			return c.values, err
+		case c.done:
+			return c.values, errors.New("more than one JSON value")
 		}
-		if err != nil {
-			return values, err
+		if err := c.read(tok, start, dec.InputOffset()); err != nil {
+			return c.values, err
 		}
-		if done {
-			return values, errors.New("more than one JSON value")
-		}
-		if n := len(stack); n > 0 && stack[n-1].wantKey {
-			top := &stack[n-1]
-			if key, ok := tok.(string); ok {
-				top.key, top.wantKey = key, false
-				top.n++
-				if bound := or(top.shape, func(s *Shape) int { return s.MaxProperties }, l.MaxProperties); bound > 0 && top.n > bound {
-					return values, &Error{Path: path(stack[:n-1]), Detail: fmt.Sprintf("more than %d members", bound)}
-				}
-				continue
-			}
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			closed := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if err := fits(closed.shape, dec.InputOffset()-closed.start, stack); err != nil {
-				return values, err
-			}
-			done = ended(stack)
-			continue
-		}
-		values++
-		if l.MaxValues > 0 && values > l.MaxValues {
-			return values, &Error{Detail: fmt.Sprintf("more than %d values", l.MaxValues)}
-		}
-		shape := s
-		if n := len(stack); n > 0 {
-			top := &stack[n-1]
-			shape = child(top)
-			if top.array {
-				top.n++
-				if bound := or(top.shape, func(s *Shape) int { return s.MaxItems }, l.MaxItems); bound > 0 && top.n > bound {
-					return values, &Error{Path: path(stack[:n-1]), Detail: fmt.Sprintf("more than %d items", bound)}
-				}
-			}
-		}
-		if d, ok := tok.(json.Delim); ok {
-			stack = append(stack, frame{shape: shape, array: d == '[', wantKey: d == '{', start: start})
-			if l.MaxDepth > 0 && len(stack) > l.MaxDepth {
-				return values, &Error{Path: path(stack[:len(stack)-1]), Detail: fmt.Sprintf("nested more than %d deep", l.MaxDepth)}
-			}
-			continue
-		}
-		if err := fits(shape, dec.InputOffset()-start, stack); err != nil {
-			return values, err
-		}
-		done = ended(stack)
 	}
+}
+
+// checker is the state of Check: the arrays and objects being read, and the values read.
+type checker struct {
+	shape  *Shape
+	limits Limits
+	stack  []frame
+	values int
+	// done is true once the document's value has been read.
+	done bool
+}
+
+// read takes the token tok, which spans the bytes from start to end of the document.
+func (c *checker) read(tok json.Token, start, end int64) error {
+	if n := len(c.stack); n > 0 && c.stack[n-1].wantKey {
+		if key, ok := tok.(string); ok {
+			return c.member(key)
+		}
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+		closed := c.stack[len(c.stack)-1]
+		c.stack = c.stack[:len(c.stack)-1]
+		if err := fits(closed.shape, end-closed.start, c.stack); err != nil {
+			return err
+		}
+		c.done = ended(c.stack)
+		return nil
+	}
+	shape, err := c.value()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); ok {
+		c.stack = append(c.stack, frame{shape: shape, array: d == '[', wantKey: d == '{', start: start})
+		if c.limits.MaxDepth > 0 && len(c.stack) > c.limits.MaxDepth {
+			return &Error{Path: path(c.stack[:len(c.stack)-1]), Detail: fmt.Sprintf("nested more than %d deep", c.limits.MaxDepth)}
+		}
+		return nil
+	}
+	if err := fits(shape, end-start, c.stack); err != nil {
+		return err
+	}
+	c.done = ended(c.stack)
+	return nil
+}
+
+// member takes the name of the next member of the object being read.
+func (c *checker) member(key string) error {
+	n := len(c.stack)
+	top := &c.stack[n-1]
+	top.key, top.wantKey = key, false
+	top.n++
+	if bound := or(top.shape, func(s *Shape) int { return s.MaxProperties }, c.limits.MaxProperties); bound > 0 && top.n > bound {
+		return &Error{Path: path(c.stack[:n-1]), Detail: fmt.Sprintf("more than %d members", bound)}
+	}
+	return nil
+}
+
+// value counts a value that starts, as an item or a member of what is being read, and returns
+// its shape.
+func (c *checker) value() (*Shape, error) {
+	c.values++
+	if c.limits.MaxValues > 0 && c.values > c.limits.MaxValues {
+		return nil, &Error{Detail: fmt.Sprintf("more than %d values", c.limits.MaxValues)}
+	}
+	n := len(c.stack)
+	if n == 0 {
+		return c.shape, nil
+	}
+	top := &c.stack[n-1]
+	if top.array {
+		top.n++
+		if bound := or(top.shape, func(s *Shape) int { return s.MaxItems }, c.limits.MaxItems); bound > 0 && top.n > bound {
+			return nil, &Error{Path: path(c.stack[:n-1]), Detail: fmt.Sprintf("more than %d items", bound)}
+		}
+	}
+	return child(top), nil
 }
 
 // ended says whether the value just read was the document's, and marks the enclosing object
