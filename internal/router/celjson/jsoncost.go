@@ -1,6 +1,6 @@
 package celjson
 
-import "bytes"
+import "github.com/ndsl-cn/pipeline-operator/internal/router/jsonscan"
 
 // Decoding a JSON document for stopWhen takes memory the body's buffer does not count: every
 // value becomes an interface, every object a map. DecodeCost estimates it from the
@@ -21,30 +21,10 @@ func DecodeCost(doc []byte) int64 {
 	for i := 0; i < len(doc); i++ {
 		switch doc[i] {
 		case '"':
-			i = stringEnd(doc, i+1)
+			i = jsonscan.StringEnd(doc, i+1)
 		case ',', ':', '{', '[':
 			values++
 		}
 	}
 	return jsonBytesFactor*int64(len(doc)) + jsonValueBytes*values
-}
-
-// stringEnd is the index of the quote that ends the string whose contents start at i (one not
-// escaped: after an even number of backslashes), len(doc) when there is none.
-func stringEnd(doc []byte, i int) int {
-	for {
-		q := bytes.IndexByte(doc[i:], '"')
-		if q < 0 {
-			return len(doc)
-		}
-		q += i
-		b := q
-		for b > i && doc[b-1] == '\\' {
-			b--
-		}
-		if (q-b)%2 == 0 {
-			return q
-		}
-		i = q + 1
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/jsonscan"
 )
 
 // Value is the CEL value of a JSON document, nil when it does not parse. Its objects and
@@ -129,25 +131,25 @@ func (c *jsonContainer) inPlace() bool {
 func (c *jsonContainer) walk(f func(key, value span)) {
 	b := c.text
 	c.doc.scanned += len(b)
-	i := skipSpaceAt(b, 1)
+	i := jsonscan.SkipSpace(b, 1)
 	if b[i] == ']' || b[i] == '}' {
 		return
 	}
 	object := b[0] == '{'
 	for {
 		var key, value span
-		i = skipSpaceAt(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if object {
 			key.start = i
-			i = stringEnd(b, i+1) + 1
+			i = jsonscan.StringEnd(b, i+1) + 1
 			key.end = i
-			i = skipSpaceAt(b, skipSpaceAt(b, i)+1) // the colon, and the space around it
+			i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, i)+1) // the colon, and the space around it
 		}
 		value.start = i
-		i = skipValue(b, i)
+		i = jsonscan.SkipValue(b, i)
 		value.end = i
 		f(key, value)
-		i = skipSpaceAt(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if b[i] != ',' {
 			return
 		}
@@ -319,46 +321,3 @@ func (a *jsonArray) Get(index ref.Val) ref.Val {
 
 // Add implements traits.Adder.
 func (a *jsonArray) Add(other ref.Val) ref.Val { return a.whole().(traits.Adder).Add(other) }
-
-// skipValue is the end of the valid JSON value that starts at b[i]: strings are skipped to
-// their closing quote, containers to their closing bracket, numbers and literals to the
-// next delimiter.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i+1) + 1
-	case '{', '[':
-		for depth := 0; ; i++ {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i+1)
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) && !jsonDelimiter[b[i]] {
-		i++
-	}
-	return i
-}
-
-// jsonDelimiter tells the bytes that end a number or a literal in valid JSON.
-var jsonDelimiter = func() (t [256]bool) {
-	for _, c := range " \t\n\r,]}" {
-		t[c] = true
-	}
-	return t
-}()
-
-// skipSpaceAt is the index of the first byte from i on that is not JSON white space.
-func skipSpaceAt(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}

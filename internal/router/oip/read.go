@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/jsonscan"
 )
 
 // Defaults of a Reader's bounds, and the bound on a tensor's parameters.
@@ -212,7 +214,7 @@ func (w *walker) release() {
 // body reads the tensors of list from the document's top-level object.
 func (w *walker) body(list string) ([]Tensor, error) {
 	notOIP := "not an Open Inference Protocol body: "
-	i := skipSpace(w.doc, 0)
+	i := jsonscan.SkipSpace(w.doc, 0)
 	switch w.doc[i] {
 	case 'n':
 		return nil, errors.New(notOIP + "no " + list)
@@ -449,21 +451,21 @@ func (w *walker) parameters(v int, m map[string]json.RawMessage, where func() st
 // where its value starts and ends. It stops at f's first error.
 func (w *walker) members(o int, f func(key []byte, v, end int) error) error {
 	b := w.doc
-	i := skipSpace(b, o+1)
+	i := jsonscan.SkipSpace(b, o+1)
 	if b[i] == '}' {
 		return nil
 	}
 	for {
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		k := i
-		i = stringEnd(b, i+1) + 1
+		i = jsonscan.StringEnd(b, i+1) + 1
 		key := b[k:i]
-		i = skipSpace(b, skipSpace(b, i)+1) // the colon, and the space around it
-		end := skipValue(b, i)
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, i)+1) // the colon, and the space around it
+		end := jsonscan.SkipValue(b, i)
 		if err := f(key, i, end); err != nil {
 			return err
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if b[i] != ',' {
 			return nil
 		}
@@ -475,17 +477,17 @@ func (w *walker) members(o int, f func(key []byte, v, end int) error) error {
 // stops at f's first error.
 func (w *walker) elements(a int, f func(e, end int) error) error {
 	b := w.doc
-	i := skipSpace(b, a+1)
+	i := jsonscan.SkipSpace(b, a+1)
 	if b[i] == ']' {
 		return nil
 	}
 	for {
-		i = skipSpace(b, i)
-		end := skipValue(b, i)
+		i = jsonscan.SkipSpace(b, i)
+		end := jsonscan.SkipValue(b, i)
 		if err := f(i, end); err != nil {
 			return err
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if b[i] != ',' {
 			return nil
 		}
@@ -513,61 +515,4 @@ func keyIs(quoted []byte, name string) bool {
 	}
 	var key string
 	return json.Unmarshal(quoted, &key) == nil && bytes.EqualFold([]byte(key), []byte(name))
-}
-
-// skipValue is the end of the valid JSON value that starts at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i+1) + 1
-	case '{', '[':
-		for depth := 0; ; i++ {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i+1)
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) && !delimiter[b[i]] {
-		i++
-	}
-	return i
-}
-
-// delimiter tells the bytes that end a number or a literal in valid JSON.
-var delimiter = func() (t [256]bool) {
-	for _, c := range " \t\n\r,]}" {
-		t[c] = true
-	}
-	return t
-}()
-
-// stringEnd is the index of the quote that ends the string whose contents start at i: one
-// after an even number of backslashes.
-func stringEnd(b []byte, i int) int {
-	for {
-		q := bytes.IndexByte(b[i:], '"') + i
-		e := q
-		for e > i && b[e-1] == '\\' {
-			e--
-		}
-		if (q-e)%2 == 0 {
-			return q
-		}
-		i = q + 1
-	}
-}
-
-// skipSpace is the index of the first byte from i on that is not JSON white space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
