@@ -48,7 +48,7 @@ var importRules = []importRule{
 		from:      []string{"internal/router/stepclient", "internal/router/bodies"},
 		forbidden: []string{"internal/router"},
 		// The configuration brings stopWhen's checker with it.
-		allowed: []string{"internal/router/bodies", "internal/router/config", "internal/router/stopwhen", "internal/router/oip"},
+		allowed: []string{"internal/router/bodies", "internal/router/config", "internal/router/stopwhen", "internal/router/oip", "internal/router/jsonscan"},
 	},
 	{
 		why:       "builders, apply, status and the shared vocabulary sit below the controllers and the manager's assembly",
