@@ -41,6 +41,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
+	crdbases "github.com/ndsl-cn/pipeline-operator/config/crd"
 	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
@@ -167,10 +168,12 @@ var _ = BeforeSuite(func() {
 	Expect(local.PrepWithoutInstalling()).To(Succeed())
 	restoreWebhooks = pointWebhooksAt(local)
 
-	// The manager's own webhook server, with its bounds.
+	// The manager's own webhook server, with its bounds and the Pipeline CRD's shape.
+	pipelines, err := crdbases.Pipelines()
+	Expect(err).NotTo(HaveOccurred())
 	webhookServer, err := pipelinewebhook.NewServer(webhook.Options{
 		Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
-	}, pipelinewebhook.DefaultLimits(), nil)
+	}, pipelinewebhook.DefaultLimits(), pipelinewebhook.ObjectShape(pipelines), nil)
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:        scheme,
