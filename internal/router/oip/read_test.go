@@ -259,8 +259,9 @@ func TestReaderChargesWhatItHolds(t *testing.T) {
 	if err != nil || len(tensors) != 500 {
 		t.Fatalf("%d tensors, %v", len(tensors), err)
 	}
-	// A tensor's parameters are a map: this body grows about seven times when read.
-	if grown := int64(after.TotalAlloc - before.TotalAlloc); grown > held || held > 2*grown {
+	// A tensor's parameters are a map: this body grows about seven times when read. What the
+	// process allocates beside (the race detector's maps grow a little more) is within a tenth.
+	if grown := int64(after.TotalAlloc - before.TotalAlloc); grown > held+held/10 || held > 2*grown {
 		t.Errorf("reading allocated %d bytes, it charged %d", grown, held)
 	}
 	runtime.KeepAlive(tensors)
