@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -171,6 +172,20 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 		"Request bodies the webhook server holds at once, over all requests, counted as they arrive (503 above it).")
 	fs.IntVar(&w.Limits.MaxInFlight, "webhook-max-in-flight", w.Limits.MaxInFlight,
 		"Webhook requests handled at once; the others wait their turn.")
+	fs.StringVar(&w.ClientCAFile, "webhook-client-ca-file", "",
+		"PEM file of the CA of the client certificate the kube-apiserver presents to admission webhooks, given by its "+
+			"admission configuration: the admission webhooks then answer no other caller (403). The conversion webhook "+
+			"stays open: the apiserver presents no certificate to it. Empty: no client is checked.")
+	fs.Func("webhook-client-names", "Comma-separated names (common name or DNS name) of which the client certificate of "+
+		"--webhook-client-ca-file must carry one; empty: any certificate of that CA.", func(v string) error {
+		w.ClientNames = nil
+		for n := range strings.SplitSeq(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				w.ClientNames = append(w.ClientNames, n)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&w.Limits.MaxConnections, "webhook-max-connections", w.Limits.MaxConnections,
 		"Connections the webhook server serves at once; the others wait, unserved, until one closes.")
 	fs.IntVar(&w.Limits.MaxConversionObjects, "webhook-max-conversion-objects", w.Limits.MaxConversionObjects,

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -49,5 +50,24 @@ func TestEnableWebhooks(t *testing.T) {
 				t.Errorf("webhooks enabled = %v, want %v", w.Enabled, tc.want)
 			}
 		})
+	}
+}
+
+// The client certificate flags as config/overlays/webhook-client-certificate and the chart's
+// webhookClients write them: a CA file and a comma-separated list of names.
+func TestWebhookClientFlags(t *testing.T) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var w webhookFlags
+	w.bind(fs)
+	if err := fs.Parse([]string{"--webhook-client-ca-file=/etc/pipeline-operator/webhook-clients/ca.crt",
+		"--webhook-client-names=kube-apiserver-webhook-client, apiserver.example,,"}); err != nil {
+		t.Fatal(err)
+	}
+	if w.ClientCAFile != "/etc/pipeline-operator/webhook-clients/ca.crt" {
+		t.Errorf("CA file %q", w.ClientCAFile)
+	}
+	if want := []string{"kube-apiserver-webhook-client", "apiserver.example"}; !slices.Equal(w.ClientNames, want) {
+		t.Errorf("names %q, want %q", w.ClientNames, want)
 	}
 }

@@ -104,7 +104,8 @@ func normalize(objs map[string]object) map[string]object {
 }
 
 // The chart with its default values installs what make deploy does (config/default); with
-// certificates.mode cert-manager what config/overlays/cert-manager does; with the metrics
+// certificates.mode cert-manager what config/overlays/cert-manager does; with webhookClients what
+// config/overlays/webhook-client-certificate does; with the metrics
 // values config/prometheus too. config/default's Namespace is the release's namespace.
 func TestChartRendersWhatConfigBuilds(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -113,6 +114,8 @@ func TestChartRendersWhatConfigBuilds(t *testing.T) {
 	}{
 		"defaults":     {dirs: []string{"default"}},
 		"cert-manager": {values: []string{"certificates.mode=cert-manager"}, dirs: []string{"overlays/cert-manager"}},
+		"webhook client certificate": {values: []string{"webhookClients.caConfigMap=pipeline-operator-webhook-client-ca",
+			"webhookClients.names={kube-apiserver-webhook-client}"}, dirs: []string{"overlays/webhook-client-certificate"}},
 		"monitoring": {values: []string{"metrics.serviceMonitor.enabled=true", "metrics.routerPodMonitor.enabled=true",
 			"metrics.prometheusRule.enabled=true"}, dirs: []string{"default", "prometheus"}},
 	} {

@@ -176,15 +176,21 @@ var hookText = map[string][]string{
 	},
 	"args": {
 		`{{- if eq .Values.certificates.mode "cert-manager" }}`, `- --metrics-cert-dir=/tmp/k8s-webhook-server/serving-certs`, `{{- end }}`,
+		`{{- if .Values.webhookClients.caConfigMap }}`, `- --webhook-client-ca-file=/etc/pipeline-operator/webhook-clients/ca.crt`,
+		`{{- with .Values.webhookClients.names }}`, `- --webhook-client-names={{ join "," . }}`, `{{- end }}`, `{{- end }}`,
 		`{{- range .Values.manager.extraArgs }}`, `- {{ . | quote }}`, `{{- end }}`,
 	},
 	"volumeMounts": {
 		`{{- if eq .Values.certificates.mode "cert-manager" }}`,
 		`- mountPath: /tmp/k8s-webhook-server/serving-certs`, `  name: webhook-cert`, `  readOnly: true`, `{{- end }}`,
+		`{{- if .Values.webhookClients.caConfigMap }}`,
+		`- mountPath: /etc/pipeline-operator/webhook-clients`, `  name: webhook-client-ca`, `  readOnly: true`, `{{- end }}`,
 	},
 	"volumes": {
 		`{{- if eq .Values.certificates.mode "cert-manager" }}`,
 		`- name: webhook-cert`, `  secret:`, `    secretName: pipeline-operator-webhook-server-cert`, `{{- end }}`,
+		`{{- with .Values.webhookClients.caConfigMap }}`,
+		`- name: webhook-client-ca`, `  configMap:`, `    name: {{ . }}`, `{{- end }}`,
 	},
 	"podLabels": {`{{- with .Values.manager.podLabels }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
 	// Without it, as in config/default, the rule admits every source.

@@ -123,6 +123,11 @@ type WebhookOptions struct {
 	// Limits bound what a caller of the webhook port can make the manager hold; the zero value
 	// is pipelinewebhook.DefaultLimits.
 	Limits pipelinewebhook.Limits
+	// ClientCAFile, when set, makes the admission webhooks answer only callers with a client
+	// certificate of that CA, naming one of ClientNames when there are any
+	// (pipelinewebhook.Server.RequireClients).
+	ClientCAFile string
+	ClientNames  []string
 }
 
 // serves reports whether the manager runs a webhook server at all.
@@ -339,6 +344,11 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg 
 	srv, err := pipelinewebhook.NewServer(opts, limits, pipelinewebhook.ObjectShape(pipelines), reg)
 	if err != nil {
 		return nil, fmt.Errorf("create the webhook server: %w", err)
+	}
+	if w.ClientCAFile != "" {
+		if err := srv.RequireClients(w.ClientCAFile, w.ClientNames); err != nil {
+			return nil, err
+		}
 	}
 	return srv, nil
 }

@@ -100,6 +100,9 @@ const (
 	RefusedBusy     = "busy"
 	RefusedSlow     = "slow"
 	RefusedShape    = "shape"
+	// RefusedUnauthenticated is an admission request without the client certificate
+	// RequireClients asks for.
+	RefusedUnauthenticated = "unauthenticated"
 )
 
 // MetricWebhookRefused counts the requests the webhook server refused before any webhook saw
@@ -119,6 +122,8 @@ type Server struct {
 	metrics requestMetrics
 	// admission and conversion are the shapes of the reviews the server reads.
 	admission, conversion *jsonshape.Shape
+	// clients, when not nil, are the client certificates admission requests must present.
+	clients *clients
 
 	mu      sync.Mutex
 	started bool
@@ -158,13 +163,13 @@ func NewServer(options webhook.Options, limits Limits, object *jsonshape.Shape, 
 		slots:   make(chan struct{}, limits.MaxInFlight),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricWebhookRefused,
-			Help: "Requests the webhook server refused before any webhook saw them, by reason: too_large (body over its bound), busy (other requests' bodies fill the budget), slow (not sent within the read timeout), shape (over a bound of the served resource's schema or of the review, before decoding).",
+			Help: "Requests the webhook server refused before any webhook saw them, by reason: too_large (body over its bound), busy (other requests' bodies fill the budget), slow (not sent within the read timeout), shape (over a bound of the served resource's schema or of the review, before decoding), unauthenticated (an admission request without the client certificate asked for).",
 		}, []string{"reason"}),
 		paths:      map[string]bool{},
 		admission:  admissionReview(object, limits.MaxUserInfoBytes),
 		conversion: conversionReview(object, limits.MaxConversionObjects),
 	}
-	for _, r := range []string{RefusedTooLarge, RefusedBusy, RefusedSlow, RefusedShape} {
+	for _, r := range []string{RefusedTooLarge, RefusedBusy, RefusedSlow, RefusedShape, RefusedUnauthenticated} {
 		s.refused.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -196,9 +201,10 @@ func (s *Server) Register(path string, hook http.Handler) {
 		panic(fmt.Errorf("webhook path %s registered twice", path))
 	}
 	s.paths[path] = true
-	b := bounds{limit: s.limits.MaxAdmissionBytes, shape: s.admission, review: s.limits.Review, valueCost: s.limits.ValueCost}
+	b := bounds{authenticated: true, limit: s.limits.MaxAdmissionBytes, shape: s.admission, review: s.limits.Review, valueCost: s.limits.ValueCost}
 	if path == ConversionPath {
-		// What a converted object costs is charged by the bound on their number.
+		// What a converted object costs is charged by the bound on their number. The apiserver
+		// presents no client certificate to a conversion webhook, whatever its configuration.
 		b = bounds{limit: s.limits.MaxConversionBytes, shape: s.conversion, review: s.limits.Review}
 		b.review.MaxValues = 0
 	}
@@ -208,10 +214,12 @@ func (s *Server) Register(path string, hook http.Handler) {
 // bounds are what the server admits on one path: the bytes of a body, its shape and what each
 // of its values costs.
 type bounds struct {
-	limit     int64
-	shape     *jsonshape.Shape
-	review    jsonshape.Limits
-	valueCost int64
+	// authenticated asks for the client certificate of s.clients, when there is one.
+	authenticated bool
+	limit         int64
+	shape         *jsonshape.Shape
+	review        jsonshape.Limits
+	valueCost     int64
 }
 
 // errBusy is returned by readBody when the bodies of other requests fill the budget.
@@ -224,6 +232,12 @@ var errBusy = errors.New("the webhook server holds as many request bodies as it 
 // next sees it.
 func (s *Server) bounded(b bounds, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.authenticated && s.clients != nil {
+			if err := s.clients.check(r.TLS); err != nil {
+				s.refuse(w, RefusedUnauthenticated, http.StatusForbidden, err.Error())
+				return
+			}
+		}
 		if r.ContentLength > b.limit {
 			s.refuse(w, RefusedTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, b.limit))
@@ -317,6 +331,10 @@ func (s *Server) Start(ctx context.Context) error {
 	cfg := &tls.Config{NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}
 	for _, o := range s.options.TLSOpts {
 		o(cfg)
+	}
+	if s.clients != nil {
+		// Asked, and checked when given; required on the admission paths only (bounded).
+		cfg.ClientAuth, cfg.ClientCAs = tls.VerifyClientCertIfGiven, s.clients.cas
 	}
 	if cfg.GetCertificate == nil {
 		w, err := certwatcher.New(filepath.Join(s.options.CertDir, s.options.CertName),

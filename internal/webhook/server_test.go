@@ -31,6 +31,12 @@ import (
 // at /validate and /convert; it returns its address and the number of requests the handlers saw.
 func boundedServer(t *testing.T, limits Limits) (*Server, string, *atomic.Int64) {
 	t.Helper()
+	return boundedServerWith(t, limits, nil)
+}
+
+// boundedServerWith is boundedServer, with setup run on the server before it starts.
+func boundedServerWith(t *testing.T, limits Limits, setup func(*Server) error) (*Server, string, *atomic.Int64) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +60,11 @@ func boundedServer(t *testing.T, limits Limits) (*Server, string, *atomic.Int64)
 	})
 	s.Register("/validate", echo)
 	s.Register(ConversionPath, echo)
+	if setup != nil {
+		if err := setup(s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()

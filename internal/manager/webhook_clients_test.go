@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ndsl-cn/pipeline-operator/config/samples"
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+)
+
+// TestIntegrationWebhookClientCertificate gives a real apiserver, by its admission
+// configuration, a client certificate for webhooks, and runs the manager with
+// --webhook-client-ca-file: the apiserver's admission calls (and its conversion calls, which
+// carry no certificate) are answered, and a caller of the port without the certificate is
+// refused before its body is read.
+func TestIntegrationWebhookClientCertificate(t *testing.T) {
+	testenv.RequireAssets(t)
+	g := NewWithT(t)
+	const clientName = "kube-apiserver-webhook-client"
+	ca := testenv.NewClientCA(t)
+	certPEM, keyPEM := ca.Issue(t, clientName)
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		g.Expect(os.WriteFile(path, []byte(data), 0o600)).To(Succeed())
+		return path
+	}
+	caFile := write("ca.crt", string(ca.PEM))
+	// The certificate the apiserver presents to every webhook ("*"), as docs/security.md says.
+	kubeconfig := write("webhook-kubeconfig.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: %s
+    client-key: %s
+`, write("client.crt", string(certPEM)), write("client.key", string(keyPEM))))
+	admission := write("admission.yaml", fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]s
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]s
+`, kubeconfig))
+
+	env := testenv.New()
+	env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", admission)
+	env.WebhookInstallOptions.Paths = []string{testenv.RepoPath("config", "webhook", "manifests.yaml")}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	wio := env.WebhookInstallOptions
+	registry := prometheus.NewRegistry()
+	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: registry, Webhooks: WebhookOptions{
+		Enabled: true, ConversionCRD: "pipelines.distri-infer.ndsl.cn",
+		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		ClientCAFile: caFile, ClientNames: []string{clientName},
+	}})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := runManager(t, mgr)
+	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
+		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-clients-"}}
+	g.Expect(c.Create(ctx, namespace)).To(Succeed())
+	// v1beta1: the apiserver calls the conversion webhook (without a certificate) and both
+	// admission webhooks (with it).
+	p, err := samples.PipelineV1beta1(namespace.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { return c.Create(ctx, p.DeepCopy()) }).WithTimeout(30 * time.Second).
+		WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(refusedCount(registry, pipelinewebhook.RefusedUnauthenticated)).To(BeZero())
+
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline"} {
+		code, msg := postInsecure(addr, path, strings.NewReader(admissionReview(`{}`, `{"username":"u"}`)))
+		g.Expect(code).To(Equal(http.StatusForbidden), path+": "+msg)
+		g.Expect(msg).To(ContainSubstring("a client certificate of the kube-apiserver is required"))
+	}
+	g.Expect(refusedCount(registry, pipelinewebhook.RefusedUnauthenticated)).To(BeNumerically("==", 2))
+}
