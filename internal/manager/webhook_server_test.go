@@ -136,18 +136,23 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			var code int
 			var msg string
 			var took time.Duration
+			var rss int64
 			grew := heapGrowth(func() {
-				start := time.Now()
-				code, msg = postInsecure(addr, forged.path, strings.NewReader(body))
-				took = time.Since(start)
+				rss = rssGrowth(t, func() {
+					start := time.Now()
+					code, msg = postInsecure(addr, forged.path, strings.NewReader(body))
+					took = time.Since(start)
+				})
 			})
-			t.Logf("a body of %d KiB answered %d in %v; the heap grew by %d KiB at most", len(body)>>10, code, took, grew>>10)
+			t.Logf("a body of %d KiB answered %d in %v; the heap grew by %d KiB at most, the resident set by %d KiB",
+				len(body)>>10, code, took, grew>>10, rss>>10)
 			g.Expect(code).To(Equal(http.StatusBadRequest), msg)
 			g.Expect(msg).To(ContainSubstring(forged.refusal))
 			g.Expect(refusedCount(registry, pipelinewebhook.RefusedShape)).To(Equal(before + 1))
 			// The review itself was held, and a decoder's buffer of its longest token: the bounds
 			// are generous multiples, far below the hundreds of MiB the decoded review took.
 			g.Expect(grew).To(BeNumerically("<", 4*int64(len(body))+32<<20), "the manager's heap followed the decoded review")
+			g.Expect(rss).To(BeNumerically("<", 4*int64(len(body))+64<<20), "the process's resident set followed the decoded review")
 			// Generous for a shared machine: decoding and checking these took 15 s to minutes.
 			g.Expect(took).To(BeNumerically("<", 5*time.Second))
 		})
@@ -268,6 +273,38 @@ func heapGrowth(f func()) int64 {
 	close(stop)
 	<-sampled
 	return int64(peak.Load()) - int64(before.HeapInuse)
+}
+
+// rssGrowth runs f and returns by how much the process's resident set grew at most while it ran:
+// the kernel's peak (VmHWM), reset before f, less the resident set before it.
+func rssGrowth(t *testing.T, f func()) int64 {
+	t.Helper()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatalf("reset the peak resident set: %v", err)
+	}
+	before := procStatus(t, "VmRSS:")
+	f()
+	return procStatus(t, "VmHWM:") - before
+}
+
+// procStatus is the field of /proc/self/status that starts with key, in bytes.
+func procStatus(t *testing.T, key string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s %q: %v", key, v, err)
+			}
+			return kib << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", key)
+	return 0
 }
 
 // admissionReview is an AdmissionReview of object by the requester userInfo, as a caller of
