@@ -2,20 +2,16 @@ package manager
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -66,24 +62,7 @@ plugins:
 
 	env := testenv.New()
 	env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", admission)
-	env.WebhookInstallOptions.Paths = []string{testenv.RepoPath("config", "webhook", "manifests.yaml")}
-	cfg, err := env.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	wio := env.WebhookInstallOptions
-	registry := prometheus.NewRegistry()
-	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: registry, Webhooks: WebhookOptions{
-		Enabled: true, ConversionCRD: "pipelines.distri-infer.ndsl.cn",
-		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		ClientCAFile: caFile, ClientNames: []string{clientName},
-	}})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx := runManager(t, mgr)
-	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
-		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	ctx, c, registry, addr := serveWebhooks(t, env, WebhookOptions{ClientCAFile: caFile, ClientNames: []string{clientName}})
 
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-clients-"}}
 	g.Expect(c.Create(ctx, namespace)).To(Succeed())
@@ -95,7 +74,6 @@ plugins:
 		WithPolling(200 * time.Millisecond).Should(Succeed())
 	g.Expect(refusedCount(registry, pipelinewebhook.RefusedUnauthenticated)).To(BeZero())
 
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline"} {
 		code, msg := postInsecure(addr, path, strings.NewReader(admissionReview(`{}`, `{"username":"u"}`)))
 		g.Expect(code).To(Equal(http.StatusForbidden), path+": "+msg)

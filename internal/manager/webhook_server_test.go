@@ -2,6 +2,7 @@ package manager
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
@@ -35,25 +37,7 @@ import (
 func TestIntegrationWebhookServerBounds(t *testing.T) {
 	testenv.RequireAssets(t)
 	g := NewWithT(t)
-	env := testenv.New()
-	env.WebhookInstallOptions.Paths = []string{testenv.RepoPath("config", "webhook", "manifests.yaml")}
-	cfg, err := env.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	wio := env.WebhookInstallOptions
-	registry := prometheus.NewRegistry()
-	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: registry, Webhooks: WebhookOptions{
-		Enabled: true, ConversionCRD: "pipelines.distri-infer.ndsl.cn",
-		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-	}})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx := runManager(t, mgr)
-	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
-		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	ctx, c, registry, addr := serveWebhooks(t, testenv.New(), WebhookOptions{})
 
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-bounds-"}}
 	g.Expect(c.Create(ctx, namespace)).To(Succeed())
@@ -243,6 +227,31 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			g.Expect(create(fmt.Sprintf("beside-slow-clients-%d", i))).To(Succeed())
 		}
 	})
+}
+
+// serveWebhooks starts env with the webhook configurations of config/webhook and a manager
+// serving them, the conversion webhook included, with the options of w besides; it returns the
+// manager's context, a client of env, the manager's metrics registry and its webhook address.
+func serveWebhooks(t *testing.T, env *envtest.Environment, w WebhookOptions) (context.Context, client.Client, *prometheus.Registry, string) {
+	t.Helper()
+	g := NewWithT(t)
+	env.WebhookInstallOptions.Paths = []string{testenv.RepoPath("config", "webhook", "manifests.yaml")}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	wio := env.WebhookInstallOptions
+	w.Enabled, w.ConversionCRD = true, "pipelines.distri-infer.ndsl.cn"
+	w.Host, w.Port, w.CertDir = wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir
+	registry := prometheus.NewRegistry()
+	mgr, err := New(cfg, Options{MetricsAddr: "0", ProbeAddr: "0", SeveralInProcess: true, MetricsRegistry: registry, Webhooks: w})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := runManager(t, mgr)
+	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
+		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return ctx, c, registry, net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 }
 
 // heapGrowth runs f and returns by how much the heap in use grew at most while it ran, sampled
