@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/termtext"
 )
 
 // Text the plugin did not write itself (a Pipeline's status, the messages its containers left,
@@ -85,12 +87,11 @@ func printable(s string, lines bool) bool {
 	return true
 }
 
-// unsafeRune says whether r, a rune past ASCII, is one a terminal acts on or that changes how
-// the text around it is seen: a C1 control, a bidirectional embedding, override or isolate, a
-// line or paragraph separator.
+// unsafeRune says whether r is a rune past ASCII that a terminal acts on or that changes how the
+// text around it is seen (termtext.Control): a C1 control, a bidirectional embedding, override
+// or isolate, a line or paragraph separator.
 func unsafeRune(r rune) bool {
-	return (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) ||
-		r == 0x2028 || r == 0x2029
+	return r >= utf8.RuneSelf && termtext.Control(r)
 }
 
 // printableJSON is the JSON data, as encoding/json wrote it, with the characters it leaves in

@@ -3,6 +3,8 @@ package status
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/termtext"
 )
 
 // plainText is s, text a pod's containers or its kubelet wrote (a termination message, why a
@@ -24,7 +26,7 @@ func plainText(s string) string {
 		switch {
 		case r == '\t', r == '\n', r == '\v', r == '\f', r == '\r', r == 0x2028, r == 0x2029:
 			b.WriteByte(' ')
-		case controlRune(r):
+		case termtext.Control(r):
 		default:
 			b.WriteRune(r)
 		}
@@ -38,15 +40,9 @@ func isPlainText(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if r == 0x2028 || r == 0x2029 || controlRune(r) {
+		if termtext.Control(r) {
 			return false
 		}
 	}
 	return true
-}
-
-// controlRune says whether r is a C0 or C1 control, DEL, or a bidirectional embedding, override
-// or isolate.
-func controlRune(r rune) bool {
-	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
