@@ -44,7 +44,7 @@ func Union(a, b *Shape) *Shape {
 	u := &Shape{
 		MaxItems:      looser(a.MaxItems, b.MaxItems),
 		MaxProperties: looser(a.MaxProperties, b.MaxProperties),
-		MaxBytes:      int64(looser(int(a.MaxBytes), int(b.MaxBytes))),
+		MaxBytes:      looser(a.MaxBytes, b.MaxBytes),
 		Items:         unionOrOne(a.Items, b.Items),
 		Additional:    unionOrOne(a.Additional, b.Additional),
 	}
@@ -76,7 +76,7 @@ func unionOrOne(a, b *Shape) *Shape {
 }
 
 // looser is the looser of two bounds, where zero is no bound of the shape's own.
-func looser(a, b int) int {
+func looser[T int | int64](a, b T) T {
 	if a == 0 || b == 0 {
 		return 0
 	}
