@@ -109,7 +109,11 @@ func post(t *testing.T, addr, path string, body io.Reader, length int64) (int, s
 		t.Fatal(err)
 	}
 	req.ContentLength = length
-	resp, err := testClient().Do(req)
+	// A connection of its own, closed once answered: the server serves only MaxConnections at
+	// once, and a test that posts in a loop must not keep them all idle.
+	c := testClient()
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
