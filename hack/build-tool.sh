@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # build-tool.sh KIND DEST_DIR — builds pinned tools from the Go module proxy into DEST_DIR.
-#   kube: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (hack/tools/kube)
+#   kube: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (hack/tools/kube);
+#         KUBE_COMMANDS names others of k8s.io/kubernetes/cmd (kubelet, kube-proxy)
+#   containerd: containerd, containerd-shim-runc-v2, ctr (hack/tools/containerd)
+#   cni:  the CNI plugins bridge, host-local, loopback, portmap (hack/tools/cni)
+#   coredns: CoreDNS with the plugins of the cluster's DNS (hack/tools/coredns)
 #   etcd: etcd (hack/tools/etcd)
 #   codegen: client-gen, lister-gen, informer-gen, applyconfiguration-gen (hack/tools/codegen)
 #   olm:  operator-sdk, scorecard-test, opm and grpc_health_probe (hack/tools/olm)
@@ -123,6 +127,37 @@ helm)
 		-o "$tmp/helm" helm.sh/helm/v4/cmd/helm
 	mv "$tmp/helm" "$dest/helm"
 	echo ">> helm built in $((SECONDS - start))s"
+	;;
+containerd)
+	cd "$here/tools/containerd"
+	[ -x "$dest/containerd" ] && [ -x "$dest/containerd-shim-runc-v2" ] && [ -x "$dest/ctr" ] && exit 0
+	version=$(awk '$1=="require" && $2=="github.com/containerd/containerd/v2" {print $3}' go.mod)
+	echo ">> building containerd $version (containerd, containerd-shim-runc-v2, ctr) from the Go module proxy (several minutes on a cold cache)"
+	start=$SECONDS
+	m=github.com/containerd/containerd/v2
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags no_btrfs,no_devmapper,no_zfs \
+		-ldflags "-s -w -X $m/version.Version=$version -X $m/version.Revision=module-proxy" \
+		-o "$tmp/" $m/cmd/containerd $m/cmd/containerd-shim-runc-v2 $m/cmd/ctr
+	mv "$tmp/containerd" "$tmp/containerd-shim-runc-v2" "$tmp/ctr" "$dest/"
+	echo ">> containerd built in $((SECONDS - start))s"
+	;;
+cni)
+	cd "$here/tools/cni"
+	[ -x "$dest/bridge" ] && [ -x "$dest/host-local" ] && [ -x "$dest/loopback" ] && [ -x "$dest/portmap" ] && exit 0
+	echo ">> building the CNI plugins from the Go module proxy"
+	p=github.com/containernetworking/plugins/plugins
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/" \
+		$p/main/bridge $p/ipam/host-local $p/main/loopback $p/meta/portmap
+	mv "$tmp/bridge" "$tmp/host-local" "$tmp/loopback" "$tmp/portmap" "$dest/"
+	;;
+coredns)
+	cd "$here/tools/coredns"
+	[ -x "$dest/coredns" ] && exit 0
+	echo ">> building CoreDNS from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .
+	mv "$tmp/coredns" "$dest/coredns"
+	echo ">> CoreDNS built in $((SECONDS - start))s"
 	;;
 *)
 	echo "build-tool.sh: unknown tool kind $kind" >&2

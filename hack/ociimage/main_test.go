@@ -1,0 +1,75 @@
+package main
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// An image made twice of the same files is the same image, and holds the files with their
+// modes, the user's passwd entry and a /tmp, with the entrypoint and user asked for.
+func TestImage(t *testing.T) {
+	dir := t.TempDir()
+	bin, data := filepath.Join(dir, "prog"), filepath.Join(dir, "data")
+	if err := os.WriteFile(bin, []byte("#!program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(data, "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "m", "model.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var digests []string
+	for i := range 2 {
+		out := filepath.Join(dir, "image"+string(rune('0'+i))+".tar")
+		if err := run([]string{"-o", out, "-tag", "localhost/x:1", "-entrypoint", "/prog", "-user", "1000:1001", bin + "=/prog", data + "=/models"}); err != nil {
+			t.Fatal(err)
+		}
+		img, err := tarball.ImageFromPath(out, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d.String())
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Config.User != "1000:1001" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/prog" || cfg.Architecture != "amd64" {
+			t.Errorf("config: user %q entrypoint %q arch %q", cfg.Config.User, cfg.Config.Entrypoint, cfg.Architecture)
+		}
+		got := map[string]int64{}
+		tr := tar.NewReader(mutate.Extract(img))
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[strings.TrimSuffix(h.Name, "/")] = h.Mode
+		}
+		for name, mode := range map[string]int64{"prog": 0o755, "models/m/model.json": 0o644, "models/m": 0o755, "etc/passwd": 0o644, "tmp": 0o1777} {
+			if m, ok := got[name]; !ok || m != mode {
+				t.Errorf("%s: mode %o (present %v), want %o", name, m, ok, mode)
+			}
+		}
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("the same inputs made two images: %v", digests)
+	}
+	if err := run([]string{"-o", filepath.Join(dir, "x.tar"), "-tag", "localhost/x:1", bin + "=relative"}); err == nil {
+		t.Error("a relative path in the image was accepted")
+	}
+}
