@@ -64,6 +64,20 @@ GRPC_HEALTH_PROBE := $(OLM_TOOLS_DIR)/grpc_health_probe
 # Operator Lifecycle Manager itself (olm-operator, catalog-operator, its CRDs), for make test-olm.
 OLM_DIR := $(CACHE_DIR)/operator-lifecycle-manager-$(OLM_VERSION)
 KSERVE_ROUTER := $(CACHE_DIR)/kserve-router-$(KSERVE_VERSION)/kserve-router
+# The real nodes of the local cluster: kubelet and kube-proxy (KUBE_BIN_DIR), containerd, the CNI
+# plugins and CoreDNS (keyed by its plugin list too), from the Go module proxy; runc and the
+# netfilter tools from Debian (hack/realnodes-packages.sh).
+CONTAINERD_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/containerd/containerd/v2" {print $$3}' hack/tools/containerd/go.mod)
+CNI_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/containernetworking/plugins" {print $$3}' hack/tools/cni/go.mod)
+COREDNS_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/coredns/coredns" {print $$3}' hack/tools/coredns/go.mod)
+CONTAINERD_DIR := $(CACHE_DIR)/containerd-$(CONTAINERD_VERSION)
+CNI_DIR := $(CACHE_DIR)/cni-$(CNI_VERSION)
+COREDNS := $(CACHE_DIR)/coredns-$(COREDNS_VERSION)-$(shell sha256sum hack/tools/coredns/main.go | cut -c1-8)/coredns
+# The real nodes make demo and make test-realnodes start (simulated ones without root), and the
+# images every real node imports: there is no registry to pull from.
+REAL_NODES ?= node-a,node-b
+MODELSERVER_IMG ?= localhost/modelserver:v$(VERSION)
+LOCAL_IMAGES := $(IMAGE_DIR)/pause.tar $(IMAGE_DIR)/manager-local.tar $(IMAGE_DIR)/modelserver.tar
 
 # The local control plane: state, kubeconfig and logs.
 LOCAL_DIR ?= $(CURDIR)/.local
@@ -131,12 +145,12 @@ verify: manifests generate fmt bundle catalog helm-chart ## Regenerate code, man
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
+test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-realnodes test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) \
-		go test ./api/... ./config/... ./internal/... ./cmd/... ./hack/imagedigest/ ./hack/helmchart/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
+		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
 	$(MAKE) test-router-platforms
 
 .PHONY: test-router-platforms
@@ -177,7 +191,7 @@ test-faults: manifests envtest ## Fault injection against a real kube-apiserver 
 test-e2e: manifests local-tools ## End-to-end tests on the local control plane (started if needed, stopped after).
 	@started=; if ! $(LOCALCLUSTER) status -dir $(LOCAL_DIR) >/dev/null 2>&1; then started=1; fi; \
 	trap '[ -z "$$started" ] || $(MAKE) -s local-down' EXIT; \
-	$(MAKE) -s local-up && \
+	$(MAKE) -s local-up REAL_NODES= && \
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(MAKE) -s deploy DEPLOY_KUBECTL=$(KUBECTL) && \
 	E2E_KUBECONFIG=$(LOCAL_KUBECONFIG) KUBECTL=$(KUBECTL) go test ./test/e2e/ -count=1 -timeout 20m -v -ginkgo.v=false
 
@@ -203,6 +217,13 @@ test-olm: local-tools $(OLM_DIR)/olm $(OPM) $(HELM) build-installer ## On a loca
 
 # A number of runs (Nx) rather than a duration: the run's length does not depend on the machine's load.
 FUZZTIME ?= 5000x
+
+.PHONY: test-realnodes
+test-realnodes: local-tools node-tools local-images build-installer ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
+	go build -o bin/localcluster ./hack/localcluster
+	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
+	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(REAL_NODE_FLAGS)" \
+	go test ./test/realnodes/ -count=1 -timeout 25m -v
 
 .PHONY: test-fuzz
 test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders, the router's JSON decoding and its reading by stopWhen (-fuzztime $(FUZZTIME)).
@@ -277,9 +298,32 @@ endif
 .PHONY: local-tools
 local-tools: $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kubectl $(ETCD_DIR)/etcd $(KWOK) $(KUSTOMIZE)
 
+.PHONY: node-tools
+node-tools: $(KUBE_BIN_DIR)/kubelet $(KUBE_BIN_DIR)/kube-proxy $(CONTAINERD_DIR)/containerd $(CNI_DIR)/bridge $(COREDNS) ## Build the real nodes' components (kubelet, kube-proxy, containerd, CNI plugins, CoreDNS) and install runc and nftables when root.
+	@if [ "$$(id -u)" = 0 ]; then hack/realnodes-packages.sh; fi
+
+.PHONY: local-images
+local-images: $(LOCAL_IMAGES) ## Make the images of the real nodes without a container engine: the manager $(IMG) (from bin/), the model server $(MODELSERVER_IMG) and the sandbox's pause.
+# The manager image made here holds what the Dockerfile's does, built as it builds them.
+$(IMAGE_DIR)/manager-local.tar: manifests generate
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/image/manager ./cmd
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/image/router ./cmd/router
+	go run ./hack/ociimage -o $@ -tag $(IMG) -entrypoint /manager bin/image/manager=/manager bin/image/router=/router
+$(IMAGE_DIR)/modelserver.tar: $(wildcard examples/modelserver/*.go examples/modelserver/models/*/*)
+	CGO_ENABLED=0 go build -trimpath -o bin/modelserver ./examples/modelserver
+	go run ./hack/ociimage -o $@ -tag $(MODELSERVER_IMG) -entrypoint /modelserver bin/modelserver=/modelserver examples/modelserver/models=/models
+$(IMAGE_DIR)/pause.tar: hack/pause/main.go
+	CGO_ENABLED=0 go build -trimpath -o bin/pause ./hack/pause
+	go run ./hack/ociimage -o $@ -tag localhost/pause:local -entrypoint /pause bin/pause=/pause
+
+# The flags that give localcluster up its real nodes (REAL_NODES= for none).
+REAL_NODE_FLAGS = $(if $(REAL_NODES),-real-nodes $(REAL_NODES) -containerd $(CONTAINERD_DIR) -cni $(CNI_DIR) -coredns $(COREDNS) \
+	-pause-image $(IMAGE_DIR)/pause.tar -images $(IMAGE_DIR)/manager-local.tar$(,)$(IMAGE_DIR)/modelserver.tar)
+, := ,
+
 .PHONY: local-up
-local-up: local-tools ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes in the background.
-	$(LOCALCLUSTER) up -dir $(LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION)
+local-up: local-tools $(if $(REAL_NODES),node-tools local-images) ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes and the real nodes $(REAL_NODES) (as root) in the background.
+	$(LOCALCLUSTER) up -dir $(LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) $(REAL_NODE_FLAGS)
 	@echo "export KUBECONFIG=$(LOCAL_KUBECONFIG)"
 
 .PHONY: local-down
@@ -290,9 +334,14 @@ local-down: ## Stop the local control plane (and an operator started by make dem
 local-status: ## Show what runs of the local control plane.
 	$(LOCALCLUSTER) status -dir $(LOCAL_DIR)
 
+.PHONY: local-netns
+local-netns: ## Print the network namespace of the local cluster's real nodes (enter it with nsenter --net=...).
+	@$(LOCALCLUSTER) netns -dir $(LOCAL_DIR)
+
 .PHONY: demo
-demo: local-tools build ## Start a local control plane, run the operator and the sample Pipeline until it runs.
-	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) RELATED_IMAGE_ROUTER=$${RELATED_IMAGE_ROUTER:-$(IMG)} hack/demo.sh
+demo: local-tools build $(if $(REAL_NODES),node-tools local-images build-installer) ## Start a local cluster with real nodes $(REAL_NODES) (as root; simulated otherwise), install the operator, run the seed Pipeline and, on real nodes, the iris Pipeline until it answers a request.
+	KUBECTL=$(KUBECTL) KUSTOMIZE=$(KUSTOMIZE) LOCAL_DIR=$(LOCAL_DIR) MAKE=$(MAKE) RELATED_IMAGE_ROUTER=$${RELATED_IMAGE_ROUTER:-$(IMG)} \
+	REAL_NODES=$(REAL_NODES) INSTALLER=$(abspath $(INSTALLER)) MODELSERVER_IMG=$(MODELSERVER_IMG) hack/demo.sh
 
 .PHONY: demo-router
 demo-router: ## Run the pipeline router in front of a fake face detector and recognizer on this machine (no cluster).
@@ -428,6 +477,14 @@ $(KUBE_BIN_DIR)/kube-apiserver $(KUBE_BIN_DIR)/kube-controller-manager $(KUBE_BI
 	hack/build-tool.sh kube $(KUBE_BIN_DIR)
 $(KUBECTL_ALONE):
 	KUBE_COMMANDS=kubectl hack/build-tool.sh kube $(dir $@)
+$(KUBE_BIN_DIR)/kubelet $(KUBE_BIN_DIR)/kube-proxy:
+	KUBE_COMMANDS="kubelet kube-proxy" hack/build-tool.sh kube $(KUBE_BIN_DIR)
+$(CONTAINERD_DIR)/containerd:
+	hack/build-tool.sh containerd $(CONTAINERD_DIR)
+$(CNI_DIR)/bridge:
+	hack/build-tool.sh cni $(CNI_DIR)
+$(COREDNS):
+	hack/build-tool.sh coredns $(dir $(COREDNS))
 
 $(ETCD_DIR)/etcd:
 	hack/build-tool.sh etcd $(ETCD_DIR)

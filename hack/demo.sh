@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: a local control plane, the operator, and the sample Pipeline until it runs.
-# Ctrl-C (or `make demo-down` later) stops everything it started.
+# make demo: a local cluster, the operator, and the sample Pipelines until they run. As root, on
+# real nodes (hack/demo-realnodes.sh); otherwise on simulated nodes, with the operator as a local
+# process and the seed Pipeline. Ctrl-C (or `make demo-down` later) stops everything it started.
 set -euo pipefail
 : "${KUBECTL:?}" "${LOCAL_DIR:?}" "${MAKE:=make}"
 export KUBECONFIG="$LOCAL_DIR/kubeconfig"
@@ -12,8 +13,15 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 cleanup() { say "stopping the demo"; "$MAKE" -s local-down; }
 trap 'cleanup; exit 130' INT TERM
 
+if [ -n "${REAL_NODES:-}" ] && [ "$(id -u)" = 0 ]; then
+	exec hack/demo-realnodes.sh
+fi
+if [ -n "${REAL_NODES:-}" ]; then
+	echo "real nodes need root (a network namespace, cgroups, containers): this demo runs on simulated nodes, with the operator as a local process"
+fi
+
 say "starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes)"
-"$MAKE" -s local-up
+"$MAKE" -s local-up REAL_NODES=
 
 say "installing the CRDs (Pipeline, ModelStorageClass)"
 "$MAKE" -s install

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,18 @@ type cluster struct {
 	// egressSocket, when set, is the Unix socket of the HTTP CONNECT proxy kube-apiserver
 	// dials for every connection into the cluster network (its "cluster" egress selection).
 	egressSocket string
+
+	// realNodes are the names of the nodes run by real kubelets (root only).
+	realNodes []string
+	// The binaries of the real nodes beyond kubeBin's kubelet and kube-proxy: containerd's
+	// directory, the CNI plugins' directory and CoreDNS.
+	containerdBin, cniBin, corednsBin string
+	// pauseImage is the archive of the sandbox image; images are the other archives every real
+	// node imports.
+	pauseImage string
+	images     []string
+	// host is what the real nodes change on the machine, nil for a cluster of simulated nodes.
+	host *hostState
 }
 
 func (c *cluster) path(parts ...string) string {
@@ -71,8 +84,20 @@ func (c *cluster) kubeconfig() string         { return c.path("kubeconfig") }
 func (c *cluster) logFile(name string) string { return c.path("logs", name+".log") }
 func (c *cluster) pidFile(name string) string { return c.path("pids", name+".pid") }
 
-// stopOrder stops the components that depend on others first.
-var stopOrder = []string{"operator", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
+// insideKubeconfig is the kubeconfig of the components inside the cluster's network namespace:
+// the apiserver's own address there. Without real nodes it is kubeconfig.
+func (c *cluster) insideKubeconfig() string {
+	if c.host == nil {
+		return c.kubeconfig()
+	}
+	return c.path("kubeconfig-inside")
+}
+
+// stopOrder stops the components that depend on others first: nothing may schedule or
+// replace a pod once the real nodes' pods are being deleted, and the nodes stop before the
+// apiserver. A name ending in "-" is a prefix (one component per real node).
+var stopOrder = []string{"operator", "kube-scheduler", "kube-controller-manager", "kubelet-", "kube-proxy", "coredns", "kwok",
+	"containerd-", "kube-apiserver", "etcd", "apiserver-forward"}
 
 func (c *cluster) up() error {
 	if c.healthy() {
@@ -85,10 +110,22 @@ func (c *cluster) up() error {
 			return err
 		}
 	}
-	for _, bin := range []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
-		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin} {
+	if len(c.realNodes) > 0 && os.Geteuid() != 0 {
+		fmt.Printf("real nodes need root (a network namespace, cgroups, containers): nodes %s are simulated by kwok instead\n",
+			strings.Join(c.realNodes, ", "))
+		c.nodes, c.realNodes = append(c.realNodes, c.nodes...), nil
+	}
+	bins := []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
+		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin}
+	if len(c.realNodes) > 0 {
+		bins = append(bins, filepath.Join(c.kubeBin, "kubelet"), filepath.Join(c.kubeBin, "kube-proxy"),
+			filepath.Join(c.containerdBin, "containerd"), filepath.Join(c.containerdBin, "ctr"), filepath.Join(c.cniBin, "bridge"),
+			c.corednsBin, c.pauseImage, runcBin)
+		bins = append(bins, c.images...)
+	}
+	for _, bin := range bins {
 		if _, err := os.Stat(bin); err != nil {
-			return fmt.Errorf("missing binary %s (make local-up builds it): %w", bin, err)
+			return fmt.Errorf("missing %s (make local-up builds it): %w", bin, err)
 		}
 	}
 	for _, d := range []string{"logs", "pids", "etcd"} {
@@ -99,6 +136,11 @@ func (c *cluster) up() error {
 	pk := &pki{dir: c.path("pki")}
 	if err := pk.generate(); err != nil {
 		return fmt.Errorf("generate certificates: %w", err)
+	}
+	if len(c.realNodes) > 0 {
+		if err := c.prepareHost(); err != nil {
+			return err
+		}
 	}
 	ports, err := freePorts(6)
 	if err != nil {
@@ -112,6 +154,13 @@ func (c *cluster) up() error {
 		return err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	if c.host != nil {
+		// The apiserver listens inside the cluster's network namespace; kubectl reaches it
+		// through the forwarder on apiPort.
+		if err := c.startForwarder(apiPort); err != nil {
+			return err
+		}
+	}
 	if err := c.startAPIServer(pk, etcdURL, apiPort); err != nil {
 		return err
 	}
@@ -131,14 +180,23 @@ func (c *cluster) up() error {
 	if err := c.createNodes(cs); err != nil {
 		return err
 	}
+	if c.host != nil {
+		if err := c.startRealNodes(); err != nil {
+			return err
+		}
+	}
 	if err := c.wait("kube-controller-manager (default service account)", func() error {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
 		return err
 	}); err != nil {
 		return err
 	}
-	fmt.Printf("local control plane up in %s: %s, nodes %s\nkubeconfig: %s\nlogs: %s\n",
+	fmt.Printf("local control plane up in %s: %s, simulated nodes %s\nkubeconfig: %s\nlogs: %s\n",
 		time.Since(start).Round(time.Second), server, strings.Join(c.nodes, ", "), c.kubeconfig(), c.path("logs"))
+	if c.host != nil {
+		fmt.Printf("real nodes %s in network namespace %s (%s); enter it with: nsenter --net=%s\n",
+			strings.Join(c.realNodes, ", "), c.host.Netns, netnsPath(c.host.Netns), netnsPath(c.host.Netns))
+	}
 	return nil
 }
 
@@ -157,24 +215,35 @@ func (c *cluster) startEtcd(port, peerPort int) (string, error) {
 }
 
 func (c *cluster) startAPIServer(pk *pki, etcdURL string, port int) error {
-	if err := c.writeKubeconfig(pk, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+	if err := c.writeKubeconfig(pk, c.kubeconfig(), fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
 		return err
+	}
+	address := "127.0.0.1"
+	if c.host != nil {
+		address, port = controlPlaneIP, apiServerPort
+		if err := c.writeKubeconfig(pk, c.insideKubeconfig(), fmt.Sprintf("https://%s:%d", address, port)); err != nil {
+			return err
+		}
 	}
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--bind-address=" + address, "--advertise-address=" + address, fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file=" + pk.path("apiserver.crt"), "--tls-private-key-file=" + pk.path("apiserver.key"),
 		"--client-ca-file=" + pk.path("ca.crt"),
 		"--service-account-key-file=" + pk.path("sa.pub"), "--service-account-signing-key-file=" + pk.path("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--authorization-mode=RBAC", "--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true", "--profiling=false", "--cert-dir=" + pk.dir,
-		// Loopback cannot be the endpoint of the kubernetes Service; nothing here needs it.
-		"--endpoint-reconciler-type=none",
-		// Pod logs come from the node's InternalIP, which is kwok's server on loopback, never
-		// from the node's name looked up in DNS. kwok's server certificate is its own, which
-		// kube-apiserver accepts without --kubelet-certificate-authority.
+		// Pod logs come from the node's InternalIP (kwok's server on loopback, or a real
+		// kubelet's address), never from the node's name looked up in DNS. Their serving
+		// certificates are their own, which kube-apiserver accepts without
+		// --kubelet-certificate-authority; a real kubelet checks the apiserver's client one.
 		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + pk.path("admin.crt"), "--kubelet-client-key=" + pk.path("admin.key"),
+	}
+	if c.host == nil {
+		// Loopback cannot be the endpoint of the kubernetes Service; nothing here needs it.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	if c.egressSocket != "" {
 		file, err := c.writeEgressSelector()
@@ -217,7 +286,7 @@ egressSelections:
 }
 
 func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
-	kc := c.kubeconfig()
+	kc := c.insideKubeconfig()
 	if err := c.start("kube-controller-manager", filepath.Join(c.kubeBin, "kube-controller-manager"),
 		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
@@ -230,14 +299,20 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 	); err != nil {
 		return err
 	}
-	if err := c.start("kube-scheduler", filepath.Join(c.kubeBin, "kube-scheduler"),
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
-		"--leader-elect=false", "--profiling=false",
-	); err != nil {
+	schedArgs := []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort), "--leader-elect=false", "--profiling=false"}
+	if c.host != nil {
+		file, err := c.writeSchedulerConfig(kc)
+		if err != nil {
+			return err
+		}
+		schedArgs = append(schedArgs, "--config="+file)
+	}
+	if err := c.start("kube-scheduler", filepath.Join(c.kubeBin, "kube-scheduler"), schedArgs...); err != nil {
 		return err
 	}
-	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health checks of components this command started
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.dialer(),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health checks of components this command started
 	if err := c.waitHTTP("kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), insecure); err != nil {
 		return err
 	}
@@ -248,10 +323,14 @@ func (c *cluster) startControllers(pk *pki, kcmPort, schedPort int) error {
 // reports 127.0.0.1 as its InternalIP and port as its kubelet's, so that kube-apiserver reads
 // pod logs there, from the files the Logs objects name.
 func (c *cluster) startKwok(port int) error {
+	cidr := podCIDR
+	if c.host != nil {
+		cidr = simulatedPodCIDR
+	}
 	args := []string{
-		"--kubeconfig=" + c.kubeconfig(), "--manage-all-nodes=false",
+		"--kubeconfig=" + c.insideKubeconfig(), "--manage-all-nodes=false",
 		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=fake",
-		"--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16",
+		"--node-lease-duration-seconds=40", "--cidr=" + cidr,
 		"--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", port),
 		fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--enable-crds=Logs",
 	}
@@ -346,7 +425,7 @@ func (c *cluster) createNodes(cs kubernetes.Interface) error {
 	})
 }
 
-func (c *cluster) writeKubeconfig(pk *pki, server string) error {
+func (c *cluster) writeKubeconfig(pk *pki, file, server string) error {
 	read := func(name string) []byte {
 		data, _ := os.ReadFile(pk.path(name))
 		return data
@@ -356,7 +435,7 @@ func (c *cluster) writeKubeconfig(pk *pki, server string) error {
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: read("admin.crt"), ClientKeyData: read("admin.key")}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "local"
-	return clientcmd.WriteToFile(*cfg, c.kubeconfig())
+	return clientcmd.WriteToFile(*cfg, file)
 }
 
 func (c *cluster) client() (*kubernetes.Clientset, error) {
@@ -368,15 +447,20 @@ func (c *cluster) client() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// start runs a component in the background, in its own session so that it outlives this
-// command, with its output in logs/NAME.log and its pid in pids/NAME.pid.
+// start runs a component in the background, inside the cluster's network namespace when it
+// has one.
 func (c *cluster) start(name, bin string, args ...string) error {
+	return c.startCommand(name, filepath.Base(bin), c.command(bin, args...))
+}
+
+// startCommand runs cmd in the background, in its own session so that it outlives this
+// command, with its output in logs/NAME.log and its pid and program in pids/NAME.pid.
+func (c *cluster) startCommand(name, program string, cmd *exec.Cmd) error {
 	log, err := os.OpenFile(c.logFile(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Close() }()
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -387,7 +471,7 @@ func (c *cluster) start(name, bin string, args ...string) error {
 		return err
 	}
 	fmt.Printf("started %s (pid %d)\n", name, pid)
-	return os.WriteFile(c.pidFile(name), []byte(strconv.Itoa(pid)), 0o644)
+	return os.WriteFile(c.pidFile(name), fmt.Appendf(nil, "%d %s", pid, program), 0o644)
 }
 
 // wait polls check until it succeeds, failing early when the component's process has died.
@@ -410,7 +494,7 @@ func (c *cluster) wait(name string, check func() error) error {
 
 func (c *cluster) waitHTTP(name, url string, hc *http.Client) error {
 	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Second}
+		hc = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.dialer()}}
 	}
 	return c.wait(name, func() error {
 		resp, err := hc.Get(url)
@@ -426,8 +510,17 @@ func (c *cluster) waitHTTP(name, url string, hc *http.Client) error {
 }
 
 func (c *cluster) down() error {
+	host, err := c.loadHostState()
+	if err != nil {
+		return fmt.Errorf("read what the real nodes changed on this machine: %w", err)
+	}
 	stopped := 0
 	for _, name := range c.pidNames() {
+		if host != nil && strings.HasPrefix(name, "kubelet-") {
+			// Pods go first, while their kubelets and containerd can still end them cleanly: a
+			// killed shim would leave its containers running and their cgroups busy.
+			c.deleteRealPods(host)
+		}
 		pid := c.pid(name)
 		if pid != 0 && alive(pid) {
 			if err := stop(pid); err != nil {
@@ -440,6 +533,12 @@ func (c *cluster) down() error {
 	}
 	if err := os.RemoveAll(c.path("etcd")); err != nil {
 		return err
+	}
+	if host != nil {
+		if err := c.restoreHost(host); err != nil {
+			return fmt.Errorf("put the machine back as it was: %w", err)
+		}
+		fmt.Printf("removed network namespace %s, the nodes' cgroups and mounts; kernel settings restored\n", host.Netns)
 	}
 	if stopped == 0 {
 		fmt.Println("local control plane was not running")
@@ -481,8 +580,14 @@ func (c *cluster) status() error {
 
 // healthy reports whether the control plane answers and all its processes live.
 func (c *cluster) healthy() bool {
+	names := c.pidNames()
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
-		if pid := c.pid(name); pid == 0 || !alive(pid) {
+		if !slices.Contains(names, name) {
+			return false
+		}
+	}
+	for _, name := range names {
+		if pid := c.pid(name); name != "operator" && (pid == 0 || !alive(pid)) {
 			return false
 		}
 	}
@@ -506,9 +611,13 @@ func (c *cluster) anyRunning() bool {
 // pidNames are the components with a pid file, in stop order.
 func (c *cluster) pidNames() []string {
 	entries, _ := os.ReadDir(c.path("pids"))
-	rank := map[string]int{}
-	for i, n := range stopOrder {
-		rank[n] = i + 1
+	rank := func(name string) int {
+		for i, n := range stopOrder {
+			if n == name || (strings.HasSuffix(n, "-") && strings.HasPrefix(name, n)) {
+				return i + 1
+			}
+		}
+		return 0
 	}
 	var names []string
 	for _, e := range entries {
@@ -516,7 +625,7 @@ func (c *cluster) pidNames() []string {
 			names = append(names, n)
 		}
 	}
-	sort.Slice(names, func(i, j int) bool { return rank[names[i]] < rank[names[j]] })
+	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) < rank(names[j]) })
 	return names
 }
 
@@ -527,12 +636,16 @@ func (c *cluster) pid(name string) int {
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	id, program, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	pid, _ := strconv.Atoi(id)
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		program := name
-		if name == "operator" {
+		switch {
+		case program != "":
+		case name == "operator":
 			program = "manager" // bin/manager, started by make demo
+		default:
+			program = name
 		}
 		if filepath.Base(argv0) != program {
 			return 0

@@ -1,11 +1,22 @@
-// Command localcluster runs a Kubernetes control plane on loopback for development, demos and
+// Command localcluster runs a Kubernetes cluster on this machine for development, demos and
 // end-to-end tests: etcd, kube-apiserver, kube-controller-manager and kube-scheduler, with kwok
-// simulating the nodes. It runs in the background; its state, kubeconfig and logs live in one
-// directory (default .local).
+// simulating nodes and, with -real-nodes (as root), real nodes: a kubelet and a containerd each,
+// running real containers with runc and CNI, with kube-proxy and CoreDNS. It runs in the
+// background; its state, kubeconfig and logs live in one directory (default .local).
 //
-//	localcluster up     [flags]   start it (does nothing when it is already running)
-//	localcluster down   [flags]   stop exactly the processes it started
-//	localcluster status [flags]   say what runs
+// A cluster with real nodes lives in a network namespace of its own, with no link or route to
+// the machine's network: its pods, nodes and Services are reachable only inside it, the
+// apiserver also through a forwarder on loopback (the kubeconfig's address). Its pods' cgroups
+// are below the cgroup of the process that started it; down puts back the kernel settings the
+// kubelet changes and removes every process, mount, cgroup, namespace and host path it made.
+//
+//	localcluster up      [flags]          start it (does nothing when it is already running)
+//	localcluster down    [flags]          stop exactly the processes it started, and clean up
+//	localcluster status  [flags]          say what runs
+//	localcluster load    [flags] ARCHIVE  import image archives into every real node
+//	localcluster netns   [flags]          print the path of the cluster's network namespace
+//	localcluster kubelet [flags] stop|start NODE   stop a real node's kubelet (its pods keep
+//	                                      running, the node goes NotReady) or start it again
 package main
 
 import (
@@ -35,10 +46,25 @@ func main() {
 		"Unix socket of an HTTP CONNECT proxy through which kube-apiserver reaches the cluster network "+
 			"(webhooks, aggregated APIs): Service addresses are not reachable here, the proxy decides where they lead.")
 	nodes := fs.String("nodes", "xx-test-node236,xx-test-node239,node-1,node-2", "Comma-separated names of the simulated nodes.")
+	realNodes := fs.String("real-nodes", "", "Comma-separated names of the real nodes (root only; simulated without root).")
+	fs.StringVar(&c.containerdBin, "containerd", "", "Directory holding containerd, containerd-shim-runc-v2 and ctr (real nodes).")
+	fs.StringVar(&c.cniBin, "cni", "", "Directory holding the CNI plugins (real nodes).")
+	fs.StringVar(&c.corednsBin, "coredns", "", "Path of the coredns binary (real nodes).")
+	fs.StringVar(&c.pauseImage, "pause-image", "", "Archive of the pods' sandbox image "+sandboxImage+" (real nodes).")
+	images := fs.String("images", "", "Comma-separated image archives every real node imports.")
+	if cmd == "forward" {
+		if err := forward(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "localcluster forward: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
 	}
-	c.nodes = strings.Split(*nodes, ",")
+	c.nodes = splitList(*nodes)
+	c.realNodes = splitList(*realNodes)
+	c.images = splitList(*images)
 	if cmd == "up" {
 		stages, logsCRD, err := kwokFiles(*kwokVersion)
 		if err != nil {
@@ -56,6 +82,12 @@ func main() {
 		err = c.down()
 	case "status":
 		err = c.status()
+	case "load":
+		err = c.load(fs.Args())
+	case "netns":
+		err = c.printNetns()
+	case "kubelet":
+		err = c.kubelet(fs.Args())
 	default:
 		usage()
 	}
@@ -92,7 +124,15 @@ func kwokFiles(version string) (stages []string, logsCRD string, err error) {
 	return stages, logsCRD, nil
 }
 
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status [-dir DIR] [-kube-bin DIR] [-etcd PATH] [-kwok PATH] [-nodes a,b] [-egress-socket PATH]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|load|netns|kubelet [-dir DIR] [-kube-bin DIR] [-etcd PATH] [-kwok PATH] [-nodes a,b] "+
+		"[-real-nodes c,d -containerd DIR -cni DIR -coredns PATH -pause-image ARCHIVE -images ARCHIVE,...] [-egress-socket PATH] [ARCHIVE...]")
 	os.Exit(2)
 }

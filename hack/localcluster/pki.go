@@ -61,7 +61,7 @@ func (p *pki) generate() error {
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceAPIServerIP)},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceAPIServerIP), net.ParseIP(controlPlaneIP)},
 	}
 	if err := p.issue("apiserver", serving); err != nil {
 		return err
