@@ -206,7 +206,7 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err != nil {
 		return fmt.Errorf("create the cache of the webhook certificate Secret: %w", err)
 	}
-	if err := mgr.Add(secrets); err != nil {
+	if err := mgr.Add(everyReplica{secrets}); err != nil {
 		return fmt.Errorf("add the cache of the webhook certificate Secret: %w", err)
 	}
 	r := &servingReconciler{certs: s, reader: secrets, writer: creator}
@@ -220,6 +220,13 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	return nil
 }
+
+// everyReplica runs a cache on every replica. The manager runs a cache it is given only on the
+// leader (a cache.Cache says nothing of leader election), so a replica that does not lead would
+// never see the Secret, never serve its certificate and never be ready.
+type everyReplica struct{ cache.Cache }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 // DNSNames are the names the serving certificate carries: <service>.<namespace>.svc and
 // <service>.<namespace>.svc.cluster.local of the webhook Service first, then of each of

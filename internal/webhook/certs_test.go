@@ -35,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -341,7 +342,8 @@ func newNamespace(t *testing.T, c client.Client) string {
 }
 
 // serviceAccountConfig is a client config for the ServiceAccount controller-manager of ns bound
-// to the roles of config/rbac/webhook_cert_role.yaml (its Role taken into ns).
+// to the roles of config/rbac/webhook_cert_role.yaml and leader_election_role.yaml (their Roles
+// taken into ns).
 func serviceAccountConfig(t *testing.T, c client.Client, cfg *rest.Config, ns string) *rest.Config {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "controller-manager"}}
@@ -351,6 +353,11 @@ func serviceAccountConfig(t *testing.T, c client.Client, cfg *rest.Config, ns st
 	if err != nil {
 		t.Fatal(err)
 	}
+	election, err := os.ReadFile(testenv.RepoPath("config", "rbac", "leader_election_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(append(data, "\n---\n"...), election...)
 	var roles int
 	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
 		var meta metav1.TypeMeta
@@ -382,8 +389,8 @@ func serviceAccountConfig(t *testing.T, c client.Client, cfg *rest.Config, ns st
 			roles++
 		}
 	}
-	if roles != 2 {
-		t.Fatalf("config/rbac/webhook_cert_role.yaml holds %d roles, want a Role and a ClusterRole", roles)
+	if roles != 3 {
+		t.Fatalf("config/rbac/webhook_cert_role.yaml and leader_election_role.yaml hold %d roles, want two Roles and a ClusterRole", roles)
 	}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if err := c.SubResource("token").Create(context.Background(), sa, tr); err != nil {
@@ -450,6 +457,10 @@ func startReplica(t *testing.T, cfg *rest.Config, certs *SelfSigned) *runningRep
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  testenv.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The replicas elect a leader, as the deployed ones do: those that do not lead must
+		// serve and be ready too.
+		LeaderElection: true, LeaderElectionID: leaderelection.ID, LeaderElectionNamespace: certs.Namespace,
+		LeaderElectionReleaseOnCancel: true,
 		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}}),
 	})
