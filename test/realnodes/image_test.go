@@ -53,6 +53,9 @@ func readDockerfile(t *testing.T, path string) dockerfileImage {
 				args = args[1:]
 			}
 			dst := args[len(args)-1]
+			if !filepath.IsAbs(dst) {
+				dst = filepath.Join("/", img.workdir, dst)
+			}
 			for _, src := range args[:len(args)-1] {
 				img.files = append(img.files, filepath.Join(dst, filepath.Base(src)))
 			}

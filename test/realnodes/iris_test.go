@@ -91,8 +91,9 @@ func TestIrisPipelineAnswersAcrossNodes(t *testing.T) {
 	createModels(t, ns)
 	p := irisPipeline(ns)
 	for i := range p.Spec.Steps {
-		// Loading takes long enough to be seen.
-		p.Spec.Steps[i].Args = []string{"-load-delay=6s"}
+		// Loading takes long enough to be seen: the operator looks at pods that run but are not
+		// ready at least every 15 s (it does not watch pods).
+		p.Spec.Steps[i].Args = []string{"-load-delay=25s"}
 	}
 	start := time.Now()
 	if err := admin.Create(context.Background(), p); err != nil {

@@ -111,15 +111,21 @@ func run(m *testing.M) int {
 	start = time.Now()
 	if err := install(); err != nil {
 		fmt.Println("install the operator:", err)
+		out, _ := kubectlRun("get", "pods,events", "-A", "-o", "wide")
+		fmt.Printf("%s\n", out)
+		out, _ = kubectlRun("-n", operatorNamespace, "logs", "deployment/pipeline-operator-controller-manager", "--tail=30")
+		fmt.Printf("%s\n", out)
 		return 1
 	}
 	fmt.Printf("the operator was installed and available in %s\n", time.Since(start).Round(time.Second))
 	return m.Run()
 }
 
-func localcluster(cmd string) ([]byte, error) {
-	args := append([]string{localclusterCmd[0], cmd, "-dir", clusterDir}, localclusterCmd[1:]...)
-	c := exec.Command(args[0], args[1:]...)
+// localcluster runs a command of hack/localcluster on the suite's cluster, with the flags that
+// started it and then args.
+func localcluster(cmd string, args ...string) ([]byte, error) {
+	all := append(append([]string{localclusterCmd[0], cmd, "-dir", clusterDir}, localclusterCmd[1:]...), args...)
+	c := exec.Command(all[0], all[1:]...)
 	out, err := c.CombinedOutput()
 	return out, err
 }
