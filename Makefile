@@ -222,7 +222,8 @@ FUZZTIME ?= 5000x
 test-realnodes: local-tools node-tools local-images build-installer ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
 	go build -o bin/localcluster ./hack/localcluster
 	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
-	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(REAL_NODE_FLAGS)" \
+	REALNODES_MODELSERVER_ARCHIVE=$(IMAGE_DIR)/modelserver.tar \
+	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(subst $(,)$(IMAGE_DIR)/modelserver.tar,,$(REAL_NODE_FLAGS))" \
 	go test ./test/realnodes/ -count=1 -timeout 25m -v
 
 .PHONY: test-fuzz
@@ -333,6 +334,10 @@ local-down: ## Stop the local control plane (and an operator started by make dem
 .PHONY: local-status
 local-status: ## Show what runs of the local control plane.
 	$(LOCALCLUSTER) status -dir $(LOCAL_DIR)
+
+.PHONY: local-load
+local-load: ## Import image archives IMAGES (space-separated) into every real node of the running local cluster (there is no registry).
+	$(LOCALCLUSTER) load -dir $(LOCAL_DIR) -containerd $(CONTAINERD_DIR) $(IMAGES)
 
 .PHONY: local-netns
 local-netns: ## Print the network namespace of the local cluster's real nodes (enter it with nsenter --net=...).

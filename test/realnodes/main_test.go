@@ -99,6 +99,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	netnsPath = strings.TrimSpace(string(out))
+	// The model server's image is imported into the running nodes, as a user adds an image.
+	if out, err := localcluster("load", os.Getenv("REALNODES_MODELSERVER_ARCHIVE")); err != nil {
+		fmt.Printf("localcluster load: %v\n%s\n", err, out)
+		return 1
+	}
 	if cfg, err = clientcmd.BuildConfigFromFlags("", filepath.Join(clusterDir, "kubeconfig")); err != nil {
 		fmt.Println(err)
 		return 1
