@@ -110,24 +110,22 @@ func (c *cluster) up() error {
 			return err
 		}
 	}
-	if len(c.realNodes) > 0 && os.Geteuid() != 0 {
-		fmt.Printf("real nodes need root (a network namespace, cgroups, containers): nodes %s are simulated by kwok instead\n",
-			strings.Join(c.realNodes, ", "))
-		c.nodes, c.realNodes = append(c.realNodes, c.nodes...), nil
+	if err := c.checkBinaries(); err != nil {
+		return err
 	}
-	bins := []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
-		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin}
-	if len(c.realNodes) > 0 {
-		bins = append(bins, filepath.Join(c.kubeBin, "kubelet"), filepath.Join(c.kubeBin, "kube-proxy"),
-			filepath.Join(c.containerdBin, "containerd"), filepath.Join(c.containerdBin, "ctr"), filepath.Join(c.cniBin, "bridge"),
-			c.corednsBin, c.pauseImage, runcBin)
-		bins = append(bins, c.images...)
-	}
-	for _, bin := range bins {
-		if _, err := os.Stat(bin); err != nil {
-			return fmt.Errorf("missing %s (make local-up builds it): %w", bin, err)
+	err := c.bringUp()
+	if err != nil && c.host != nil {
+		// Half a cluster of real nodes would leave the machine changed.
+		fmt.Println("start-up failed: stopping what started and putting the machine back")
+		if downErr := c.down(); downErr != nil {
+			err = errors.Join(err, downErr)
 		}
 	}
+	return err
+}
+
+// bringUp starts every component, in order, each once the one before answers.
+func (c *cluster) bringUp() error {
 	for _, d := range []string{"logs", "pids", "etcd"} {
 		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
 			return err
@@ -196,6 +194,30 @@ func (c *cluster) up() error {
 	if c.host != nil {
 		fmt.Printf("real nodes %s in network namespace %s (%s); enter it with: nsenter --net=%s\n",
 			strings.Join(c.realNodes, ", "), c.host.Netns, netnsPath(c.host.Netns), netnsPath(c.host.Netns))
+	}
+	return nil
+}
+
+// checkBinaries checks that every binary and image the cluster runs is there. Without root, the
+// real nodes asked for are simulated instead.
+func (c *cluster) checkBinaries() error {
+	if len(c.realNodes) > 0 && os.Geteuid() != 0 {
+		fmt.Printf("real nodes need root (a network namespace, cgroups, containers): nodes %s are simulated by kwok instead\n",
+			strings.Join(c.realNodes, ", "))
+		c.nodes, c.realNodes = append(c.realNodes, c.nodes...), nil
+	}
+	bins := []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
+		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin}
+	if len(c.realNodes) > 0 {
+		bins = append(bins, filepath.Join(c.kubeBin, "kubelet"), filepath.Join(c.kubeBin, "kube-proxy"),
+			filepath.Join(c.containerdBin, "containerd"), filepath.Join(c.containerdBin, "ctr"), filepath.Join(c.cniBin, "bridge"),
+			c.corednsBin, c.pauseImage, runcBin)
+		bins = append(bins, c.images...)
+	}
+	for _, bin := range bins {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("missing %s (make local-up builds it): %w", bin, err)
+		}
 	}
 	return nil
 }

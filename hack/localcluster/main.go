@@ -53,11 +53,9 @@ func main() {
 	fs.StringVar(&c.pauseImage, "pause-image", "", "Archive of the pods' sandbox image "+sandboxImage+" (real nodes).")
 	images := fs.String("images", "", "Comma-separated image archives every real node imports.")
 	if cmd == "forward" {
-		if err := forward(os.Args[2:]); err != nil {
-			fmt.Fprintf(os.Stderr, "localcluster forward: %v\n", err)
-			os.Exit(1)
-		}
-		return
+		// It serves until it is stopped, or fails.
+		fmt.Fprintf(os.Stderr, "localcluster forward: %v\n", forward(os.Args[2:]))
+		os.Exit(1)
 	}
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)

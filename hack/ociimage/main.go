@@ -51,7 +51,7 @@ func run(args []string) error {
 		return err
 	}
 	if *out == "" || *tag == "" || fs.NArg() == 0 {
-		return errors.New("usage: ociimage -o ARCHIVE -tag REF [-entrypoint PATH] [-user UID:GID] FILE=PATH-IN-IMAGE...")
+		return errors.New("-o, -tag and at least one FILE=/PATH-IN-IMAGE are required (ociimage -h tells the flags)")
 	}
 	ref, err := name.NewTag(*tag)
 	if err != nil {

@@ -8,9 +8,27 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
+
+// files are the modes of the files of img, by path.
+func files(t *testing.T, img v1.Image) map[string]int64 {
+	t.Helper()
+	got := map[string]int64{}
+	tr := tar.NewReader(mutate.Extract(img))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimSuffix(h.Name, "/")] = h.Mode
+	}
+}
 
 // An image made twice of the same files is the same image, and holds the files with their
 // modes, the user's passwd entry and a /tmp, with the entrypoint and user asked for.
@@ -48,18 +66,7 @@ func TestImage(t *testing.T) {
 		if cfg.Config.User != "1000:1001" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/prog" || cfg.Architecture != "amd64" {
 			t.Errorf("config: user %q entrypoint %q arch %q", cfg.Config.User, cfg.Config.Entrypoint, cfg.Architecture)
 		}
-		got := map[string]int64{}
-		tr := tar.NewReader(mutate.Extract(img))
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[strings.TrimSuffix(h.Name, "/")] = h.Mode
-		}
+		got := files(t, img)
 		for name, mode := range map[string]int64{"prog": 0o755, "models/m/model.json": 0o644, "models/m": 0o755, "etc/passwd": 0o644, "tmp": 0o1777} {
 			if m, ok := got[name]; !ok || m != mode {
 				t.Errorf("%s: mode %o (present %v), want %o", name, m, ok, mode)

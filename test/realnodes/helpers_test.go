@@ -2,7 +2,6 @@ package realnodes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -95,7 +94,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 }
 
 // errorsf is an error for eventually.
-func errorsf(format string, args ...any) error { return errors.New(fmt.Sprintf(format, args...)) } //nolint:err113 // a message for the test's log
+func errorsf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // joined lists values for a message.
 func joined[T any](values []T, f func(T) string) string {
