@@ -150,7 +150,7 @@ test: test-unit test-rules test-bundle test-integration test-faults test-fuzz te
 .PHONY: test-unit
 test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) \
-		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
+		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/localcluster/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
 	$(MAKE) test-router-platforms
 
 .PHONY: test-router-platforms

@@ -201,10 +201,8 @@ func (c *cluster) bringUp() error {
 // checkBinaries checks that every binary and image the cluster runs is there. Without root, the
 // real nodes asked for are simulated instead.
 func (c *cluster) checkBinaries() error {
-	if len(c.realNodes) > 0 && os.Geteuid() != 0 {
-		fmt.Printf("real nodes need root (a network namespace, cgroups, containers): nodes %s are simulated by kwok instead\n",
-			strings.Join(c.realNodes, ", "))
-		c.nodes, c.realNodes = append(c.realNodes, c.nodes...), nil
+	if msg := c.simulateWithoutRoot(os.Geteuid()); msg != "" {
+		fmt.Println(msg)
 	}
 	bins := []string{filepath.Join(c.kubeBin, "kube-apiserver"), filepath.Join(c.kubeBin, "kube-controller-manager"),
 		filepath.Join(c.kubeBin, "kube-scheduler"), c.etcdBin, c.kwokBin}
@@ -220,6 +218,18 @@ func (c *cluster) checkBinaries() error {
 		}
 	}
 	return nil
+}
+
+// simulateWithoutRoot makes the real nodes asked for simulated ones when the user (euid) is not
+// root, and says so.
+func (c *cluster) simulateWithoutRoot(euid int) string {
+	if len(c.realNodes) == 0 || euid == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("real nodes need root (a network namespace, cgroups, containers): nodes %s are simulated by kwok instead",
+		strings.Join(c.realNodes, ", "))
+	c.nodes, c.realNodes = append(c.realNodes, c.nodes...), nil
+	return msg
 }
 
 func (c *cluster) startEtcd(port, peerPort int) (string, error) {
