@@ -3,6 +3,8 @@
 VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/ndsl-cn/pipeline-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+# The release every binary says it is (--version, the start-up log, the *_build_info metrics).
+VERSION_LDFLAGS = -X github.com/ndsl-cn/pipeline-operator/internal/version.Version=$(VERSION)
 # IMAGE_DIGESTS=true: make bundle, make build-installer and make deploy name the manager image
 # (which also runs every Pipeline's router) as $(IMG)'s repository by the digest its registry
 # serves for $(IMG) now, asked by hack/imagedigest, and fail when the registry cannot tell
@@ -221,7 +223,7 @@ FUZZTIME ?= 5000x
 .PHONY: test-realnodes
 test-realnodes: local-tools node-tools local-images build-installer ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
 	go build -o bin/localcluster ./hack/localcluster
-	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
+	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_VERSION=$(VERSION) REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
 	REALNODES_MODELSERVER_ARCHIVE=$(IMAGE_DIR)/modelserver.tar \
 	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(subst $(,)$(IMAGE_DIR)/modelserver.tar,,$(REAL_NODE_FLAGS))" \
 	go test ./test/realnodes/ -count=1 -timeout 25m -v
@@ -307,8 +309,8 @@ node-tools: $(KUBE_BIN_DIR)/kubelet $(KUBE_BIN_DIR)/kube-proxy $(CONTAINERD_DIR)
 local-images: $(LOCAL_IMAGES) ## Make the images of the real nodes without a container engine: the manager $(IMG) (from bin/), the model server $(MODELSERVER_IMG) and the sandbox's pause.
 # The manager image made here holds what the Dockerfile's does, built as it builds them.
 $(IMAGE_DIR)/manager-local.tar: manifests generate
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/image/manager ./cmd
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/image/router ./cmd/router
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/manager ./cmd
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/router ./cmd/router
 	go run ./hack/ociimage -o $@ -tag $(IMG) -entrypoint /manager bin/image/manager=/manager bin/image/router=/router
 $(IMAGE_DIR)/modelserver.tar: $(wildcard examples/modelserver/*.go examples/modelserver/models/*/*)
 	CGO_ENABLED=0 go build -trimpath -o bin/modelserver ./examples/modelserver
@@ -359,18 +361,18 @@ demo-down: local-down ## Stop everything make demo started.
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager and router binaries.
-	go build -o bin/manager ./cmd
-	go build -o bin/router ./cmd/router
+build: manifests generate fmt vet ## Build the manager and router binaries, stamped with $(VERSION).
+	go build -ldflags "$(VERSION_LDFLAGS)" -o bin/manager ./cmd
+	go build -ldflags "$(VERSION_LDFLAGS)" -o bin/router ./cmd/router
 
 .PHONY: plugin
 plugin: ## Build the kubectl plugin bin/kubectl-pipeline (`kubectl pipeline` once on PATH; docs/plugin.md).
-	go build -o bin/kubectl-pipeline ./cmd/kubectl-pipeline
+	go build -ldflags "$(VERSION_LDFLAGS)" -o bin/kubectl-pipeline ./cmd/kubectl-pipeline
 
 .PHONY: docker-build
 docker-build: ## Build the manager image $(IMG) from the Dockerfile with buildah into $(IMAGE_DIR)/manager.tar.
 	@hack/image-build.sh Dockerfile . $(IMG) $(IMAGE_DIR)/manager.tar \
-		--build-arg TARGETOS=linux --build-arg TARGETARCH=$$(go env GOARCH) || { \
+		--build-arg TARGETOS=linux --build-arg TARGETARCH=$$(go env GOARCH) --build-arg VERSION=$(VERSION) || { \
 		echo "docker-build: the Dockerfile's base images golang:1.26 (docker.io) and gcr.io/distroless/static:nonroot" >&2; \
 		echo "must be pullable (registry access, or already in buildah's vfs storage) to build $(IMG)" >&2; exit 1; }
 

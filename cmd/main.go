@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
@@ -76,7 +78,12 @@ func main() {
 	webhooks.bind(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "Print the release of the manager and exit.")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String("pipeline-operator manager"))
+		return
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -102,7 +109,7 @@ func main() {
 		log.Error(err, "unable to set up the manager")
 		os.Exit(1)
 	}
-	log.Info("starting manager")
+	log.Info("starting manager", "version", version.Version, "goversion", runtime.Version())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "problem running manager")
 		os.Exit(1)

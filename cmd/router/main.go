@@ -20,6 +20,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 func main() {
@@ -87,9 +88,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		adaptProcs   = fs.Bool("adapt-procs", false, "Deprecated, does nothing: the router no longer changes GOMAXPROCS.")
 		profiling    = fs.Bool("profiling", false,
 			"Serve Go's profiles at /debug/pprof/ on the metrics listener (for benchmarks; never in front of callers).")
+		showVersion = fs.Bool("version", false, "Print the release of the router and exit.")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Println(version.String("pipeline-operator router"))
+		return nil
 	}
 	if *configFile == "" {
 		return errors.New("--config is required")
@@ -128,7 +134,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		_ = ln.Close()
 		return fmt.Errorf("metrics listen: %w", err)
 	}
-	log.Info("router serving", "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
+	log.Info("router serving", "version", version.Version, "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
 		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
 	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout,
 		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, Profiling: *profiling}

@@ -17,6 +17,7 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 // Metric names, for dashboards, alerts and tests.
@@ -62,7 +63,8 @@ func New(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, error) {
 				"step router counts the router's. 0 from the first pass over a step or router with fallbackLocations.",
 		}, []string{"namespace", "pipeline", "step"}),
 	}
-	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines)} {
+	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines),
+		version.BuildInfo("pipeline_operator")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 // Reasons a step call fails, the reason label of pipeline_router_step_errors_total.
@@ -53,7 +55,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed calls to a step (each attempt counts), by reason.",
 		}, []string{"step", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors, m.stepRetriesBudgetExhausted} {
+	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors, m.stepRetriesBudgetExhausted,
+		version.BuildInfo("pipeline_router")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

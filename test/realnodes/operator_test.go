@@ -49,8 +49,8 @@ func containerProcesses(argv0 string) []string {
 	return pids
 }
 
-// The manager runs from its image as its Deployment says, on a real node: its process is not
-// root and its root filesystem is read-only, and yet it serves (it wrote its webhook
+// The manager runs from its image as its Deployment says, on a real node, as the release it was
+// built as: its process is not root and its root filesystem is read-only, and yet it serves (it wrote its webhook
 // certificates and answered the suite's dry run, TestMain).
 func TestManagerRunsAsItsDeployment(t *testing.T) {
 	waitOperatorPods(t)
@@ -62,6 +62,14 @@ func TestManagerRunsAsItsDeployment(t *testing.T) {
 		if p.Spec.NodeName != nodeA && p.Spec.NodeName != nodeB {
 			t.Errorf("manager pod %s runs on %q, not a real node", p.Name, p.Spec.NodeName)
 		}
+	}
+	// The image's manager is the release's: its start-up line names it.
+	logs, err := kubectlRun("-n", operatorNamespace, "logs", pods[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"msg":"starting manager","version":"` + os.Getenv("REALNODES_VERSION") + `"`; !strings.Contains(string(logs), want) {
+		t.Errorf("the manager's log has no line %s", want)
 	}
 	pids := containerProcesses("/manager")
 	if len(pids) == 0 {
