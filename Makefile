@@ -306,12 +306,16 @@ node-tools: $(KUBE_BIN_DIR)/kubelet $(KUBE_BIN_DIR)/kube-proxy $(CONTAINERD_DIR)
 	@if [ "$$(id -u)" = 0 ]; then hack/realnodes-packages.sh; fi
 
 .PHONY: local-images
-local-images: $(LOCAL_IMAGES) ## Make the images of the real nodes without a container engine: the manager $(IMG) (from bin/), the model server $(MODELSERVER_IMG) and the sandbox's pause.
-# The manager image made here holds what the Dockerfile's does, built as it builds them.
+local-images: $(LOCAL_IMAGES) ## Make the images of the real nodes without a container engine: the manager $(IMG) for $(IMAGE_ARCHS) (one multi-platform OCI image), the model server $(MODELSERVER_IMG) and the sandbox's pause.
+# The manager image made here holds what the Dockerfile's does, built as it builds them, for
+# every architecture of IMAGE_ARCHS: one multi-platform image (an OCI image layout).
+IMAGE_ARCHS ?= amd64,arm64
 $(IMAGE_DIR)/manager-local.tar: manifests generate
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/manager ./cmd
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/router ./cmd/router
-	go run ./hack/ociimage -o $@ -tag $(IMG) -entrypoint /manager bin/image/manager=/manager bin/image/router=/router
+	for arch in $(subst $(,), ,$(IMAGE_ARCHS)); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/$$arch/manager ./cmd && \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/$$arch/router ./cmd/router; \
+	done
+	go run ./hack/ociimage -o $@ -tag $(IMG) -arch $(IMAGE_ARCHS) -entrypoint /manager bin/image/{arch}/manager=/manager bin/image/{arch}/router=/router
 $(IMAGE_DIR)/modelserver.tar: $(wildcard examples/modelserver/*.go examples/modelserver/models/*/*)
 	CGO_ENABLED=0 go build -trimpath -o bin/modelserver ./examples/modelserver
 	go run ./hack/ociimage -o $@ -tag $(MODELSERVER_IMG) -entrypoint /modelserver bin/modelserver=/modelserver examples/modelserver/models=/models

@@ -1,10 +1,15 @@
 // Command ociimage makes a container image of static binaries and files without a container
-// engine or a registry, and writes it as an image archive that `ctr images import` (and
-// `docker load`) read. The image has one layer on an empty base: the files named, an /etc/passwd
-// and /etc/group naming the user, and a /tmp.
+// engine or a registry. The image has one layer on an empty base: the files named, an
+// /etc/passwd and /etc/group naming the user, and a /tmp.
 //
 //	ociimage -o ARCHIVE -tag REF [-entrypoint /bin] [-user UID:GID] [-workdir DIR]
-//	         [-arch amd64] FILE=PATH-IN-IMAGE...
+//	         [-arch amd64[,arm64...]] FILE=PATH-IN-IMAGE...
+//
+// For one architecture it writes an image archive that `ctr images import` and `docker load`
+// read. For several it writes one multi-platform image: an OCI image layout, as a tar, whose
+// index names the image REF and holds an image per architecture, made of the FILEs with
+// {arch} replaced by the architecture (`bin/{arch}/manager=/manager`); `ctr images import`
+// reads it and unpacks the machine's platform.
 //
 // A FILE that is a directory is copied with everything under it. Files are owned by root,
 // readable by all; those executable on disk are executable in the image. Times are zero, so the
@@ -28,8 +33,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 func main() {
@@ -46,7 +53,7 @@ func run(args []string) error {
 	entrypoint := fs.String("entrypoint", "", "The image's entrypoint (one path; arguments come from the pod).")
 	user := fs.String("user", "65532:65532", "The user the image runs as, UID:GID.")
 	workdir := fs.String("workdir", "/", "The image's working directory.")
-	arch := fs.String("arch", "amd64", "The architecture of the binaries.")
+	arch := fs.String("arch", "amd64", "The architectures of the image, comma-separated; {arch} in a FILE is replaced by each.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,40 +64,139 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	layer, err := buildLayer(fs.Args(), *user)
-	if err != nil {
-		return err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", *arch
-	cfg.Config.User, cfg.Config.WorkingDir = *user, *workdir
-	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	if *entrypoint != "" {
-		cfg.Config.Entrypoint = []string{*entrypoint}
-	}
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		return err
-	}
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
 	}
-	if err := tarball.WriteToFile(*out, ref, img); err != nil {
+	archs := strings.Split(*arch, ",")
+	spec := imageSpec{user: *user, workdir: *workdir, entrypoint: *entrypoint, oci: len(archs) > 1}
+	var images []v1.Image
+	for _, a := range archs {
+		files := make([]string, len(fs.Args()))
+		for i, f := range fs.Args() {
+			files[i] = strings.ReplaceAll(f, "{arch}", a)
+		}
+		img, err := spec.build(a, files)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		images = append(images, img)
+	}
+	if len(images) == 1 {
+		if err := tarball.WriteToFile(*out, ref, images[0]); err != nil {
+			return err
+		}
+		digest, err := images[0].Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s (%s) written to %s\n", ref, digest, *out)
+		return nil
+	}
+	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for i, img := range images {
+		index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: archs[i]}}})
+	}
+	if err := writeLayout(*out, ref, index); err != nil {
 		return err
 	}
-	digest, err := img.Digest()
+	digest, err := index.Digest()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s (%s) written to %s\n", ref, digest, *out)
+	fmt.Printf("%s (index %s, %s) written to %s\n", ref, digest, strings.Join(archs, ", "), *out)
 	return nil
+}
+
+// imageSpec is what every architecture's image shares.
+type imageSpec struct {
+	user, workdir, entrypoint string
+	// oci: OCI media types (an image of a multi-platform index), else Docker's.
+	oci bool
+}
+
+// build makes the image of files for arch.
+func (s imageSpec) build(arch string, files []string) (v1.Image, error) {
+	layer, err := buildLayer(files, s.user, s.oci)
+	if err != nil {
+		return nil, err
+	}
+	base := empty.Image
+	if s.oci {
+		base = mutate.ConfigMediaType(mutate.MediaType(base, types.OCIManifestSchema1), types.OCIConfigJSON)
+	}
+	img, err := mutate.AppendLayers(base, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", arch
+	cfg.Config.User, cfg.Config.WorkingDir = s.user, s.workdir
+	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if s.entrypoint != "" {
+		cfg.Config.Entrypoint = []string{s.entrypoint}
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// writeLayout writes index as an OCI image layout named ref, in a tar at out.
+func writeLayout(out string, ref name.Tag, index v1.ImageIndex) error {
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".layout-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendIndex(index, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": ref.Name(), "io.containerd.image.name": ref.Name(),
+	})); err != nil {
+		return err
+	}
+	return tarDir(dir, out)
+}
+
+// tarDir writes the files under dir to a tar at out, in order, with zero times.
+func tarDir(dir, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if d.IsDir() {
+			h.Name, h.Mode, h.Typeflag = h.Name+"/", 0o755, tar.TypeDir
+			return tw.WriteHeader(h)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		h.Size = int64(len(data))
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	return errors.Join(err, f.Close())
 }
 
 // entry is one file or directory of the layer.
@@ -102,7 +208,7 @@ type entry struct {
 
 // buildLayer makes the layer of the files named by FILE=PATH arguments, with the user's
 // /etc/passwd and /etc/group and a /tmp.
-func buildLayer(files []string, user string) (v1.Layer, error) {
+func buildLayer(files []string, user string, oci bool) (v1.Layer, error) {
 	uid, gid, ok := strings.Cut(user, ":")
 	if !ok {
 		return nil, fmt.Errorf("-user %q is not UID:GID", user)
@@ -153,7 +259,11 @@ func buildLayer(files []string, user string) (v1.Layer, error) {
 		return nil, err
 	}
 	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	var opts []tarball.LayerOption
+	if oci {
+		opts = append(opts, tarball.WithMediaType(types.OCILayer))
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, opts...)
 }
 
 // add puts the file or the tree at src into entries at dst.
