@@ -145,7 +145,7 @@ func readLayout(t *testing.T, archive string) v1.ImageIndex {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target := filepath.Join(dir, filepath.Clean("/" + h.Name))
+		target := filepath.Join(dir, filepath.Clean("/"+h.Name))
 		if h.Typeflag == tar.TypeDir {
 			if err := os.MkdirAll(target, 0o755); err != nil {
 				t.Fatal(err)
