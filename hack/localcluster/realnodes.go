@@ -83,6 +83,13 @@ func (c *cluster) command(bin string, args ...string) *exec.Cmd {
 // rules must see a pod's answer to a pod of the same node), and no route out.
 func (c *cluster) makeNetwork() error {
 	ns := c.host.Netns
+	if _, err := os.Stat(netnsPath(ns)); err == nil {
+		// Left by a cluster of this directory that did not go down (its machine stopped, say).
+		fmt.Printf("deleting network namespace %s, left by an earlier cluster of %s\n", ns, c.dir)
+		if out, err := exec.Command("ip", "netns", "delete", ns).CombinedOutput(); err != nil {
+			return fmt.Errorf("delete the earlier network namespace %s: %w: %s", ns, err, out)
+		}
+	}
 	steps := [][]string{
 		{"netns", "add", ns},
 		{"-n", ns, "link", "set", "lo", "up"},
