@@ -104,8 +104,10 @@ func (c *cluster) up() error {
 		fmt.Printf("local control plane already running; kubeconfig: %s\n", c.kubeconfig())
 		return nil
 	}
-	if c.anyRunning() {
-		fmt.Println("local control plane is partly running: stopping it before starting again")
+	if h, _ := c.loadHostState(); c.anyRunning() || h != nil {
+		// Partly running, or real nodes that never went down: what they changed on the machine
+		// is put back from their record before anything is recorded again.
+		fmt.Println("local control plane is partly running or did not go down: stopping it before starting again")
 		if err := c.down(); err != nil {
 			return err
 		}
