@@ -274,6 +274,25 @@ func TestChartWebhookFrom(t *testing.T) {
 	}
 }
 
+// The manager's PodDisruptionBudget (one pod available) comes only with two replicas or more:
+// over one replica it would block every drain of its node.
+func TestChartDisruptionBudgetNeverBlocksADrain(t *testing.T) {
+	const key = "PodDisruptionBudget/pipeline-operator-controller-manager"
+	if _, ok := helmTemplate(t, "ml-platform", "manager.replicas=1")[key]; ok {
+		t.Error("a budget of one pod available was rendered over one replica")
+	}
+	if _, ok := helmTemplate(t, "ml-platform", "manager.replicas=2")[key]; !ok {
+		t.Error("no budget over two replicas")
+	}
+}
+
+// The chart can be a subchart: a parent's global values are accepted (and not read).
+func TestChartAcceptsGlobalValues(t *testing.T) {
+	if len(helmTemplate(t, "ml-platform", "global.imageRegistry=registry.example.com")) == 0 {
+		t.Error("nothing rendered")
+	}
+}
+
 // Values the chart does not know, or cannot use, are refused before anything is installed.
 func TestChartRefusesUnknownValues(t *testing.T) {
 	for value, want := range map[string]string{

@@ -227,7 +227,9 @@ func templates(def, certManager, monitoring []object) (map[string][]byte, error)
 		{name: "crds.yaml", kinds: []string{"CustomResourceDefinition"}, from: def,
 			when: map[string]string{"CustomResourceDefinition": ".Values.crds.install"}},
 		{name: "rbac.yaml", kinds: []string{"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}, from: def},
-		{name: "manager.yaml", kinds: []string{"Deployment", "PodDisruptionBudget", "Service"}, from: def},
+		// A budget of one pod available over a single replica would block every drain of its node.
+		{name: "manager.yaml", kinds: []string{"Deployment", "PodDisruptionBudget", "Service"}, from: def,
+			when: map[string]string{"PodDisruptionBudget": "gt (int .Values.manager.replicas) 1"}},
 		{name: "webhooks.yaml", kinds: []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}, from: def},
 		{name: "admission-policies.yaml", kinds: []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, from: def,
 			when: map[string]string{"ValidatingAdmissionPolicy": ".Values.admissionPolicies.enabled",
