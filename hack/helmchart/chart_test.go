@@ -99,6 +99,11 @@ func normalize(objs map[string]object) map[string]object {
 				delete(m, k)
 			}
 		}
+		if o.kind() == "Deployment" {
+			// The release's instance on the pods (TestChartPodsNameTheirRelease).
+			template := child(map[string]any(o), "spec", "template")
+			delete(child(template, "metadata", "labels"), "app.kubernetes.io/instance")
+		}
 	}
 	return objs
 }
@@ -283,6 +288,15 @@ func TestChartDisruptionBudgetNeverBlocksADrain(t *testing.T) {
 	}
 	if _, ok := helmTemplate(t, "ml-platform", "manager.replicas=2")[key]; !ok {
 		t.Error("no budget over two replicas")
+	}
+}
+
+// The manager's pods carry the release's instance label.
+func TestChartPodsNameTheirRelease(t *testing.T) {
+	template := managerSpec(helmTemplate(t, "ml-platform"))["template"].(map[string]any)
+	labels, _ := template["metadata"].(map[string]any)["labels"].(map[string]any)
+	if got := labels["app.kubernetes.io/instance"]; got != "pipeline-operator" {
+		t.Errorf("the manager's pod has app.kubernetes.io/instance %v, want the release's name", got)
 	}
 }
 

@@ -192,7 +192,8 @@ var hookText = map[string][]string{
 		`{{- with .Values.webhookClients.caConfigMap }}`,
 		`- name: webhook-client-ca`, `  configMap:`, `    name: {{ . }}`, `{{- end }}`,
 	},
-	"podLabels": {`{{- with .Values.manager.podLabels }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
+	// The pods carry the release's instance, so that two releases' pods tell apart.
+	"podLabels": {`app.kubernetes.io/instance: {{ .Release.Name }}`, `{{- with .Values.manager.podLabels }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
 	// Without it, as in config/default, the rule admits every source.
 	"webhookFrom": {
 		`{{- with .Values.networkPolicies.webhookFrom }}`, `from:`, `  {{- toYaml . | nindent 2 }}`, `{{- end }}`,
