@@ -291,6 +291,16 @@ func TestChartDisruptionBudgetNeverBlocksADrain(t *testing.T) {
 	}
 }
 
+// image.pullPolicy sets the manager's; unset, Kubernetes' default for the tag applies.
+func TestChartImagePullPolicy(t *testing.T) {
+	if got, ok := managerContainer(helmTemplate(t, "ml-platform"))["imagePullPolicy"]; ok {
+		t.Errorf("imagePullPolicy %v by default, want none", got)
+	}
+	if got := managerContainer(helmTemplate(t, "ml-platform", "image.pullPolicy=Always"))["imagePullPolicy"]; got != "Always" {
+		t.Errorf("imagePullPolicy %v, want Always", got)
+	}
+}
+
 // The manager's pods carry the release's instance label.
 func TestChartPodsNameTheirRelease(t *testing.T) {
 	template := managerSpec(helmTemplate(t, "ml-platform"))["template"].(map[string]any)
@@ -315,6 +325,7 @@ func TestChartRefusesUnknownValues(t *testing.T) {
 		"image.digest=latest":           "/image/digest': 'latest' does not match",
 		"manager.extraArgs={leader}":    "/manager/extraArgs/0'",
 		"networkPolicies.enabled=maybe": "/networkPolicies/enabled': got string, want boolean",
+		"image.pullPolicy=Sometimes":    "/image/pullPolicy': value must be one of",
 	} {
 		out, err := exec.Command(tool(t, "HELM"), "template", "pipeline-operator", chartDir, "--set", value).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {

@@ -170,7 +170,7 @@ var hookText = map[string][]string{
 	},
 	"replicas":  {`replicas: {{ .Values.manager.replicas }}`},
 	"resources": {`resources:`, `  {{- toYaml .Values.manager.resources | nindent 2 }}`},
-	"image":     {`image: {{ include "pipeline-operator.image" . }}`},
+	"image": {`image: {{ include "pipeline-operator.image" . }}`, `{{- with .Values.image.pullPolicy }}`, `imagePullPolicy: {{ . }}`, `{{- end }}`},
 	"routerImage": {
 		`- name: RELATED_IMAGE_ROUTER`, `  value: {{ include "pipeline-operator.image" . }}`,
 	},
