@@ -49,6 +49,17 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		timed("helm installed and serving:", start)
 	})
 
+	It("refuses a second release in another namespace, naming the first", func() {
+		cmd := exec.Command(localpod.MustEnv("HELM"), "--kubeconfig", kubeconfig, "install", "second", chart,
+			"--namespace", "second-release", "--create-namespace")
+		out, err := cmd.CombinedOutput()
+		Expect(err).To(HaveOccurred(), "a second release installed:\n%s", out)
+		Expect(string(out)).To(ContainSubstring("by the Helm release " + release + " in namespace " + operatorNamespace + ": one release per cluster"))
+		Expect(string(out)).To(ContainSubstring("helm upgrade " + release + " -n " + operatorNamespace))
+		err = admin.Get(ctx, client.ObjectKey{Name: "second-release"}, &corev1.Namespace{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the refused release made its namespace: %v", err)
+	})
+
 	It("runs the seed Pipeline, applied verbatim as v1beta1 with kubectl, to Running", func() {
 		start := time.Now()
 		runSeed(ctx)
