@@ -301,6 +301,38 @@ func TestChartImagePullPolicy(t *testing.T) {
 	}
 }
 
+// The manager's pod annotations, extra environment, volumes and mounts, and its ServiceAccount's
+// annotations come from the values, beside what config/ gives them.
+func TestChartExtraPodValues(t *testing.T) {
+	objs := helmTemplate(t, "ml-platform", "manager.podAnnotations.team=vision",
+		"manager.extraEnv[0].name=HTTPS_PROXY", "manager.extraEnv[0].value=http://proxy.example:3128",
+		"manager.extraVolumes[0].name=corporate-ca", "manager.extraVolumes[0].configMap.name=corporate-ca",
+		"manager.extraVolumeMounts[0].name=corporate-ca", "manager.extraVolumeMounts[0].mountPath=/etc/ssl/corporate",
+		"serviceAccount.annotations.iam\\.example/role=operator")
+	template := managerSpec(objs)["template"].(map[string]any)
+	if got := template["metadata"].(map[string]any)["annotations"].(map[string]any)["team"]; got != "vision" {
+		t.Errorf("pod annotation team = %v", got)
+	}
+	has := func(list any, key, value string) bool {
+		items, _ := list.([]any)
+		return slices.ContainsFunc(items, func(i any) bool { return i.(map[string]any)[key] == value })
+	}
+	c := managerContainer(objs)
+	if !has(c["env"], "name", "HTTPS_PROXY") || !has(c["env"], "name", "RELATED_IMAGE_ROUTER") {
+		t.Errorf("env %v, want HTTPS_PROXY beside the manager's own", c["env"])
+	}
+	if !has(c["volumeMounts"], "mountPath", "/etc/ssl/corporate") || !has(c["volumeMounts"], "mountPath", "/tmp") {
+		t.Errorf("volumeMounts %v, want /etc/ssl/corporate beside the manager's own", c["volumeMounts"])
+	}
+	if !has(managerPod(objs)["volumes"], "name", "corporate-ca") {
+		t.Errorf("volumes %v, want corporate-ca", managerPod(objs)["volumes"])
+	}
+	sa := objs["ServiceAccount/pipeline-operator-controller-manager"]
+	if got := sa.meta()["annotations"].(map[string]any)["iam.example/role"]; got != "operator" {
+		t.Errorf("ServiceAccount annotations %v", sa.meta()["annotations"])
+	}
+}
+
 // The manager's pods carry the release's instance label.
 func TestChartPodsNameTheirRelease(t *testing.T) {
 	template := managerSpec(helmTemplate(t, "ml-platform"))["template"].(map[string]any)

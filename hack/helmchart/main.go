@@ -170,7 +170,7 @@ var hookText = map[string][]string{
 	},
 	"replicas":  {`replicas: {{ .Values.manager.replicas }}`},
 	"resources": {`resources:`, `  {{- toYaml .Values.manager.resources | nindent 2 }}`},
-	"image": {`image: {{ include "pipeline-operator.image" . }}`, `{{- with .Values.image.pullPolicy }}`, `imagePullPolicy: {{ . }}`, `{{- end }}`},
+	"image":     {`image: {{ include "pipeline-operator.image" . }}`, `{{- with .Values.image.pullPolicy }}`, `imagePullPolicy: {{ . }}`, `{{- end }}`},
 	"routerImage": {
 		`- name: RELATED_IMAGE_ROUTER`, `  value: {{ include "pipeline-operator.image" . }}`,
 	},
@@ -185,13 +185,18 @@ var hookText = map[string][]string{
 		`- mountPath: /tmp/k8s-webhook-server/serving-certs`, `  name: webhook-cert`, `  readOnly: true`, `{{- end }}`,
 		`{{- if .Values.webhookClients.caConfigMap }}`,
 		`- mountPath: /etc/pipeline-operator/webhook-clients`, `  name: webhook-client-ca`, `  readOnly: true`, `{{- end }}`,
+		`{{- with .Values.manager.extraVolumeMounts }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`,
 	},
 	"volumes": {
 		`{{- if eq .Values.certificates.mode "cert-manager" }}`,
 		`- name: webhook-cert`, `  secret:`, `    secretName: pipeline-operator-webhook-server-cert`, `{{- end }}`,
 		`{{- with .Values.webhookClients.caConfigMap }}`,
 		`- name: webhook-client-ca`, `  configMap:`, `    name: {{ . }}`, `{{- end }}`,
+		`{{- with .Values.manager.extraVolumes }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`,
 	},
+	"extraEnv":                  {`{{- with .Values.manager.extraEnv }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
+	"podAnnotations":            {`{{- with .Values.manager.podAnnotations }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
+	"serviceAccountAnnotations": {`{{- with .Values.serviceAccount.annotations }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
 	// The pods carry the release's instance, so that two releases' pods tell apart.
 	"podLabels": {`app.kubernetes.io/instance: {{ .Release.Name }}`, `{{- with .Values.manager.podLabels }}`, `{{- toYaml . | nindent 0 }}`, `{{- end }}`},
 	// Without it, as in config/default, the rule admits every source.
@@ -296,6 +301,8 @@ func render(o object) (string, error) {
 		}
 	case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
 		child(m, "annotations")[hook("webhookAnnotations")] = ""
+	case "ServiceAccount":
+		child(m, "annotations")[hook("serviceAccountAnnotations")] = ""
 	case "Deployment":
 		if err := deploymentHooks(o); err != nil {
 			return "", err
@@ -342,6 +349,7 @@ func deploymentHooks(o object) error {
 	spec[hook("replicas")] = ""
 	tmpl := child(spec, "template")
 	child(tmpl, "metadata", "labels")[hook("podLabels")] = ""
+	child(tmpl, "metadata", "annotations")[hook("podAnnotations")] = ""
 	pod := child(tmpl, "spec")
 	pod[hook("pod")] = ""
 	containers, _ := pod["containers"].([]any)
@@ -362,6 +370,7 @@ func deploymentHooks(o object) error {
 		return errors.New("the manager has no RELATED_IMAGE_ROUTER")
 	}
 	env[i] = hook("routerImage")
+	c["env"] = append(env, hook("extraEnv"))
 	return nil
 }
 
