@@ -110,7 +110,7 @@ type ModelStorageClassStatus struct{}
 // +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
-// +kubebuilder:resource:scope=Cluster,shortName=msc,categories=all
+// +kubebuilder:resource:scope=Cluster,shortName=msc
 // +kubebuilder:printcolumn:name="NFS Server",type=string,JSONPath=`.spec.nfs.server`
 // +kubebuilder:printcolumn:name="NFS Path",type=string,JSONPath=`.spec.nfs.path`
 // +kubebuilder:printcolumn:name="CSI Driver",type=string,JSONPath=`.spec.csi.driver`

@@ -106,7 +106,7 @@ type ModelStorageClassStatus struct{}
 // +genclient
 // +genclient:nonNamespaced
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=msc,categories=all
+// +kubebuilder:resource:scope=Cluster,shortName=msc
 // +kubebuilder:printcolumn:name="NFS Server",type=string,JSONPath=`.spec.nfs.server`
 // +kubebuilder:printcolumn:name="NFS Path",type=string,JSONPath=`.spec.nfs.path`
 // +kubebuilder:printcolumn:name="CSI Driver",type=string,JSONPath=`.spec.csi.driver`

@@ -270,8 +270,9 @@ type (
 	serviceMonitor struct {
 		Spec struct {
 			Endpoints []struct {
-				Scheme    string    `json:"scheme"`
-				TLSConfig tlsConfig `json:"tlsConfig"`
+				Scheme      string    `json:"scheme"`
+				HonorLabels bool      `json:"honorLabels"`
+				TLSConfig   tlsConfig `json:"tlsConfig"`
 			} `json:"endpoints"`
 		} `json:"spec"`
 	}
@@ -386,6 +387,8 @@ var _ = Describe("The Prometheus Operator manifests", func() {
 		endpoints := the[serviceMonitor](monitors, "ServiceMonitor", "pipeline-operator-controller-manager-metrics-monitor").Spec.Endpoints
 		Expect(endpoints).To(HaveLen(1))
 		Expect(endpoints[0].Scheme).To(Equal("https"))
+		Expect(endpoints[0].HonorLabels).To(BeTrue(),
+			"the per-Pipeline series keep their namespace label, which the alerts and dashboard read")
 		tls := endpoints[0].TLSConfig
 		Expect(tls.InsecureSkipVerify).To(BeNil())
 
