@@ -443,20 +443,33 @@ func (c *cluster) createNodes(cs kubernetes.Interface) error {
 	}
 	return c.wait("kwok (nodes Ready)", func() error {
 		for _, name := range c.nodes {
-			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			if err := checkNodeReady(cs, name); err != nil {
 				return err
-			}
-			ready := false
-			for _, cond := range n.Status.Conditions {
-				ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
-			}
-			if !ready {
-				return fmt.Errorf("node %s is not Ready", name)
 			}
 		}
 		return nil
 	})
+}
+
+// checkNodeReady is nil once node name reports Ready.
+func checkNodeReady(cs kubernetes.Interface, name string) error {
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !nodeReady(n) {
+		return fmt.Errorf("node %s is not Ready", name)
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (c *cluster) writeKubeconfig(pk *pki, file, server string) error {
@@ -548,12 +561,13 @@ func (c *cluster) down() error {
 	if err != nil {
 		return fmt.Errorf("read what the real nodes changed on this machine: %w", err)
 	}
-	stopped := 0
+	stopped, podsDeleted := 0, false
 	for _, name := range c.pidNames() {
-		if host != nil && strings.HasPrefix(name, "kubelet-") {
+		if host != nil && !podsDeleted && strings.HasPrefix(name, "kubelet-") {
 			// Pods go first, while their kubelets and containerd can still end them cleanly: a
 			// killed shim would leave its containers running and their cgroups busy.
 			c.deleteRealPods(host)
+			podsDeleted = true
 		}
 		pid := c.pid(name)
 		if pid != 0 && alive(pid) {
@@ -599,14 +613,12 @@ func (c *cluster) status() error {
 	if err != nil {
 		return err
 	}
-	for _, n := range nodes.Items {
+	for i := range nodes.Items {
 		ready := "NotReady"
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ready = "Ready"
-			}
+		if nodeReady(&nodes.Items[i]) {
+			ready = "Ready"
 		}
-		fmt.Printf("node %-19s %s\n", n.Name, ready)
+		fmt.Printf("node %-19s %s\n", nodes.Items[i].Name, ready)
 	}
 	fmt.Printf("kubeconfig: %s\n", c.kubeconfig())
 	return nil

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -348,18 +347,7 @@ func (c *cluster) startRealNodes() error {
 		return err
 	}
 	for _, n := range c.host.Nodes {
-		if err := c.wait("kubelet-"+n.Name+" (node Ready)", func() error {
-			node, err := cs.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-			return errors.New("not Ready")
-		}); err != nil {
+		if err := c.wait("kubelet-"+n.Name+" (node Ready)", func() error { return checkNodeReady(cs, n.Name) }); err != nil {
 			return err
 		}
 	}
