@@ -171,6 +171,9 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 		"MutatingWebhookConfiguration that receives the self-signed CA.")
 	fs.StringVar(&w.ValidatingWebhookConfiguration, "validating-webhook-configuration", "pipeline-operator-validating-webhook-configuration",
 		"ValidatingWebhookConfiguration that receives the self-signed CA.")
+	fs.StringVar(&w.GuardWebhookConfiguration, "guard-webhook-configuration", "pipeline-operator-guard-webhook-configuration",
+		"ValidatingWebhookConfiguration of the guard webhook (config/policy) that receives the self-signed CA; empty when "+
+			"the guard is not installed.")
 	w.Limits = pipelinewebhook.DefaultLimits()
 	fs.Int64Var(&w.Limits.MaxConversionBytes, "webhook-max-conversion-bytes", w.Limits.MaxConversionBytes,
 		"Largest ConversionReview body the webhook server reads (413 above it): bounds the largest list of Pipelines "+

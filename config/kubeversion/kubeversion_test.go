@@ -56,6 +56,7 @@ var (
 	leaseV1      = "1.14" // changelog: CHANGELOG-1.14, the Lease API graduated to coordination.k8s.io/v1
 	eventsV1     = "1.19" // guide, v1.25: "events.k8s.io/v1 API version, available since v1.19"
 	authnzV1     = "1.6"  // guide, v1.22: "authentication.k8s.io/v1 ... authorization.k8s.io/v1 API version, available since v1.6"
+	selfReviewV1 = "1.28" // changelog: CHANGELOG-1.28, SelfSubjectReview graduated to GA (KEP-3325), authentication.k8s.io/v1
 	autoscaleV1  = "1.2"  // changelog: CHANGELOG-1.2, HorizontalPodAutoscaler (and the scale subresource) in autoscaling/v1
 	discoveryV1  = "1.21" // guide, v1.25: "discovery.k8s.io/v1 API version, available since v1.21"
 	admissionV1  = "1.16" // guide, v1.22: AdmissionReview "admission.k8s.io/v1 ... available since v1.16" (the webhooks' requests)
@@ -78,7 +79,7 @@ func init() {
 		{Group: "autoscaling", Version: "v1"}:                  {"Scale": autoscaleV1},
 		{Group: "coordination.k8s.io", Version: "v1"}:          {"Lease": leaseV1},
 		{Group: "events.k8s.io", Version: "v1"}:                {"Event": eventsV1},
-		{Group: "authentication.k8s.io", Version: "v1"}:        {"TokenReview": authnzV1},
+		{Group: "authentication.k8s.io", Version: "v1"}:        {"TokenReview": authnzV1, "SelfSubjectReview": selfReviewV1},
 		{Group: "authorization.k8s.io", Version: "v1"}:         {"SubjectAccessReview": authnzV1},
 		{Group: "discovery.k8s.io", Version: "v1"}:             {"EndpointSlice": discoveryV1},
 	} {

@@ -231,12 +231,23 @@ func TestChartOptionalParts(t *testing.T) {
 	objs := helmTemplate(t, ns, "admissionPolicies.enabled=false", "networkPolicies.enabled=false", "crds.install=false")
 	for key := range objs {
 		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") || strings.HasPrefix(key, "NetworkPolicy/") ||
-			strings.HasPrefix(key, "CustomResourceDefinition/") {
+			strings.HasPrefix(key, "CustomResourceDefinition/") || key == "ValidatingWebhookConfiguration/"+guardWebhook {
 			t.Errorf("%s rendered while turned off", key)
 		}
 	}
-	if len(objs) != len(base)-4-4-2-2 {
-		t.Errorf("%d objects with policies and CRDs off, want %d", len(objs), len(base)-12)
+	// Five policies and their bindings, the guard webhook, two NetworkPolicies and two CRDs.
+	if want := len(base) - 5 - 5 - 1 - 2 - 2; len(objs) != want {
+		t.Errorf("%d objects with policies and CRDs off, want %d", len(objs), want)
+	}
+	if _, ok := base["ValidatingWebhookConfiguration/"+guardWebhook]; !ok {
+		t.Errorf("the guard webhook is not rendered with the admission policies")
+	}
+	// Without its configuration, the manager keeps its CA in no guard webhook.
+	if args := managerContainer(objs)["args"].([]any); !slices.Contains(args, any("--guard-webhook-configuration=")) {
+		t.Errorf("admission policies off: args %v, want the guard webhook's configuration empty", args)
+	}
+	if args := managerContainer(base)["args"].([]any); slices.Contains(args, any("--guard-webhook-configuration=")) {
+		t.Errorf("admission policies on: args %v empty the guard webhook's configuration", args)
 	}
 
 	for _, keep := range []bool{true, false} {

@@ -36,12 +36,13 @@ import (
 // manager's client asks the apiserver whether the requester may create the PersistentVolume an
 // inline storage source stands for (SubjectAccessReviews, an allowing answer reused for
 // DefaultAccessValidity); its API reader reads the
-// ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh.
-func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader) error {
+// ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh. operator
+// is the user name of the operator's own identity (Validator.Operator; empty: none).
+func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader, operator string) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
 		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Access: NewAccessCache(DefaultAccessValidity),
-			Classes: mgr.GetAPIReader()}).
+			Classes: mgr.GetAPIReader(), Operator: operator}).
 		Complete()
 }
 
@@ -128,6 +129,11 @@ type Validator struct {
 	// storage names is published to its namespace (see modelStorageClassAccess); nil turns that
 	// check off.
 	Classes client.Reader
+	// Operator is the user name of the operator's own identity (its ServiceAccount). Its updates
+	// of a Pipeline change the spec only as the defaults do, or clear spec.failover.failbackNow
+	// once it failed back: a stolen operator token cannot make a Pipeline ask for another
+	// storage source or exposure, which the operator would then make. Empty: not checked.
+	Operator string
 }
 
 // ValidateCreate implements admission.Validator.
@@ -137,6 +143,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, p *pipelinev1.Pipeline) 
 
 // ValidateUpdate implements admission.Validator.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1.Pipeline) (admission.Warnings, error) {
+	if req, err := admission.RequestFromContext(ctx); err == nil && v.Operator != "" && req.UserInfo.Username == v.Operator {
+		if err := operatorSpecChange(old, p); err != nil {
+			return nil, err
+		}
+	}
 	if !p.DeletionTimestamp.IsZero() {
 		// A Pipeline being deleted only loses its finalizer: never block that.
 		return nil, nil
@@ -148,6 +159,23 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *pipelinev1.Pipel
 		return nil, nil
 	}
 	return v.validate(ctx, p, old)
+}
+
+// operatorSpecChange refuses an update by the operator's identity that changes p's spec from
+// old's otherwise than by the defaults (which the defaulting webhook wrote into p) or by
+// clearing spec.failover.failbackNow.
+func operatorSpecChange(old, p *pipelinev1.Pipeline) error {
+	want := old.DeepCopy()
+	want.Default()
+	if f := p.Spec.Failover; f != nil && f.FailbackNow == nil && want.Spec.Failover != nil {
+		want.Spec.Failover.FailbackNow = nil
+	}
+	if equality.Semantic.DeepEqual(want.Spec, p.Spec) {
+		return nil
+	}
+	return apierrors.NewForbidden(pipelinev1.GroupVersion.WithResource("pipelines").GroupResource(), p.Name,
+		fmt.Errorf("the operator's identity changes no Pipeline's spec (only its defaults, and it clears spec.failover.failbackNow): "+
+			"what a Pipeline asks for is its author's to write"))
 }
 
 // checkedSpec is the spec of p whose change an update is checked for: without spec.paused and

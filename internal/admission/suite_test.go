@@ -68,7 +68,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupConversionWebhookWithManager(mgr)).To(Succeed())
-	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader())).To(Succeed())
+	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader(), operatorUser)).To(Succeed())
 
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
@@ -117,3 +117,6 @@ func (w *warningRecorder) take() []string {
 	w.msgs = nil
 	return out
 }
+
+// operatorUser is the operator's identity as the suite's validator knows it.
+const operatorUser = "system:serviceaccount:pipeline-operator-system:pipeline-operator-controller-manager"

@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	apiv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -35,6 +37,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -114,9 +117,12 @@ type WebhookOptions struct {
 	ServiceName string
 	// SecretName is the Secret, in the manager's namespace, holding the self-signed certificate.
 	SecretName string
-	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration receive the self-signed CA.
+	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration (the Pipeline webhooks) and
+	// GuardWebhookConfiguration (config/policy's guard webhook; empty when not installed)
+	// receive the self-signed CA.
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	GuardWebhookConfiguration      string
 	// ConversionCRD is the Pipeline CRD, whose conversion webhook this manager serves and which
 	// receives the CA; empty serves no conversion (another manager of the cluster does).
 	ConversionCRD string
@@ -314,6 +320,7 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 	if w.Enabled {
 		selfSigned.MutatingWebhookConfiguration = w.MutatingWebhookConfiguration
 		selfSigned.ValidatingWebhookConfiguration = w.ValidatingWebhookConfiguration
+		selfSigned.GuardWebhookConfiguration = w.GuardWebhookConfiguration
 	}
 	return certificates{selfSigned: selfSigned}, nil
 }
@@ -365,9 +372,15 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 		}
 	}
 	if w.Enabled {
-		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache()); err != nil {
+		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(), ownServiceAccount(mgr.GetClient())); err != nil {
 			return err
 		}
+		srv, ok := mgr.GetWebhookServer().(*pipelinewebhook.Server)
+		if !ok {
+			return fmt.Errorf("the guard webhook needs the manager's bounded webhook server, not %T", mgr.GetWebhookServer())
+		}
+		// Services and volumes: no schema of this module bounds them, the review's limits do.
+		srv.RegisterAdmission(guard.Path, nil, guard.NewWebhook(mgr))
 	}
 	// Ready only once the webhook server serves: the webhook Service routes to ready pods.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
@@ -405,3 +418,26 @@ func setupOperatorCondition(mgr ctrl.Manager, direct client.Client) error {
 	log.Info("OLM OperatorCondition on: Upgradeable is False while a Pipeline rolls out")
 	return (&operatorcondition.UpgradeableReconciler{Client: mgr.GetClient(), Condition: cond}).SetupWithManager(mgr)
 }
+
+// ownServiceAccount is the user name the manager acts as when that is a ServiceAccount (in a
+// cluster), as the apiserver says it (a SelfSubjectReview, which every authenticated user may
+// make); empty for any other user (make run, as its kubeconfig's), or when the apiserver does not
+// answer. The Pipeline webhook refuses that identity a change of a Pipeline's spec.
+func ownServiceAccount(c client.Client) string {
+	log := ctrl.Log.WithName("setup")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		log.Info("The apiserver does not say which user the manager is (SelfSubjectReview): the Pipeline webhook does not "+
+			"refuse it a change of a Pipeline's spec", "error", err.Error())
+		return ""
+	}
+	if u := review.Status.UserInfo.Username; strings.HasPrefix(u, serviceAccountUserPrefix) {
+		return u
+	}
+	return ""
+}
+
+// serviceAccountUserPrefix begins the user name of every ServiceAccount.
+const serviceAccountUserPrefix = "system:serviceaccount:"

@@ -2,18 +2,22 @@ package manager
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
@@ -36,13 +40,21 @@ func TestIntegration(t *testing.T) {
 var _ = BeforeSuite(func() {
 	testenv.ConfigureGinkgo(20 * time.Second)
 	testEnv = testenv.New()
+	// The guard webhook of config/policy, as make deploy installs it, served below: every write
+	// of a Service or volume by the operator's identity goes through it, as in a cluster.
+	testEnv.WebhookInstallOptions.ValidatingWebhooks = []*admissionregistrationv1.ValidatingWebhookConfiguration{
+		the[admissionregistrationv1.ValidatingWebhookConfiguration](deployManifests("default"), "ValidatingWebhookConfiguration", guardWebhook)}
 	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(testenv.ServeConversion(context.Background(), testEnv)).To(Succeed())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(testenv.ServeWebhooks(context.Background(), testEnv, map[string]http.Handler{
+		guard.Path: &admission.Webhook{Handler: &guard.Guard{Live: k8sClient}}})).To(Succeed())
 })
+
+// guardWebhook is the guard webhook's configuration as config/default names it.
+const guardWebhook = "pipeline-operator-guard-webhook-configuration"
 
 var _ = AfterSuite(func() {
 	if testEnv != nil {

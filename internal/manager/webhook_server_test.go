@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
+	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
@@ -141,6 +142,24 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			g.Expect(took).To(BeNumerically("<", 5*time.Second))
 		})
 	}
+
+	t.Run("serves the guard webhook, its reviews bounded by the review's limits", func(t *testing.T) {
+		g := NewWithT(t)
+		service := func(ports string) string {
+			return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",` +
+				`"kind":{"group":"","version":"v1","kind":"Service"},"resource":{"group":"","version":"v1","resource":"services"},` +
+				`"operation":"CREATE","userInfo":{"username":"system:serviceaccount:pipeline-operator-system:pipeline-operator-controller-manager"},` +
+				`"object":{"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"` + namespace.Name + `",` +
+				`"ownerReferences":[{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline","name":"none","uid":"1","controller":true}]},` +
+				`"spec":{"type":"LoadBalancer","ports":[` + ports + `]}}}}`
+		}
+		code, body := postInsecure(addr, guard.Path, strings.NewReader(service(`{"port":80}`)))
+		g.Expect(code).To(Equal(http.StatusOK), body)
+		g.Expect(body).To(And(ContainSubstring(`"allowed":false`), ContainSubstring("Pipeline "+namespace.Name+"/none (uid 1) does not exist")))
+		ports := strings.TrimSuffix(strings.Repeat(`{"port":80},`, 2000), ",")
+		code, body = postInsecure(addr, guard.Path, strings.NewReader(service(ports)))
+		g.Expect(code).To(Equal(http.StatusBadRequest), body)
+	})
 
 	t.Run("records controller-runtime's webhook metrics for every path and answer", func(t *testing.T) {
 		g := NewWithT(t)

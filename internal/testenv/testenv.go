@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,9 +62,18 @@ func New() *envtest.Environment {
 // ServeConversion serves the Pipeline conversion webhook where env (started) points the CRD,
 // until ctx ends, and returns once it answers.
 func ServeConversion(ctx context.Context, env *envtest.Environment) error {
+	return ServeWebhooks(ctx, env, nil)
+}
+
+// ServeWebhooks serves, where env (started) points its webhooks, the Pipeline conversion webhook
+// and hooks by path, until ctx ends, and returns once they answer.
+func ServeWebhooks(ctx context.Context, env *envtest.Environment, hooks map[string]http.Handler) error {
 	o := env.WebhookInstallOptions
 	server := webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
 	server.Register("/convert", conversion.NewWebhookHandler(Scheme(), conversion.NewRegistry()))
+	for path, hook := range hooks {
+		server.Register(path, hook)
+	}
 	done := make(chan error, 1)
 	go func() { done <- server.Start(ctx) }()
 	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))

@@ -123,10 +123,12 @@ type SelfSigned struct {
 	ExtraServices []string
 	// CertDir receives tls.crt, tls.key and ca.crt each time the certificate changes.
 	CertDir string
-	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration get the CA as caBundle;
-	// an empty name is skipped.
+	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration (the Pipeline webhooks)
+	// and GuardWebhookConfiguration (a ValidatingWebhookConfiguration too) get the CA as
+	// caBundle; an empty name is skipped.
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	GuardWebhookConfiguration      string
 	// ConversionCRD is the CustomResourceDefinition whose conversion webhook gets the CA as
 	// caBundle; an empty name is skipped.
 	ConversionCRD string
@@ -165,8 +167,10 @@ func (s *SelfSigned) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if s.MutatingWebhookConfiguration != "" {
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.MutatingWebhookConfiguration, Type: rotator.Mutating})
 	}
-	if s.ValidatingWebhookConfiguration != "" {
-		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ValidatingWebhookConfiguration, Type: rotator.Validating})
+	for _, name := range []string{s.ValidatingWebhookConfiguration, s.GuardWebhookConfiguration} {
+		if name != "" {
+			webhooks = append(webhooks, rotator.WebhookInfo{Name: name, Type: rotator.Validating})
+		}
 	}
 	if s.ConversionCRD != "" {
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: s.ConversionCRD, Type: rotator.CRDConversion})

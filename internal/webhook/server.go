@@ -193,14 +193,9 @@ func (s *Server) NeedLeaderElection() bool { return false }
 // WebhookMux returns the multiplexer of the registered webhooks, without the server's bounds.
 func (s *Server) WebhookMux() *http.ServeMux { return s.mux }
 
-// Register serves hook at path, behind the bounds of its kind (conversion or admission).
+// Register serves hook at path, behind the bounds of its kind: conversion, or admission of the
+// objects of the server's shape.
 func (s *Server) Register(path string, hook http.Handler) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paths[path] {
-		panic(fmt.Errorf("webhook path %s registered twice", path))
-	}
-	s.paths[path] = true
 	b := bounds{authenticated: true, limit: s.limits.MaxAdmissionBytes, shape: s.admission, review: s.limits.Review, valueCost: s.limits.ValueCost}
 	if path == ConversionPath {
 		// What a converted object costs is charged by the bound on their number. The apiserver
@@ -208,6 +203,24 @@ func (s *Server) Register(path string, hook http.Handler) {
 		b = bounds{limit: s.limits.MaxConversionBytes, shape: s.conversion, review: s.limits.Review}
 		b.review.MaxValues = 0
 	}
+	s.register(path, b, hook)
+}
+
+// RegisterAdmission serves the admission webhook hook at path for objects of another resource
+// than the server's: bounded as the server's admission webhooks, by object's shape (nil: by
+// Limits.Review alone) instead of the served resource's.
+func (s *Server) RegisterAdmission(path string, object *jsonshape.Shape, hook http.Handler) {
+	s.register(path, bounds{authenticated: true, limit: s.limits.MaxAdmissionBytes,
+		shape: admissionReview(object, s.limits.MaxUserInfoBytes), review: s.limits.Review, valueCost: s.limits.ValueCost}, hook)
+}
+
+func (s *Server) register(path string, b bounds, hook http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths[path] {
+		panic(fmt.Errorf("webhook path %s registered twice", path))
+	}
+	s.paths[path] = true
 	s.mux.Handle(path, s.metrics.instrument(path, s.bounded(b, hook)))
 }
 

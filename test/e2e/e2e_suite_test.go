@@ -45,6 +45,7 @@ import (
 	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
+	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
@@ -136,6 +137,7 @@ var _ = BeforeSuite(func() {
 		CertDir:                        GinkgoT().TempDir(),
 		MutatingWebhookConfiguration:   mutatingWebhookConfiguration,
 		ValidatingWebhookConfiguration: validatingWebhookConfiguration,
+		GuardWebhookConfiguration:      guardWebhookConfiguration,
 		ConversionCRD:                  pipelineCRD,
 	}
 	certMgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
@@ -152,10 +154,12 @@ var _ = BeforeSuite(func() {
 	Expect(forbidden.count.Load()).To(BeZero(), describeRefusals())
 	ca, err := os.ReadFile(filepath.Join(certs.CertDir, pipelinewebhook.CAKey))
 	Expect(err).NotTo(HaveOccurred())
-	injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	Expect(admin.Get(context.Background(), client.ObjectKey{Name: validatingWebhookConfiguration}, injected)).To(Succeed())
-	for _, w := range injected.Webhooks {
-		Expect(w.ClientConfig.CABundle).To(Equal(ca), "the CA is injected into webhook %s", w.Name)
+	for _, name := range []string{validatingWebhookConfiguration, guardWebhookConfiguration} {
+		injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		Expect(admin.Get(context.Background(), client.ObjectKey{Name: name}, injected)).To(Succeed())
+		for _, w := range injected.Webhooks {
+			Expect(w.ClientConfig.CABundle).To(Equal(ca), "the CA is injected into webhook %s", w.Name)
+		}
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	Expect(admin.Get(context.Background(), client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
@@ -183,7 +187,9 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pipelineadmission.SetupConversionWebhookWithManager(mgr)).To(Succeed())
-	Expect(pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache())).To(Succeed())
+	Expect(pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(),
+		"system:serviceaccount:"+operatorNamespace+":pipeline-operator-controller-manager")).To(Succeed())
+	webhookServer.RegisterAdmission(guard.Path, nil, guard.NewWebhook(mgr))
 	routerImage = deployedRouterImage(context.Background())
 	Expect((&pipeline.Reconciler{
 		Client:      mgr.GetClient(),
@@ -213,6 +219,7 @@ var _ = AfterSuite(func() {
 const (
 	mutatingWebhookConfiguration   = "pipeline-operator-mutating-webhook-configuration"
 	validatingWebhookConfiguration = "pipeline-operator-validating-webhook-configuration"
+	guardWebhookConfiguration      = "pipeline-operator-guard-webhook-configuration"
 	pipelineCRD                    = "pipelines.distri-infer.ndsl.cn"
 )
 
@@ -228,9 +235,12 @@ func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 	Expect(admin.Get(ctx, client.ObjectKey{Name: mutatingWebhookConfiguration}, mutating)).To(Succeed())
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	Expect(admin.Get(ctx, client.ObjectKey{Name: validatingWebhookConfiguration}, validating)).To(Succeed())
-	origMutating, origValidating := mutating.DeepCopy(), validating.DeepCopy()
+	guarding := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	Expect(admin.Get(ctx, client.ObjectKey{Name: guardWebhookConfiguration}, guarding)).To(Succeed())
+	origMutating, origValidating, origGuarding := mutating.DeepCopy(), validating.DeepCopy(), guarding.DeepCopy()
 	Expect(mutating.Webhooks).NotTo(BeEmpty())
 	Expect(validating.Webhooks).NotTo(BeEmpty())
+	Expect(guarding.Webhooks).NotTo(BeEmpty())
 
 	redirect := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		Expect(cc.Service).NotTo(BeNil(), "the deployed webhooks call the webhook Service")
@@ -242,11 +252,14 @@ func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 	for i := range mutating.Webhooks {
 		redirect(&mutating.Webhooks[i].ClientConfig)
 	}
-	for i := range validating.Webhooks {
-		redirect(&validating.Webhooks[i].ClientConfig)
+	for _, v := range []*admissionregistrationv1.ValidatingWebhookConfiguration{validating, guarding} {
+		for i := range v.Webhooks {
+			redirect(&v.Webhooks[i].ClientConfig)
+		}
 	}
 	Expect(admin.Update(ctx, mutating)).To(Succeed())
 	Expect(admin.Update(ctx, validating)).To(Succeed())
+	Expect(admin.Update(ctx, guarding)).To(Succeed())
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
 	origConversion := crd.Spec.Conversion.DeepCopy()
@@ -259,12 +272,11 @@ func pointWebhooksAt(local *envtest.WebhookInstallOptions) func() {
 	cc.Service, cc.URL, cc.CABundle = nil, &url, local.LocalServingCAData
 	Expect(admin.Update(ctx, crd)).To(Succeed())
 	return func() {
-		for _, obj := range []client.Object{origMutating, origValidating} {
+		for _, obj := range []client.Object{origMutating, origValidating, origGuarding} {
 			obj.SetResourceVersion("")
 			obj.SetManagedFields(nil)
+			Expect(admin.Patch(ctx, obj, client.Merge)).To(Succeed())
 		}
-		Expect(admin.Patch(ctx, origMutating, client.Merge)).To(Succeed())
-		Expect(admin.Patch(ctx, origValidating, client.Merge)).To(Succeed())
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(admin.Get(ctx, client.ObjectKey{Name: pipelineCRD}, crd)).To(Succeed())
 		crd.Spec.Conversion = origConversion
