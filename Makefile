@@ -147,7 +147,7 @@ verify: manifests generate fmt bundle catalog helm-chart ## Regenerate code, man
 		git status --porcelain -- $(GENERATED); git --no-pager diff --stat; exit 1; fi
 
 .PHONY: test
-test: test-unit test-rules test-bundle test-integration test-faults test-fuzz test-e2e test-realnodes test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
+test: test-unit test-rules test-bundle test-release test-integration test-faults test-fuzz test-e2e test-realnodes test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
@@ -311,11 +311,7 @@ local-images: $(LOCAL_IMAGES) ## Make the images of the real nodes without a con
 # every architecture of IMAGE_ARCHS: one multi-platform image (an OCI image layout).
 IMAGE_ARCHS ?= amd64,arm64
 $(IMAGE_DIR)/manager-local.tar: manifests generate
-	for arch in $(subst $(,), ,$(IMAGE_ARCHS)); do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/$$arch/manager ./cmd && \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o bin/image/$$arch/router ./cmd/router; \
-	done
-	go run ./hack/ociimage -o $@ -tag $(IMG) -arch $(IMAGE_ARCHS) -entrypoint /manager bin/image/{arch}/manager=/manager bin/image/{arch}/router=/router
+	hack/manager-image.sh $(VERSION) $(IMG) $(IMAGE_ARCHS) $@
 $(IMAGE_DIR)/modelserver.tar: $(wildcard examples/modelserver/*.go examples/modelserver/models/*/*)
 	CGO_ENABLED=0 go build -trimpath -o bin/modelserver ./examples/modelserver
 	go run ./hack/ociimage -o $@ -tag $(MODELSERVER_IMG) -entrypoint /modelserver bin/modelserver=/modelserver examples/modelserver/models=/models
@@ -419,6 +415,19 @@ deploy: build-installer $(DEPLOY_KUBECTL) ## Deploy the operator to the cluster 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the operator from the cluster of $$KUBECONFIG: delete what the release manifest names.
 	IMAGE_DIGESTS=false hack/build-installer.sh $(KUSTOMIZE) $(IMG) $(DEPLOY_CONFIG) - | $(DEPLOY_KUBECTL) delete --ignore-not-found -f -
+
+##@ Release
+
+# Where make release writes the artifacts of $(VERSION).
+RELEASE_DIR ?= dist/release/$(VERSION)
+
+.PHONY: release
+release: manifests $(KUSTOMIZE) $(HELM) ## Write every artifact of release $(VERSION) into $(RELEASE_DIR): the manager image for linux/amd64 and linux/arm64 (one OCI image layout) and its digest, install.yaml and the Helm chart naming it by that digest, the plugin's archives (linux, darwin, windows × amd64, arm64), its krew manifest with their sha256, SHA256SUMS.
+	hack/release.sh $(VERSION) $(IMAGE_TAG_BASE) $(RELEASE_DIR) $(KUSTOMIZE) $(HELM)
+
+.PHONY: test-release
+test-release: $(KUSTOMIZE) $(HELM) ## Make a release of a test version and check that every artifact names its version and image digest, and each binary its platform.
+	KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test ./test/release/ -count=1 -timeout 20m
 
 ##@ Helm
 

@@ -3,13 +3,14 @@
 // /etc/passwd and /etc/group naming the user, and a /tmp.
 //
 //	ociimage -o ARCHIVE -tag REF [-entrypoint /bin] [-user UID:GID] [-workdir DIR]
-//	         [-arch amd64[,arm64...]] FILE=PATH-IN-IMAGE...
+//	         [-arch amd64[,arm64...]] [-digest-file FILE] FILE=PATH-IN-IMAGE...
 //
 // For one architecture it writes an image archive that `ctr images import` and `docker load`
 // read. For several it writes one multi-platform image: an OCI image layout, as a tar, whose
 // index names the image REF and holds an image per architecture, made of the FILEs with
 // {arch} replaced by the architecture (`bin/{arch}/manager=/manager`); `ctr images import`
-// reads it and unpacks the machine's platform.
+// reads it and unpacks the machine's platform. -digest-file receives the digest a registry
+// serves the image by once pushed: the image's manifest, or the multi-platform index.
 //
 // A FILE that is a directory is copied with everything under it. Files are owned by root,
 // readable by all; those executable on disk are executable in the image. Times are zero, so the
@@ -54,6 +55,7 @@ func run(args []string) error {
 	user := fs.String("user", "65532:65532", "The user the image runs as, UID:GID.")
 	workdir := fs.String("workdir", "/", "The image's working directory.")
 	arch := fs.String("arch", "amd64", "The architectures of the image, comma-separated; {arch} in a FILE is replaced by each.")
+	digestFile := fs.String("digest-file", "", "A file to write the image's digest (sha256:…) to: its manifest's, or its index's.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Printf("%s (%s) written to %s\n", ref, digest, *out)
-		return nil
+		return writeDigest(*digestFile, digest)
 	}
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for i, img := range images {
@@ -105,7 +107,15 @@ func run(args []string) error {
 		return err
 	}
 	fmt.Printf("%s (index %s, %s) written to %s\n", ref, digest, strings.Join(archs, ", "), *out)
-	return nil
+	return writeDigest(*digestFile, digest)
+}
+
+// writeDigest writes digest to file, unless file is empty.
+func writeDigest(file string, digest v1.Hash) error {
+	if file == "" {
+		return nil
+	}
+	return os.WriteFile(file, []byte(digest.String()+"\n"), 0o644)
 }
 
 // imageSpec is what every architecture's image shares.

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 // Env is what the commands take from the process: their streams, the environment, whether
@@ -68,7 +70,10 @@ operators that serve only v1beta1 (0.1.0).`,
 		SilenceErrors: true,
 		// kubectl runs the plugin as `kubectl pipeline`: usage and help say so.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pipeline"},
+		// --version, as `version` says it.
+		Version: version.Version,
 	}
+	root.SetVersionTemplate("kubectl-pipeline {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
@@ -79,8 +84,22 @@ operators that serve only v1beta1 (0.1.0).`,
 		actionCommand(env, flags, ActionResume, "Resume a paused Pipeline"),
 		actionCommand(env, flags, ActionFailback, "Ask a Pipeline with failback Manual to return its steps from their fallback nodes"),
 		logsCommand(env, flags),
-		traceCommand(env, flags))
+		traceCommand(env, flags),
+		versionCommand(env))
 	return root
+}
+
+// versionCommand prints the plugin's release (the one `make release` stamped it with).
+func versionCommand(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(env.Out, "kubectl-pipeline %s\n", version.Version)
+			return err
+		},
+	}
 }
 
 // connect is the cluster of flags and the namespace the flags (or the kubeconfig's context) name.
