@@ -161,6 +161,25 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		g.Expect(code).To(Equal(http.StatusBadRequest), body)
 	})
 
+	t.Run("says when the certificate it serves expires", func(t *testing.T) {
+		g := NewWithT(t)
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+		g.Expect(err).NotTo(HaveOccurred())
+		served := conn.ConnectionState().PeerCertificates[0].NotAfter
+		_ = conn.Close()
+		families, err := registry.Gather()
+		g.Expect(err).NotTo(HaveOccurred())
+		var expiry []float64
+		for _, f := range families {
+			if f.GetName() == pipelinewebhook.MetricWebhookCertificateExpiry {
+				for _, m := range f.GetMetric() {
+					expiry = append(expiry, m.GetGauge().GetValue())
+				}
+			}
+		}
+		g.Expect(expiry).To(Equal([]float64{float64(served.Unix())}))
+	})
+
 	t.Run("records controller-runtime's webhook metrics for every path and answer", func(t *testing.T) {
 		g := NewWithT(t)
 		families, err := registry.Gather()

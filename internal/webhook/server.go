@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +111,36 @@ const (
 // them, by reason.
 const MetricWebhookRefused = "pipeline_operator_webhook_refused_total"
 
+// MetricWebhookCertificateExpiry is when the certificate the webhook port serves expires.
+const MetricWebhookCertificateExpiry = "pipeline_operator_webhook_certificate_expiry_timestamp_seconds"
+
+var certificateExpiryDesc = prometheus.NewDesc(MetricWebhookCertificateExpiry,
+	"When the certificate the webhook port serves now expires, in seconds since the epoch: the manager's own "+
+		"(renewed before it expires) or the one mounted (cert-manager, OLM). Absent until the port serves.", nil, nil)
+
+// certificateExpiry collects MetricWebhookCertificateExpiry from the certificate s serves now.
+type certificateExpiry struct{ s *Server }
+
+func (certificateExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- certificateExpiryDesc }
+
+func (c certificateExpiry) Collect(ch chan<- prometheus.Metric) {
+	get := c.s.serving.Load()
+	if get == nil {
+		return
+	}
+	cert, err := (*get)(&tls.ClientHelloInfo{})
+	if err != nil || cert == nil || len(cert.Certificate) == 0 {
+		return
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(certificateExpiryDesc, prometheus.GaugeValue, float64(leaf.NotAfter.Unix()))
+}
+
 // Server is the manager's webhook server: controller-runtime's webhook.Server contract, served
 // by an HTTP server whose every path is bounded by Limits. A request over a limit is answered
 // 413 (too large), 503 (bodies of other requests fill the budget) or 408 (too slow), and counted.
@@ -120,6 +152,8 @@ type Server struct {
 	slots   chan struct{}
 	refused *prometheus.CounterVec
 	metrics requestMetrics
+	// serving is the GetCertificate of the TLS configuration, once Start has one.
+	serving atomic.Pointer[func(*tls.ClientHelloInfo) (*tls.Certificate, error)]
 	// admission and conversion are the shapes of the reviews the server reads.
 	admission, conversion *jsonshape.Shape
 	// clients, when not nil, are the client certificates admission requests must present.
@@ -182,6 +216,11 @@ func NewServer(options webhook.Options, limits Limits, object *jsonshape.Shape, 
 		return nil, err
 	}
 	s.metrics = m
+	if reg != nil {
+		if err := reg.Register(certificateExpiry{s}); err != nil {
+			return nil, fmt.Errorf("register %s: %w", MetricWebhookCertificateExpiry, err)
+		}
+	}
 	return s, nil
 }
 
@@ -362,6 +401,7 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}()
 	}
+	s.serving.Store(&cfg.GetCertificate)
 	tcp, err := net.Listen("tcp", net.JoinHostPort(s.options.Host, strconv.Itoa(s.options.Port)))
 	if err != nil {
 		return err

@@ -171,6 +171,76 @@ pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="re
 		alert: "PipelineStepFailingOverRepeatedly", after: 150 * time.Minute,
 		series: `pipeline_operator_step_failovers_total{namespace="edge",pipeline="face",step="detect"} 0x5 1x50 2x50 3x50`,
 	}},
+	{"no manager scraped for 5 minutes fires", alertCase{
+		alert: "PipelineOperatorDown", after: 20 * time.Minute,
+		series: `pipeline_operator_build_info{version="1.0.0"} 1x5`,
+		firing: []string{"PipelineOperatorDown"},
+	}},
+	{"a manager scraped does not", alertCase{
+		alert: "PipelineOperatorDown", after: 15 * time.Minute,
+		series: `pipeline_operator_build_info{version="1.0.0",pod="a"} 1x5 _x10
+pipeline_operator_build_info{version="1.0.0",pod="b"} _x3 1x12`,
+	}},
+	{"replicas up and none leading fires", alertCase{
+		alert: "PipelineOperatorNoLeader", after: 15 * time.Minute,
+		series: `pipeline_operator_build_info{pod="a"} 1x15
+pipeline_operator_build_info{pod="b"} 1x15
+leader_election_master_status{name="pipeline-operator.distri-infer.ndsl.cn",pod="a"} 1x5 0x10
+leader_election_master_status{name="pipeline-operator.distri-infer.ndsl.cn",pod="b"} 0x15
+leader_election_master_status{name="another-operator",pod="c"} 1x15`,
+		firing: []string{"PipelineOperatorNoLeader"},
+	}},
+	{"replicas up that never reported leading fire too", alertCase{
+		alert: "PipelineOperatorNoLeader", after: 15 * time.Minute,
+		series: `pipeline_operator_build_info{pod="a"} 1x15`,
+		firing: []string{"PipelineOperatorNoLeader"},
+	}},
+	{"a leadership handed over within 5 minutes does not, nor no manager at all", alertCase{
+		alert: "PipelineOperatorNoLeader", after: 15 * time.Minute,
+		series: `pipeline_operator_build_info{pod="a"} 1x8
+pipeline_operator_build_info{pod="b"} 1x8
+leader_election_master_status{name="pipeline-operator.distri-infer.ndsl.cn",pod="a"} 1x4 0x4
+leader_election_master_status{name="pipeline-operator.distri-infer.ndsl.cn",pod="b"} 0x6 1x2`,
+	}},
+	{"a webhook answering 10% 5xx for 15 minutes fires, 400s to forged requests do not", alertCase{
+		alert: "PipelineOperatorWebhookErrors", after: 20 * time.Minute,
+		series: `controller_runtime_webhook_requests_total{webhook="/validate-distri-infer-ndsl-cn-v1-pipeline",code="200"} 0+90x25
+controller_runtime_webhook_requests_total{webhook="/validate-distri-infer-ndsl-cn-v1-pipeline",code="503"} 0+10x25
+controller_runtime_webhook_requests_total{webhook="/convert",code="200"} 0+10x25
+controller_runtime_webhook_requests_total{webhook="/convert",code="400"} 0+90x25`,
+		firing:  []string{"/validate-distri-infer-ndsl-cn-v1-pipeline"},
+		summary: "The pipeline-operator webhook /validate-distri-infer-ndsl-cn-v1-pipeline fails 10% of its requests.",
+	}},
+	{"a webhook whose p99 is 8 s fires, one at 1 s does not", alertCase{
+		alert: "PipelineOperatorWebhookSlow", after: 20 * time.Minute,
+		series: `controller_runtime_webhook_latency_seconds_bucket{webhook="/convert",le="1"} 0+1x25
+controller_runtime_webhook_latency_seconds_bucket{webhook="/convert",le="10"} 0+100x25
+controller_runtime_webhook_latency_seconds_bucket{webhook="/convert",le="+Inf"} 0+100x25
+controller_runtime_webhook_latency_seconds_bucket{webhook="/validate-operator-writes",le="1"} 0+100x25
+controller_runtime_webhook_latency_seconds_bucket{webhook="/validate-operator-writes",le="10"} 0+100x25
+controller_runtime_webhook_latency_seconds_bucket{webhook="/validate-operator-writes",le="+Inf"} 0+100x25`,
+		firing: []string{"/convert"},
+	}},
+	// The rule engine's clock starts at the epoch: an expiry of 10 days is 864000.
+	{"a certificate 10 days from expiry warns after an hour", alertCase{
+		alert: "PipelineOperatorCertificateExpiresSoon", after: 70 * time.Minute,
+		series: `pipeline_operator_webhook_certificate_expiry_timestamp_seconds{pod="a"} 864000x80
+pipeline_operator_webhook_certificate_expiry_timestamp_seconds{pod="b"} 864000000x80`,
+		firing: []string{"PipelineOperatorCertificateExpiresSoon"},
+	}},
+	{"a certificate 60 days from expiry does not warn", alertCase{
+		alert: "PipelineOperatorCertificateExpiresSoon", after: 70 * time.Minute,
+		series: `pipeline_operator_webhook_certificate_expiry_timestamp_seconds 5184000x80`,
+	}},
+	{"a certificate 12 hours from expiry pages", alertCase{
+		alert: "PipelineOperatorCertificateExpiresToday", after: 20 * time.Minute,
+		series: `pipeline_operator_webhook_certificate_expiry_timestamp_seconds 43200x30`,
+		firing: []string{"PipelineOperatorCertificateExpiresToday"},
+	}},
+	{"a certificate 10 days from expiry does not page", alertCase{
+		alert: "PipelineOperatorCertificateExpiresToday", after: 20 * time.Minute,
+		series: `pipeline_operator_webhook_certificate_expiry_timestamp_seconds 864000x30`,
+	}},
 	{"reconcile errors that keep coming fire", alertCase{
 		alert: "PipelineOperatorReconcileErrors", after: 25 * time.Minute,
 		series: `pipeline_operator_reconcile_errors_total{reason="ApplyFailed"} 0+3x30
@@ -236,15 +306,18 @@ func evaluate(t *testing.T, r rulefmt.Rule, series string, after time.Duration) 
 			continue
 		}
 		summaries = append(summaries, a.Annotations.Get("summary"))
-		for _, name := range []string{"pipeline", "reason"} {
+		// An alert of the operator as a whole has none of these: its name identifies it.
+		id := a.Labels.Get("alertname")
+		for _, name := range []string{"pipeline", "reason", "webhook"} {
 			if v := a.Labels.Get(name); v != "" {
 				if name == "pipeline" && a.Labels.Get("step") != "" {
 					v = a.Labels.Get("step")
 				}
-				firing = append(firing, v)
+				id = v
 				break
 			}
 		}
+		firing = append(firing, id)
 	}
 	return firing, summaries
 }
