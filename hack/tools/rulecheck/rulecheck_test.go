@@ -369,7 +369,8 @@ type dashboardQuery struct {
 	panel, expr string
 }
 
-// dashboardQueries are the queries of every panel of the dashboard, $__rate_interval replaced.
+// dashboardQueries are the queries of every panel of the dashboard, as Grafana sends them with
+// every namespace and Pipeline chosen: $__rate_interval, $namespace and $pipeline replaced.
 func dashboardQueries(t *testing.T) []dashboardQuery {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
@@ -390,8 +391,10 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 	var out []dashboardQuery
 	for _, p := range dash.Panels {
 		for _, target := range p.Targets {
-			// Grafana replaces $__rate_interval before Prometheus sees the query.
-			out = append(out, dashboardQuery{panel: p.Title, expr: strings.ReplaceAll(target.Expr, "$__rate_interval", "5m")})
+			// Grafana replaces the variables before Prometheus sees the query; "All" is their
+			// allValue, .*.
+			expr := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "$pipeline", ".*").Replace(target.Expr)
+			out = append(out, dashboardQuery{panel: p.Title, expr: expr})
 		}
 	}
 	return out
@@ -416,5 +419,85 @@ func TestDashboardQueriesParse(t *testing.T) {
 		if _, err := promql.ParseExpr(q.expr); err != nil {
 			t.Errorf("panel %q: %q: %v", q.panel, q.expr, err)
 		}
+	}
+}
+
+// perPipeline are the metrics whose series carry a Pipeline's namespace and name.
+var perPipeline = map[string]bool{
+	"pipeline_operator_pipeline_phase": true, "pipeline_operator_step_replicas": true, "pipeline_operator_step_ready_replicas": true,
+	"pipeline_operator_step_failovers_total": true, "pipeline_router_requests_total": true,
+	"pipeline_router_step_duration_seconds_bucket": true, "pipeline_router_step_errors_total": true,
+	"pipeline_router_step_retries_total": true, "pipeline_router_step_retries_budget_exhausted_total": true,
+}
+
+// The dashboard can be narrowed to namespaces and Pipelines: its variables list them, and every
+// panel of per-Pipeline series follows them.
+func TestDashboardFiltersByNamespaceAndPipeline(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+				IncludeAll bool   `json:"includeAll"`
+				AllValue   string `json:"allValue"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"namespace": "label_values(pipeline_operator_pipeline_phase, namespace)",
+		"pipeline":  `label_values(pipeline_operator_pipeline_phase{namespace=~"$namespace"}, pipeline)`,
+	}
+	for _, v := range dash.Templating.List {
+		if def, ok := want[v.Name]; ok {
+			if v.Definition != def || !v.IncludeAll || v.AllValue != ".*" {
+				t.Errorf("variable %s: %q, includeAll %t, allValue %q; want %q, All as .*", v.Name, v.Definition, v.IncludeAll, v.AllValue, def)
+			}
+			delete(want, v.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("no variable %s", name)
+	}
+	filtered := 0
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			expr, err := promql.ParseExpr(strings.ReplaceAll(target.Expr, "$__rate_interval", "5m"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+				vs, ok := node.(*parser.VectorSelector)
+				if !ok || !perPipeline[vs.Name] {
+					return nil
+				}
+				filtered++
+				matched := map[string]bool{}
+				for _, m := range vs.LabelMatchers {
+					if m.Type == labels.MatchRegexp && m.Value == "$"+m.Name {
+						matched[m.Name] = true
+					}
+				}
+				if !matched["namespace"] || !matched["pipeline"] {
+					t.Errorf("panel %q: %s does not follow $namespace and $pipeline", p.Title, vs)
+				}
+				return nil
+			})
+		}
+	}
+	if filtered == 0 {
+		t.Error("no panel shows per-Pipeline series")
 	}
 }
