@@ -54,11 +54,12 @@ type guarded struct {
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if g.inFlight.Add(1) > g.maxInFlight {
+		start := time.Now()
 		g.inFlight.Add(-1)
 		id := requestID(req.Header)
 		w.Header()[config.HeaderRequestID] = []string{id}
 		g.router.metrics.answered(writeError(w, http.StatusServiceUnavailable, errorBody{
-			Error: "the router serves as many requests as it may at once", RequestID: id}))
+			Error: "the router serves as many requests as it may at once", RequestID: id}), start)
 		return
 	}
 	defer g.inFlight.Add(-1)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,10 +24,12 @@ const (
 
 // metrics are the router's Prometheus metrics.
 type metrics struct {
-	requests     *prometheus.CounterVec
-	stepDuration *prometheus.HistogramVec
-	stepRetries  *prometheus.CounterVec
-	stepErrors   *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	// requestDuration is each request's time through the router, end to end.
+	requestDuration *prometheus.HistogramVec
+	stepDuration    *prometheus.HistogramVec
+	stepRetries     *prometheus.CounterVec
+	stepErrors      *prometheus.CounterVec
 	// stepRetriesBudgetExhausted counts retries the step's retry budget refused.
 	stepRetriesBudgetExhausted *prometheus.CounterVec
 }
@@ -36,6 +39,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_router_requests_total",
 			Help: "Requests the router answered, by HTTP status code.",
+		}, []string{"code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pipeline_router_request_duration_seconds",
+			Help: "Time from a request's arrival to the router's answer, end to end (its body read, every step called, " +
+				"retries and waits included), by HTTP status code.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"code"}),
 		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pipeline_router_step_duration_seconds",
@@ -55,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed calls to a step (each attempt counts), by reason.",
 		}, []string{"step", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.stepDuration, m.stepRetries, m.stepErrors, m.stepRetriesBudgetExhausted,
+	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.stepDuration, m.stepRetries, m.stepErrors, m.stepRetriesBudgetExhausted,
 		version.BuildInfo("pipeline_router")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -88,4 +97,9 @@ func (m *metrics) forStep(name string) stepMetrics {
 
 func (s stepMetrics) failed(reason string) { s.errors.WithLabelValues(reason).Inc() }
 
-func (m *metrics) answered(code int) { m.requests.WithLabelValues(strconv.Itoa(code)).Inc() }
+// answered counts a request answered with code, which arrived at start.
+func (m *metrics) answered(code int, start time.Time) {
+	c := strconv.Itoa(code)
+	m.requests.WithLabelValues(c).Inc()
+	m.requestDuration.WithLabelValues(c).Observe(time.Since(start).Seconds())
+}

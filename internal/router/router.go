@@ -136,10 +136,11 @@ func (r *Router) Gatherer() prometheus.Gatherer { return r.gatherer }
 
 // ServeHTTP runs one request through the pipeline.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
 	id := requestID(req.Header)
 	w.Header()[config.HeaderRequestID] = []string{id}
 	code := r.serve(w, req, id)
-	r.metrics.answered(code)
+	r.metrics.answered(code, start)
 	if code == statusClientClosedRequest {
 		// Nobody listens: the connection ends without an answer, where the server would
 		// otherwise send an empty 200 on it.

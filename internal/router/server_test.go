@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +194,8 @@ func TestServerExposesMetrics(t *testing.T) {
 	for _, want := range []string{
 		`pipeline_router_requests_total{code="200"} 1`,
 		`pipeline_router_requests_total{code="405"} 1`,
+		`pipeline_router_request_duration_seconds_count{code="200"} 1`,
+		`pipeline_router_request_duration_seconds_count{code="405"} 1`,
 		`pipeline_router_step_duration_seconds_count{step="first"} 1`,
 		`pipeline_router_step_duration_seconds_count{step="second"} 2`,
 		`pipeline_router_step_retries_total{step="first"} 0`,
@@ -207,6 +210,35 @@ func TestServerExposesMetrics(t *testing.T) {
 	}
 	if code, _ := get(t, s.adminURL+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
+	}
+}
+
+// A request's duration is measured end to end: through every step, not one step's call.
+func TestRequestDurationIsEndToEnd(t *testing.T) {
+	slow := func(d time.Duration) *stepServer {
+		return newStep(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadAll(r.Body)
+			time.Sleep(d)
+			_, _ = w.Write([]byte("ok"))
+		})
+	}
+	a, b := slow(40*time.Millisecond), slow(60*time.Millisecond)
+	s := serveRouter(t, config.Config{Steps: []config.Step{{Name: "a", URL: a.URL}, {Name: "b", URL: b.URL}}}, time.Minute)
+	if got := post(t, s.url, "", "in", nil); got.status != http.StatusOK {
+		t.Fatalf("answer %d %q", got.status, got.body)
+	}
+	_, text := get(t, s.adminURL+"/metrics")
+	var sum float64
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(line, `pipeline_router_request_duration_seconds_sum{code="200"} `); ok {
+			var err error
+			if sum, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if sum < 0.1 {
+		t.Errorf("the request took %.3f s by the histogram, less than its two steps' 0.1 s", sum)
 	}
 }
 

@@ -426,7 +426,7 @@ func TestDashboardQueriesParse(t *testing.T) {
 var perPipeline = map[string]bool{
 	"pipeline_operator_pipeline_phase": true, "pipeline_operator_step_replicas": true, "pipeline_operator_step_ready_replicas": true,
 	"pipeline_operator_step_failovers_total": true, "pipeline_router_requests_total": true,
-	"pipeline_router_step_duration_seconds_bucket": true, "pipeline_router_step_errors_total": true,
+	"pipeline_router_step_duration_seconds_bucket": true, "pipeline_router_request_duration_seconds_bucket": true, "pipeline_router_step_errors_total": true,
 	"pipeline_router_step_retries_total": true, "pipeline_router_step_retries_budget_exhausted_total": true,
 }
 
