@@ -74,7 +74,6 @@ operators that serve only v1beta1 (0.1.0).`,
 		Version: version.Version,
 	}
 	root.SetVersionTemplate("kubectl-pipeline {{.Version}}\n")
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.ErrOut)
@@ -117,13 +116,15 @@ func connect(flags *genericclioptions.ConfigFlags) (*Server, string, error) {
 
 func statusCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command {
 	var output string
-	var all, noColor bool
+	var all, noColor, watch bool
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show a Pipeline (or every Pipeline of the namespace) as a tree: phase, conditions, steps, failover, router",
 		Example: `  kubectl pipeline status facedetection-pipeline
+  kubectl pipeline status facedetection-pipeline --watch
   kubectl pipeline status -A -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeNames(flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && output != "json" {
 				return fmt.Errorf("--output %q: only json is supported (without it: the tree)", output)
@@ -136,25 +137,53 @@ func statusCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command
 				return err
 			}
 			ctx := cmd.Context()
-			items, err := s.read(ctx, ns, all, args)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return WriteDocument(env.Out, items)
-			}
-			if len(items) == 0 {
-				where := "namespace " + ns
-				if all {
-					where = "any namespace"
+			show := func() error {
+				items, err := s.read(ctx, ns, all, args)
+				if err != nil {
+					return err
 				}
-				_, err := fmt.Fprintf(env.Out, "no Pipelines in %s\n", Printable(where))
-				return err
+				if output == "json" {
+					return WriteDocument(env.Out, items)
+				}
+				if len(items) == 0 {
+					where := "namespace " + ns
+					if all {
+						where = "any namespace"
+					}
+					_, err := fmt.Fprintf(env.Out, "no Pipelines in %s\n", Printable(where))
+					return err
+				}
+				return Render(env.Out, items, RenderOptions{Color: UseColor(env, noColor), Now: env.Now()})
 			}
-			return Render(env.Out, items, RenderOptions{Color: UseColor(env, noColor), Now: env.Now()})
+			if !watch {
+				return show()
+			}
+			where, name := ns, ""
+			if all {
+				where = ""
+			}
+			if len(args) == 1 {
+				name = args[0]
+			}
+			// On a terminal, each drawing replaces the last; elsewhere (and for JSON) they follow
+			// one another.
+			redraw := output != "json" && env.IsTerminal(env.Out)
+			return s.watch(ctx, where, name, func(first bool) error {
+				if redraw {
+					if _, err := io.WriteString(env.Out, clearScreen); err != nil {
+						return err
+					}
+				} else if !first && output != "json" {
+					if _, err := io.WriteString(env.Out, "\n"); err != nil {
+						return err
+					}
+				}
+				return show()
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json (a versioned document, docs/plugin.md), or the tree when empty")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "After showing, show again whenever a Pipeline shown changes, until interrupted (Ctrl-C)")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Show the Pipelines of every namespace")
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "Do not colour the tree (it is coloured only on a terminal, and NO_COLOR turns it off too)")
 	return cmd
@@ -195,10 +224,11 @@ func (s *Server) read(ctx context.Context, ns string, all bool, args []string) (
 
 func actionCommand(env Env, flags *genericclioptions.ConfigFlags, action Action, short string) *cobra.Command {
 	return &cobra.Command{
-		Use:     string(action) + " NAME",
-		Short:   short,
-		Example: fmt.Sprintf("  kubectl pipeline %s facedetection-pipeline -n team-a", action),
-		Args:    cobra.ExactArgs(1),
+		Use:               string(action) + " NAME",
+		Short:             short,
+		Example:           fmt.Sprintf("  kubectl pipeline %s facedetection-pipeline -n team-a", action),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, ns, err := connect(flags)
 			if err != nil {
@@ -216,7 +246,8 @@ func logsCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command {
 		Short: "Print the logs of a step's pods (STEP: its name or 1-based position), each line prefixed with its pod when there are several",
 		Example: `  kubectl pipeline logs facedetection-pipeline step-1 --tail 20
   kubectl pipeline logs facedetection-pipeline 2 -f`,
-		Args: cobra.ExactArgs(2),
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeNames(flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, ns, err := connect(flags)
 			if err != nil {
@@ -253,8 +284,9 @@ func traceCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command 
 		Long: `Print the lines of the logs of the Pipeline's router pods that name the request id
 (requestID=<id>), oldest first, each with its pod. The router logs failed requests only (one
 line each, docs/router.md): a request that succeeded leaves no line.`,
-		Example: "  kubectl pipeline trace facedetection-pipeline req-42",
-		Args:    cobra.ExactArgs(2),
+		Example:           "  kubectl pipeline trace facedetection-pipeline req-42",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeNames(flags),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, ns, err := connect(flags)
 			if err != nil {
@@ -302,4 +334,34 @@ func podNames(pods []corev1.Pod) string {
 		names[i] = p.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// clearScreen moves a terminal's cursor home and clears its screen, before each drawing of
+// `status --watch`.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// completeNames completes a command's first argument with the names of the Pipelines of the
+// namespace the flags name, for shell completion (`kubectl pipeline completion`, and kubectl's own
+// through kubectl_complete-pipeline: docs/plugin.md).
+func completeNames(flags *genericclioptions.ConfigFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		s, ns, err := connect(flags)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		items, err := s.List(cmd.Context(), ns)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []cobra.Completion
+		for _, u := range items {
+			if strings.HasPrefix(u.GetName(), toComplete) {
+				names = append(names, u.GetName())
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,6 +141,66 @@ func TestIntegrationV1beta1Server(t *testing.T) {
 		t.Errorf("the tree of every namespace:\n%s", tree)
 	}
 
+	t.Run("status --watch draws again on a change and ends when interrupted", func(t *testing.T) {
+		watchCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		var out syncBuffer
+		cmd := NewCommand(Env{IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
+			Getenv: func(string) string { return "" }, IsTerminal: func(io.Writer) bool { return false }, Now: time.Now})
+		cmd.SetArgs([]string{"--kubeconfig", kubeconfig, "-n", "team-a", "status", "faces", "--watch"})
+		done := make(chan error, 1)
+		go func() { done <- cmd.ExecuteContext(watchCtx) }()
+		waitFor := func(what string, ok func(string) bool) {
+			t.Helper()
+			for deadline := time.Now().Add(30 * time.Second); !ok(out.String()); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %s in:\n%s", what, out.String())
+				}
+			}
+		}
+		waitFor("first drawing", func(s string) bool { return strings.Contains(s, "team-a/faces  Creating") })
+		u, err := dyn.Get(ctx, "faces", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, "running", "status", "phase"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("drawing of the change", func(s string) bool { return strings.Contains(s, "team-a/faces  Running") })
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("interrupted, --watch returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("--watch did not end when interrupted")
+		}
+		if n := strings.Count(out.String(), "team-a/faces  "); n < 2 {
+			t.Errorf("%d drawings, want the first and one per change:\n%s", n, out.String())
+		}
+		// Back as the rest of the test expects it.
+		u, err = dyn.Get(ctx, "faces", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(u.Object, "creating", "status", "phase")
+		if _, err := dyn.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Shell completion of a NAME asks the cluster for the namespace's Pipelines.
+	if out := run("-n", "team-a", "__complete", "pause", "fa"); !strings.HasPrefix(out, "faces\n:4\n") {
+		t.Errorf("completion of pause fa:\n%s", out)
+	}
+	if out := run("-n", "team-a", "__complete", "status", "x"); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("completion of status x:\n%s", out)
+	}
+
 	out = run("-n", "team-a", "pause", "faces")
 	if a := annotations(); a[PausedAnnotation] != "true" || !strings.Contains(out, "pipeline team-a/faces paused") {
 		t.Errorf("after pause, annotations %v; printed:\n%s", a, out)
@@ -199,4 +260,22 @@ func TestIntegrationV1beta1Server(t *testing.T) {
 	if got, want := doc.Items[0].Conditions[1].Message, "step 1 (detect): "+strings.Replace(hostile, "\xff\xfe", "\ufffd\ufffd", 1); got != want {
 		t.Errorf("the JSON document's message is %q, want %q as stored", got, want)
 	}
+}
+
+// syncBuffer is a buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -154,4 +157,70 @@ func (s *Server) List(ctx context.Context, namespace string) ([]unstructured.Uns
 		return strings.Compare(a.GetName(), b.GetName())
 	})
 	return items, nil
+}
+
+// watch calls show(true), then show(false) each time a Pipeline of namespace ("" for every
+// namespace), or only the one called name when name is not empty, is added, changed or deleted,
+// until ctx ends (then it returns nil). A watch the server closes is opened again; what changed
+// meanwhile is shown then.
+func (s *Server) watch(ctx context.Context, namespace, name string, show func(first bool) error) error {
+	opts := metav1.ListOptions{}
+	if name != "" {
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
+	resource := s.Dynamic.Resource(s.gvr()).Namespace(namespace)
+	for first := true; ; first = false {
+		// The version the drawing starts from: what changes after it is watched for.
+		list, err := resource.List(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("list pipelines: %w", err)
+		}
+		if err := show(first); err != nil {
+			return err
+		}
+		watchOpts := opts
+		watchOpts.ResourceVersion = list.GetResourceVersion()
+		w, err := resource.Watch(ctx, watchOpts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch pipelines: %w", err)
+		}
+		err = s.showChanges(ctx, w, show)
+		w.Stop()
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		// A server that keeps closing the watch is asked again once a second, not at once.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// showChanges calls show(false) for each change w reports, until ctx ends, w closes, or w
+// reports an error (the version it started from is too old: the caller starts again).
+func (*Server) showChanges(ctx context.Context, w watch.Interface, show func(first bool) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return nil
+			}
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			if err := show(false); err != nil {
+				return err
+			}
+		}
+	}
 }
