@@ -29,6 +29,7 @@ const (
 	MetricRolloutDuration   = "pipeline_operator_rollout_duration_seconds"
 	MetricReconcileErrors   = "pipeline_operator_reconcile_errors_total"
 	MetricStepFailovers     = "pipeline_operator_step_failovers_total"
+	MetricRolloutDeadline   = "pipeline_operator_pipeline_rollout_deadline_timestamp_seconds"
 )
 
 // phaseUnknown labels Pipelines the operator has not reported on yet (no status.phase).
@@ -137,6 +138,7 @@ type statusCollector struct {
 	phase        *prometheus.Desc
 	replicas     *prometheus.Desc
 	readyReplica *prometheus.Desc
+	deadline     *prometheus.Desc
 }
 
 func newStatusCollector(pipelines client.Reader) *statusCollector {
@@ -150,6 +152,10 @@ func newStatusCollector(pipelines client.Reader) *statusCollector {
 			"Pods each step should have.", []string{"namespace", "pipeline", "step"}, nil),
 		readyReplica: prometheus.NewDesc(MetricStepReadyReplicas,
 			"Pods of each step that are ready.", []string{"namespace", "pipeline", "step"}, nil),
+		deadline: prometheus.NewDesc(MetricRolloutDeadline,
+			"For a Pipeline rolling out (Progressing True), when its steps' startup probes stop waiting for their "+
+				"models to load: the start of the rollout plus the longest of them (modelLoadTimeoutSeconds). "+
+				"PipelineStuckCreating allows for it.", []string{"namespace", "pipeline"}, nil),
 	}
 }
 
@@ -158,6 +164,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.phase
 	ch <- c.replicas
 	ch <- c.readyReplica
+	ch <- c.deadline
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -187,8 +194,25 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(ptr.Deref(s.Replicas, 0)), p.Namespace, p.Name, s.Name)
 			ch <- prometheus.MustNewConstMetric(c.readyReplica, prometheus.GaugeValue, float64(ptr.Deref(s.ReadyReplicas, 0)), p.Namespace, p.Name, s.Name)
 		}
+		if deadline, ok := rolloutDeadline(p); ok {
+			ch <- prometheus.MustNewConstMetric(c.deadline, prometheus.GaugeValue, float64(deadline.Unix()), p.Namespace, p.Name)
+		}
 	}
 	for phase, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), phase)
 	}
+}
+
+// rolloutDeadline is when the startup probes of p's steps stop waiting for their models, for a
+// Pipeline rolling out: the Progressing condition's turn to True and the longest patience.
+func rolloutDeadline(p *pipelinev1.Pipeline) (time.Time, bool) {
+	progressing := meta.FindStatusCondition(p.Status.Conditions, pipelinev1.ConditionProgressing)
+	if progressing == nil || progressing.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	var longest time.Duration
+	for i := range p.Spec.Steps {
+		longest = max(longest, resources.StartupPatience(p, i))
+	}
+	return progressing.LastTransitionTime.Add(longest), true
 }

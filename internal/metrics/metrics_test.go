@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
 )
 
 func TestStatusGauges(t *testing.T) {
@@ -153,11 +155,12 @@ pipeline_operator_step_failovers_total{namespace="vision",pipeline="facedetectio
 }
 
 // TestAlertsAndDashboardUseExportedMetrics keeps config/prometheus and config/grafana in step
-// with the metrics the operator exports.
+// with the metrics the operator exports: these, its build information and its webhook server's.
 func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	for _, n := range []string{MetricPipelines, MetricPipelinePhase, MetricStepReplicas, MetricStepReadyReplicas,
-		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers} {
+		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers, MetricRolloutDeadline,
+		"pipeline_operator_build_info", pipelinewebhook.MetricWebhookCertificateExpiry} {
 		exported[n] = true
 	}
 	name := regexp.MustCompile(`pipeline_operator_[a-z_]+`)
@@ -186,5 +189,34 @@ func convergedWorld() *status.Observed {
 		PVC:         statustest.BoundPVC(),
 		Deployments: []*appsv1.Deployment{statustest.AvailableDeployment(1), statustest.AvailableDeployment(1)},
 		Services:    []*corev1.Service{statustest.ReadyService(), statustest.ReadyService()},
+	}
+}
+
+// A Pipeline rolling out reports when its steps' startup probes stop waiting for their models:
+// the rollout's start plus the longest patience (modelLoadTimeoutSeconds of a model server, a
+// step's own startup probe); a Pipeline not rolling out reports none.
+func TestRolloutDeadline(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	rolling := testenv.Sample(t, "vision")
+	rolling.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInference
+	rolling.Spec.Steps[0].ModelLoadTimeoutSeconds = new(int32(1800))
+	rolling.Spec.Steps[1].StartupProbe = &corev1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 20, FailureThreshold: 30}
+	rolling.Status.Conditions = []metav1.Condition{{Type: pipelinev1.ConditionProgressing, Status: metav1.ConditionTrue,
+		Reason: "RollingOut", LastTransitionTime: start}}
+	done := testenv.Sample(t, "edge")
+	done.Status.Conditions = []metav1.Condition{{Type: pipelinev1.ConditionProgressing, Status: metav1.ConditionFalse,
+		Reason: "RolledOut", LastTransitionTime: start}}
+	reader := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(rolling, done).Build()
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := New(reg, reader); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP pipeline_operator_pipeline_rollout_deadline_timestamp_seconds For a Pipeline rolling out (Progressing True), when its steps' startup probes stop waiting for their models to load: the start of the rollout plus the longest of them (modelLoadTimeoutSeconds). PipelineStuckCreating allows for it.
+# TYPE pipeline_operator_pipeline_rollout_deadline_timestamp_seconds gauge
+pipeline_operator_pipeline_rollout_deadline_timestamp_seconds{namespace="vision",pipeline="facedetection-pipeline"} ` +
+		strconv.FormatInt(start.Add(1800*time.Second).Unix(), 10) + "\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricRolloutDeadline); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,8 +1,10 @@
 package resources
 
 import (
+	"cmp"
 	"net/url"
 	"path"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -71,6 +73,19 @@ func StepProbes(p *pipelinev1.Pipeline, i int) (readiness, liveness, startup *co
 		startup = httpProbe(oipModelPath(p, i, "/ready"), port, oipStartupPeriod, (patience+oipStartupPeriod-1)/oipStartupPeriod)
 	}
 	return readiness, liveness, startup
+}
+
+// StartupPatience is how long step i's startup probe (its own, or the default of protocol
+// OpenInferenceProtocol, which modelLoadTimeoutSeconds sets) lets a container start and load its
+// model before the kubelet restarts it: initialDelaySeconds and failureThreshold × periodSeconds,
+// with Kubernetes' defaults. Zero without a startup probe.
+func StartupPatience(p *pipelinev1.Pipeline, i int) time.Duration {
+	_, _, startup := StepProbes(p, i)
+	if startup == nil {
+		return 0
+	}
+	period, failures := cmp.Or(startup.PeriodSeconds, 10), cmp.Or(startup.FailureThreshold, 3)
+	return time.Duration(startup.InitialDelaySeconds+period*failures) * time.Second
 }
 
 // httpProbe is a probe that GETs path on port every period seconds, and fails after failures

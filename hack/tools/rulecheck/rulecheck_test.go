@@ -112,6 +112,19 @@ pipeline_operator_pipeline_phase{namespace="edge",pipeline="face",phase="Failed"
 pipeline_operator_pipeline_phase{namespace="edge",pipeline="fast",phase="Creating"} 1x2 _x23`,
 		firing: []string{"slow"},
 	}},
+	{"a pipeline whose models may load for an hour does not fire after 20 minutes", alertCase{
+		alert: "PipelineStuckCreating", after: 20 * time.Minute,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="llm",phase="Creating"} 1x25
+pipeline_operator_pipeline_rollout_deadline_timestamp_seconds{namespace="edge",pipeline="llm"} 3600x25`,
+	}},
+	{"a pipeline creating 15 minutes past its models' deadline fires", alertCase{
+		alert: "PipelineStuckCreating", after: 50 * time.Minute,
+		series: `pipeline_operator_pipeline_phase{namespace="edge",pipeline="llm",phase="Creating"} 1x55
+pipeline_operator_pipeline_rollout_deadline_timestamp_seconds{namespace="edge",pipeline="llm"} 1800x55
+pipeline_operator_pipeline_phase{namespace="edge",pipeline="larger",phase="Creating"} 1x55
+pipeline_operator_pipeline_rollout_deadline_timestamp_seconds{namespace="edge",pipeline="larger"} 2400x55`,
+		firing: []string{"llm"},
+	}},
 	{"a step short of ready pods for 10 minutes fires", alertCase{
 		alert: "PipelineStepUnavailable", after: 12 * time.Minute,
 		series: `pipeline_operator_step_replicas{namespace="edge",pipeline="face",step="detect"} 2x15
