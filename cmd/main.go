@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -12,10 +13,15 @@ import (
 	"strings"
 	"time"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/operatorcondition"
+	"github.com/ndsl-cn/pipeline-operator/internal/installcheck"
 	"github.com/ndsl-cn/pipeline-operator/internal/leaderelection"
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
@@ -79,9 +85,21 @@ func main() {
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "Print the release of the manager and exit.")
+	checkInstall := flag.Bool("check-install", false,
+		"Check that the operator installed in the cluster answers, then exit (0: it does): server-side dry runs of "+
+			"Pipelines in the namespace POD_NAMESPACE, which the defaulting webhook must default and the validating "+
+			"webhook refuse when invalid. The Helm chart's test pod runs it (helm test).")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version.String("pipeline-operator manager"))
+		return
+	}
+	if *checkInstall {
+		if err := runInstallCheck(); err != nil {
+			fmt.Fprintln(os.Stderr, "install check failed:", err)
+			os.Exit(1)
+		}
+		fmt.Println("install check passed: the operator's webhooks default and validate Pipelines")
 		return
 	}
 
@@ -201,4 +219,28 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 	fs.IntVar(&w.Limits.MaxConversionObjects, "webhook-max-conversion-objects", w.Limits.MaxConversionObjects,
 		"Most Pipelines a ConversionReview may hold (400 above it): the largest page of a v1beta1 list the apiserver can convert "+
 			"(kubectl reads 500 at a time).")
+}
+
+// runInstallCheck runs installcheck in the namespace of POD_NAMESPACE with the cluster's
+// configuration, within a minute.
+func runInstallCheck() error {
+	ns := os.Getenv(operatorcondition.EnvPodNamespace)
+	if ns == "" {
+		return fmt.Errorf("%s names no namespace to check in", operatorcondition.EnvPodNamespace)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := pipelinev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return installcheck.Run(ctx, c, ns)
 }

@@ -36,7 +36,13 @@ func tool(t *testing.T, env string) string {
 // helmTemplate is the chart rendered as helm install would into namespace, with values.
 func helmTemplate(t *testing.T, namespace string, values ...string) map[string]object {
 	t.Helper()
-	args := []string{"template", "pipeline-operator", chartDir, "--namespace", namespace}
+	return helmTemplateArgs(t, namespace, []string{"--skip-tests"}, values...)
+}
+
+// helmTemplateArgs is helmTemplate with the extra arguments of helm template given.
+func helmTemplateArgs(t *testing.T, namespace string, extra []string, values ...string) map[string]object {
+	t.Helper()
+	args := append([]string{"template", "pipeline-operator", chartDir, "--namespace", namespace}, extra...)
 	for _, v := range values {
 		args = append(args, "--set", v)
 	}
@@ -428,5 +434,49 @@ func TestChartKubeVersion(t *testing.T) {
 	}
 	if out, err := exec.Command(tool(t, "HELM"), "template", "x", chartDir, "--kube-version", "v"+kubeversion.Minimum).CombinedOutput(); err != nil {
 		t.Errorf("not rendered for Kubernetes %s: %v\n%s", kubeversion.Minimum, err, out)
+	}
+}
+
+// helm test runs the manager's image with --check-install in the release's namespace, under a
+// ServiceAccount that may only create Pipelines there, as a pod the restricted Pod Security level
+// admits.
+func TestChartTestChecksTheInstall(t *testing.T) {
+	const ns = "ml-platform"
+	all := helmTemplateArgs(t, ns, nil, "image.digest=sha256:"+strings.Repeat("a", 64))
+	tests := 0
+	for key, o := range all {
+		if o.meta()["annotations"] == nil || o.meta()["annotations"].(map[string]any)["helm.sh/hook"] != "test" {
+			continue
+		}
+		tests++
+		if o.meta()["namespace"] != ns {
+			t.Errorf("%s: in namespace %v, want the release's", key, o.meta()["namespace"])
+		}
+	}
+	if tests != 4 {
+		t.Errorf("%d objects of helm test, want its ServiceAccount, Role, RoleBinding and Pod", tests)
+	}
+	pod := all["Pod/pipeline-operator-check-install"]
+	if pod == nil {
+		t.Fatal("no test pod")
+	}
+	spec := pod["spec"].(map[string]any)
+	c := spec["containers"].([]any)[0].(map[string]any)
+	if c["image"] != "ghcr.io/ndsl-cn/pipeline-operator@sha256:"+strings.Repeat("a", 64) ||
+		!reflect.DeepEqual(c["args"], []any{"--check-install"}) {
+		t.Errorf("the test pod runs %v %v, want the manager's image with --check-install", c["image"], c["args"])
+	}
+	if spec["serviceAccountName"] != "pipeline-operator-check-install" || spec["restartPolicy"] != "Never" {
+		t.Errorf("the test pod: ServiceAccount %v, restartPolicy %v", spec["serviceAccountName"], spec["restartPolicy"])
+	}
+	sc := c["securityContext"].(map[string]any)
+	if spec["securityContext"].(map[string]any)["runAsNonRoot"] != true || sc["allowPrivilegeEscalation"] != false ||
+		!reflect.DeepEqual(sc["capabilities"], map[string]any{"drop": []any{"ALL"}}) {
+		t.Errorf("the test pod is not within the restricted level: %v %v", spec["securityContext"], sc)
+	}
+	role := all["Role/pipeline-operator-check-install"]
+	want := []any{map[string]any{"apiGroups": []any{"distri-infer.ndsl.cn"}, "resources": []any{"pipelines"}, "verbs": []any{"create"}}}
+	if role == nil || !reflect.DeepEqual(role["rules"], want) {
+		t.Errorf("the test's Role: %v, want only the creation of Pipelines", role)
 	}
 }
