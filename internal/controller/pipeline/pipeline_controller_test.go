@@ -656,8 +656,7 @@ var _ = Describe("Pipeline reconciler", func() {
 			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
 				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
 		}))
-		// Users' pl and pls, and dipl, distinct beside Tekton's pipelines.
-		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls", "dipl"))
+		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
 	})
 
 	It("keeps objects the operator does not manage out of its cache", func() {
