@@ -57,8 +57,11 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("image-digest %q", digest)
 	}
 
+	// The image layout is read, and its binaries taken out, once for every check of them.
+	index, desc := imageIndex(t, out)
+	platforms := imageFiles(t, index, "manager", "router")
 	t.Run("the image: one index of the digest, linux/amd64 and linux/arm64, each binary of its architecture and version",
-		func(t *testing.T) { checkImage(t, out, digest) })
+		func(t *testing.T) { checkImage(t, desc, platforms, digest) })
 	t.Run("install.yaml runs the manager and the routers from the image by digest", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(out, "install.yaml"))
 		if err != nil {
@@ -70,7 +73,7 @@ func TestRelease(t *testing.T) {
 	t.Run("the plugin's archives: each platform's binary of the version, in the krew manifest with its sha256",
 		func(t *testing.T) { checkPlugin(t, out) })
 	t.Run("SHA256SUMS names every other file with its sum", func(t *testing.T) { checkSums(t, out) })
-	t.Run("the host's manager says its version", func(t *testing.T) { checkHostManager(t, out) })
+	t.Run("the host's manager says its version", func(t *testing.T) { checkHostManager(t, platforms["amd64"]["manager"]) })
 }
 
 // imageIndex is the multi-platform index of the release's image layout, and the layout's one
@@ -136,15 +139,14 @@ func imageFiles(t *testing.T, index v1.ImageIndex, names ...string) map[string]m
 	return out
 }
 
-func checkImage(t *testing.T, out, digest string) {
-	index, desc := imageIndex(t, out)
+// checkImage checks the layout's descriptor of the index and the binaries of its platforms.
+func checkImage(t *testing.T, desc v1.Descriptor, platforms map[string]map[string][]byte, digest string) {
 	if desc.Digest.String() != digest {
 		t.Errorf("the layout's index is %s, image-digest says %s", desc.Digest, digest)
 	}
 	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != repo+":v"+version {
 		t.Errorf("the index is named %q, want %s:v%s", got, repo, version)
 	}
-	platforms := imageFiles(t, index, "manager", "router")
 	if len(platforms) != 2 || platforms["amd64"] == nil || platforms["arm64"] == nil {
 		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", slices.Collect(maps.Keys(platforms)))
 	}
@@ -268,14 +270,13 @@ func checkSums(t *testing.T, out string) {
 	}
 }
 
-// checkHostManager runs the image's linux/amd64 manager where this test runs on amd64.
-func checkHostManager(t *testing.T, out string) {
+// checkHostManager runs binary, the image's linux/amd64 manager, where this test runs on amd64.
+func checkHostManager(t *testing.T, binary []byte) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("not a linux/amd64 machine")
 	}
-	index, _ := imageIndex(t, out)
 	manager := filepath.Join(t.TempDir(), "manager")
-	if err := os.WriteFile(manager, imageFiles(t, index, "manager")["amd64"]["manager"], 0o755); err != nil {
+	if err := os.WriteFile(manager, binary, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	got, err := exec.Command(manager, "--version").CombinedOutput()
