@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -144,7 +143,7 @@ func TestIntegrationV1beta1Server(t *testing.T) {
 	t.Run("status --watch draws again on a change and ends when interrupted", func(t *testing.T) {
 		watchCtx, stop := context.WithCancel(ctx)
 		defer stop()
-		var out syncBuffer
+		var out testenv.SyncBuffer
 		cmd := NewCommand(Env{IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
 			Getenv: func(string) string { return "" }, IsTerminal: func(io.Writer) bool { return false }, Now: time.Now})
 		cmd.SetArgs([]string{"--kubeconfig", kubeconfig, "-n", "team-a", "status", "faces", "--watch"})
@@ -260,22 +259,4 @@ func TestIntegrationV1beta1Server(t *testing.T) {
 	if got, want := doc.Items[0].Conditions[1].Message, "step 1 (detect): "+strings.Replace(hostile, "\xff\xfe", "\ufffd\ufffd", 1); got != want {
 		t.Errorf("the JSON document's message is %q, want %q as stored", got, want)
 	}
-}
-
-// syncBuffer is a buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -298,7 +298,7 @@ func keyPair(t *testing.T) map[string][]byte {
 }
 
 var (
-	logs    = &syncBuffer{}
+	logs    = &testenv.SyncBuffer{}
 	logOnce sync.Once
 )
 
@@ -588,22 +588,4 @@ func mustCreate(t *testing.T, c client.Client, obj client.Object) {
 	if err := c.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the managers' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
