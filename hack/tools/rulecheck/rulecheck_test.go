@@ -382,27 +382,45 @@ type dashboardQuery struct {
 	panel, expr string
 }
 
-// dashboardQueries are the queries of every panel of the dashboard, as Grafana sends them with
-// every namespace and Pipeline chosen: $__rate_interval, $namespace and $pipeline replaced.
-func dashboardQueries(t *testing.T) []dashboardQuery {
+// dashboard is what the tests read of config/grafana/pipeline-operator.json.
+type dashboard struct {
+	UID        string `json:"uid"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Definition string `json:"definition"`
+			IncludeAll bool   `json:"includeAll"`
+			AllValue   string `json:"allValue"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+// loadDashboard reads the dashboard.
+func loadDashboard(t *testing.T) dashboard {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
+	var dash dashboard
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatal(err)
 	}
+	return dash
+}
+
+// dashboardQueries are the queries of every panel of the dashboard, as Grafana sends them with
+// every namespace and Pipeline chosen: $__rate_interval, $namespace and $pipeline replaced.
+func dashboardQueries(t *testing.T) []dashboardQuery {
+	t.Helper()
 	var out []dashboardQuery
-	for _, p := range dash.Panels {
+	for _, p := range loadDashboard(t).Panels {
 		for _, target := range p.Targets {
 			// Grafana replaces the variables before Prometheus sees the query; "All" is their
 			// allValue, .*.
@@ -414,17 +432,7 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 }
 
 func TestDashboardQueriesParse(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		UID    string            `json:"uid"`
-		Panels []json.RawMessage `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := loadDashboard(t)
 	if dash.UID == "" || len(dash.Panels) == 0 {
 		t.Fatalf("dashboard has uid %q and %d panels", dash.UID, len(dash.Panels))
 	}
@@ -446,29 +454,7 @@ var perPipeline = map[string]bool{
 // The dashboard can be narrowed to namespaces and Pipelines: its variables list them, and every
 // panel of per-Pipeline series follows them.
 func TestDashboardFiltersByNamespaceAndPipeline(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(root, "config", "grafana", "pipeline-operator.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-				IncludeAll bool   `json:"includeAll"`
-				AllValue   string `json:"allValue"`
-			} `json:"list"`
-		} `json:"templating"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := loadDashboard(t)
 	want := map[string]string{
 		"namespace": "label_values(pipeline_operator_pipeline_phase, namespace)",
 		"pipeline":  `label_values(pipeline_operator_pipeline_phase{namespace=~"$namespace"}, pipeline)`,
