@@ -10,6 +10,12 @@
 // The webhook configuration (config/policy/guard-webhook.yaml) sends it only the operator's own
 // requests (matchConditions on the requester), so that no other write of a Service or volume in
 // the cluster waits on the operator.
+//
+// Any caller that reaches the webhook port may send it a review, in any requester's name. So a
+// refusal tells the caller only what of its own request was refused, never what the Pipeline
+// holds: a Pipeline is named "not found" alike whether it is missing or the request does not
+// carry what only a reader of it knows (its uid, its volume's name, which hashes its storage).
+// What the Pipeline asks for instead goes to the manager's log, beside the review's uid.
 package guard
 
 import (
@@ -28,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -62,8 +69,8 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		return admission.Allowed("")
 	}
 	var (
-		denial string
-		err    error
+		r   *refusal
+		err error
 	)
 	switch req.Resource.Group + "/" + req.Resource.Resource {
 	case "/services":
@@ -74,7 +81,7 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		if req.Operation == admissionv1.Update && sameService(&svc, &old) {
 			return admission.Allowed("")
 		}
-		denial, err = g.checkService(ctx, &svc)
+		r, err = g.checkService(ctx, &svc)
 	case "/persistentvolumes":
 		var pv, old corev1.PersistentVolume
 		if err := decode(req, &pv, &old); err != nil {
@@ -83,17 +90,36 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		if req.Operation == admissionv1.Update && sameVolume(&pv, &old) {
 			return admission.Allowed("")
 		}
-		denial, err = g.checkVolume(ctx, &pv)
+		r, err = g.checkVolume(ctx, &pv)
 	default:
 		return admission.Allowed("")
 	}
 	switch {
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
-	case denial != "":
-		return admission.Denied(denial)
+	case r != nil:
+		if r.asked != "" {
+			logf.FromContext(ctx).Info("Refused a write of the operator's identity", "refusal", r.told, "asked", r.asked)
+		}
+		return admission.Denied("the operator writes a Service or PersistentVolume only as its Pipeline asks: " + r.told)
 	}
 	return admission.Allowed("")
+}
+
+// refusal is why the guard refuses a write: told, to the caller, names only what the request
+// carries; asked, for the manager's log only, what the Pipeline asks for instead.
+type refusal struct {
+	told, asked string
+}
+
+func refuse(format string, args ...any) *refusal {
+	return &refusal{told: fmt.Sprintf(format, args...)}
+}
+
+// asking is r with what the Pipeline asks for instead.
+func (r refusal) asking(format string, args ...any) *refusal {
+	r.asked = fmt.Sprintf(format, args...)
+	return &r
 }
 
 // decode reads the request's object into obj and, for an update, its old object into old.
@@ -148,18 +174,20 @@ func claim(pv *corev1.PersistentVolume) string {
 	return ""
 }
 
-// checkService is why svc is not a Service its Pipeline asks for (empty: it is).
-func (g *Guard) checkService(ctx context.Context, svc *corev1.Service) (string, error) {
+// checkService is why svc is not a Service its Pipeline asks for (nil: it is).
+func (g *Guard) checkService(ctx context.Context, svc *corev1.Service) (*refusal, error) {
 	ref := controller(svc)
 	if ref.Name == "" {
-		return fmt.Sprintf("the operator's Service %s is controlled by no Pipeline", svc.Name), nil
+		return refuse("the operator's Service %s is controlled by no Pipeline", svc.Name), nil
 	}
-	return g.withPipeline(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, ref.UID,
-		func(p *pipelinev1.Pipeline) (string, error) { return serviceDenial(p, svc), nil })
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}
+	notFound := refuse("Service %s is controlled by Pipeline %s of uid %s, which does not exist", svc.Name, key, ref.UID)
+	return g.withPipeline(ctx, key, ref.UID, notFound,
+		func(p *pipelinev1.Pipeline) (*refusal, error) { return serviceRefusal(p, svc), nil })
 }
 
-// serviceDenial is why svc is not one of the Services p's builders make (empty: it is).
-func serviceDenial(p *pipelinev1.Pipeline, svc *corev1.Service) string {
+// serviceRefusal is why svc is not one of the Services p's builders make (nil: it is).
+func serviceRefusal(p *pipelinev1.Pipeline, svc *corev1.Service) *refusal {
 	var want []*corev1.Service
 	for i := range p.Spec.Steps {
 		want = append(want, resources.Convert[corev1.Service](resources.StepService(p, i)))
@@ -169,70 +197,73 @@ func serviceDenial(p *pipelinev1.Pipeline, svc *corev1.Service) string {
 	}
 	i := slices.IndexFunc(want, func(w *corev1.Service) bool { return w.Name == svc.Name })
 	if i < 0 {
-		return fmt.Sprintf("Pipeline %s/%s makes no Service named %s", p.Namespace, p.Name, svc.Name)
+		return refuse("Pipeline %s/%s makes no Service named %s", p.Namespace, p.Name, svc.Name)
 	}
 	w := want[i]
 	if serviceType(svc) != serviceType(w) {
-		return fmt.Sprintf("Service %s of Pipeline %s/%s is of type %s, as its spec asks (expose.serviceType), not %s",
-			svc.Name, p.Namespace, p.Name, serviceType(w), serviceType(svc))
+		return refuse("Service %s of Pipeline %s/%s is of type %s, which its spec does not ask for (expose.serviceType)",
+			svc.Name, p.Namespace, p.Name, serviceType(svc)).asking("type %s", serviceType(w))
 	}
 	if !maps.Equal(svc.Spec.Selector, w.Spec.Selector) {
-		return fmt.Sprintf("Service %s of Pipeline %s/%s selects the pods %v, not %v",
-			svc.Name, p.Namespace, p.Name, w.Spec.Selector, svc.Spec.Selector)
+		return refuse("Service %s of Pipeline %s/%s selects the pods %v, which are not its step's",
+			svc.Name, p.Namespace, p.Name, svc.Spec.Selector).asking("selector %v", w.Spec.Selector)
 	}
-	return ""
+	return nil
 }
 
-// checkVolume is why pv is not the model volume of the Pipeline its labels name (empty: it is).
-func (g *Guard) checkVolume(ctx context.Context, pv *corev1.PersistentVolume) (string, error) {
+// checkVolume is why pv is not the model volume of the Pipeline its labels name (nil: it is).
+func (g *Guard) checkVolume(ctx context.Context, pv *corev1.PersistentVolume) (*refusal, error) {
 	key := types.NamespacedName{Namespace: pv.Labels[resources.LabelPipelineNamespace], Name: pv.Labels[resources.LabelPipeline]}
 	if key.Namespace == "" || key.Name == "" {
-		return fmt.Sprintf("the operator's PersistentVolume %s names no Pipeline (labels %s and %s)",
+		return refuse("the operator's PersistentVolume %s names no Pipeline (labels %s and %s)",
 			pv.Name, resources.LabelPipelineNamespace, resources.LabelPipeline), nil
 	}
-	return g.withPipeline(ctx, key, "", func(p *pipelinev1.Pipeline) (string, error) { return g.volumeDenial(ctx, p, pv) })
+	// One answer whether the Pipeline is missing, has no volume of the operator's or one of
+	// another name: the name hashes the storage, which the caller must not learn here.
+	notFound := refuse("PersistentVolume %s is the model volume of no Pipeline %s", pv.Name, key)
+	return g.withPipeline(ctx, key, "", notFound, func(p *pipelinev1.Pipeline) (*refusal, error) {
+		if !resources.OwnsVolume(p) || pv.Name != resources.PVName(p) && pv.Name != resources.LegacyPVName(p) {
+			return notFound.asking("storage %s, volume %s", resources.StorageType(p), resources.PVName(p)), nil
+		}
+		return g.volumeRefusal(ctx, p, pv)
+	})
 }
 
-// volumeDenial is why pv is not the model volume p's storage makes (empty: it is).
-func (g *Guard) volumeDenial(ctx context.Context, p *pipelinev1.Pipeline, pv *corev1.PersistentVolume) (string, error) {
-	of := fmt.Sprintf("Pipeline %s/%s", p.Namespace, p.Name)
-	if !resources.OwnsVolume(p) {
-		return fmt.Sprintf("the storage of %s (type %s) has no volume made by the operator", of, resources.StorageType(p)), nil
-	}
-	if pv.Name != resources.PVName(p) && pv.Name != resources.LegacyPVName(p) {
-		return fmt.Sprintf("the model volume of %s is named %s, not %s", of, resources.PVName(p), pv.Name), nil
-	}
+// volumeRefusal is why pv, of the name of p's model volume, is not the volume p's storage makes
+// (nil: it is).
+func (g *Guard) volumeRefusal(ctx context.Context, p *pipelinev1.Pipeline, pv *corev1.PersistentVolume) (*refusal, error) {
+	of := fmt.Sprintf("the model volume %s of Pipeline %s/%s", pv.Name, p.Namespace, p.Name)
 	src := resources.InlineVolumeSource(p)
 	if name := resources.ModelStorageClassName(p); name != "" {
 		class := &pipelinev1.ModelStorageClass{}
 		switch err := g.Live.Get(ctx, types.NamespacedName{Name: name}, class); {
 		case apierrors.IsNotFound(err):
-			return fmt.Sprintf("ModelStorageClass %s named by %s does not exist", name, of), nil
+			return refuse("the ModelStorageClass of %s does not exist", of).asking("class %s", name), nil
 		case err != nil:
-			return "", fmt.Errorf("get ModelStorageClass %s: %w", name, err)
+			return nil, fmt.Errorf("get ModelStorageClass %s: %w", name, err)
 		}
 		ns := &corev1.Namespace{}
 		if err := g.Live.Get(ctx, types.NamespacedName{Name: p.Namespace}, ns); err != nil {
-			return "", fmt.Errorf("get namespace %s: %w", p.Namespace, err)
+			return nil, fmt.Errorf("get namespace %s: %w", p.Namespace, err)
 		}
 		if ok, _ := class.Selects(ns.Labels); !ok {
-			return fmt.Sprintf("ModelStorageClass %s named by %s does not select namespace %s", name, of, p.Namespace), nil
+			return refuse("the ModelStorageClass of %s does not select namespace %s", of, p.Namespace).asking("class %s", name), nil
 		}
 		src = resources.ClassVolumeSource(class)
 	}
 	want := resources.Convert[corev1.PersistentVolume](resources.PV(p, pv.Name, src))
 	if !equality.Semantic.DeepEqual(pv.Spec.PersistentVolumeSource, want.Spec.PersistentVolumeSource) {
-		return fmt.Sprintf("the model volume %s of %s has the source its storage gives (%s), not %s",
-			pv.Name, of, describeSource(want), describeSource(pv)), nil
+		return refuse("%s has the source %s, which its storage does not give", of, describeSource(pv)).
+			asking("source %s", describeSource(want)), nil
 	}
 	if !slices.Equal(pv.Spec.MountOptions, want.Spec.MountOptions) {
-		return fmt.Sprintf("the model volume %s of %s has the mount options %q, not %q",
-			pv.Name, of, want.Spec.MountOptions, pv.Spec.MountOptions), nil
+		return refuse("%s has the mount options %q, which its storage does not give", of, pv.Spec.MountOptions).
+			asking("mount options %q", want.Spec.MountOptions), nil
 	}
 	if claim(pv) != claim(want) {
-		return fmt.Sprintf("the model volume %s of %s is reserved for its claim %s, not %q", pv.Name, of, claim(want), claim(pv)), nil
+		return refuse("%s is reserved for %q, which is not its claim", of, claim(pv)).asking("claim %s", claim(want)), nil
 	}
-	return "", nil
+	return nil, nil
 }
 
 // describeSource names pv's source in a refusal.
@@ -247,31 +278,28 @@ func describeSource(pv *corev1.PersistentVolume) string {
 	return "another kind of source"
 }
 
-// withPipeline runs check on the Pipeline key (of uid, unless empty) and returns its denial: on
+// withPipeline runs check on the Pipeline key (of uid, unless empty) and returns its refusal: on
 // the cached Pipeline, and again on the apiserver's when the cache has none, another uid, or one
-// check denies. A Pipeline that does not exist is a denial.
-func (g *Guard) withPipeline(ctx context.Context, key types.NamespacedName, uid types.UID,
-	check func(*pipelinev1.Pipeline) (string, error)) (string, error) {
-	var denial string
-	for _, r := range []client.Reader{g.Cached, g.Live} {
-		if r == nil {
+// check refuses. A Pipeline that does not exist (or is of another uid) is refused as notFound.
+func (g *Guard) withPipeline(ctx context.Context, key types.NamespacedName, uid types.UID, notFound *refusal,
+	check func(*pipelinev1.Pipeline) (*refusal, error)) (*refusal, error) {
+	var r *refusal
+	for _, reader := range []client.Reader{g.Cached, g.Live} {
+		if reader == nil {
 			continue
 		}
 		p := &pipelinev1.Pipeline{}
-		err := r.Get(ctx, key, p)
+		err := reader.Get(ctx, key, p)
 		switch {
 		case apierrors.IsNotFound(err), err == nil && uid != "" && p.UID != uid:
-			denial = fmt.Sprintf("Pipeline %s (uid %s) does not exist", key, uid)
-			if uid == "" {
-				denial = fmt.Sprintf("Pipeline %s does not exist", key)
-			}
+			r = notFound
 			continue
 		case err != nil:
-			return "", fmt.Errorf("get Pipeline %s: %w", key, err)
+			return nil, fmt.Errorf("get Pipeline %s: %w", key, err)
 		}
-		if denial, err = check(p); err != nil || denial == "" {
-			return "", err
+		if r, err = check(p); err != nil || r == nil {
+			return nil, err
 		}
 	}
-	return "the operator writes a Service or PersistentVolume only as its Pipeline asks: " + denial, nil
+	return r, nil
 }

@@ -459,56 +459,65 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 
 	It("refuses the operator Services and volumes their Pipeline does not ask for (the guard webhook)", func(ctx SpecContext) {
 		const asks = "the operator writes a Service or PersistentVolume only as its Pipeline asks"
+		// Any caller of the webhook port may forge a review: a refusal names what the request
+		// carries, never what a stored Pipeline holds (its storage's source, its volume's name).
+		held := []string{p.Spec.ModelStorage.NFS.Server, p.Spec.ModelStorage.NFS.Path, resources.PVName(inline),
+			inline.Spec.ModelStorage.CSI.VolumeAttributes["server"], class.Name}
 		refused := func(obj runtime.ApplyConfiguration, why string) {
 			GinkgoHelper()
 			err := create(ctx, obj)
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", why, err)
 			Expect(err).To(MatchError(And(ContainSubstring(asks), ContainSubstring(why))))
+			for _, h := range held {
+				Expect(err.Error()).NotTo(ContainSubstring(h), "what a stored Pipeline holds")
+			}
 		}
 
 		By("Services: the type expose asks for, the pods the builders select, the names they give")
 		svc := resources.StepService(p, 0)
 		svc.Spec.WithType(corev1.ServiceTypeLoadBalancer)
-		refused(svc, fmt.Sprintf("Service %s of Pipeline %s/%s is of type ClusterIP, as its spec asks (expose.serviceType), not LoadBalancer",
+		refused(svc, fmt.Sprintf("Service %s of Pipeline %s/%s is of type LoadBalancer, which its spec does not ask for (expose.serviceType)",
 			*svc.Name, ns, p.Name))
 		svc = resources.RouterService(p)
 		svc.Spec.WithType(corev1.ServiceTypeNodePort)
-		refused(svc, "is of type ClusterIP, as its spec asks (expose.serviceType), not NodePort")
+		refused(svc, "is of type NodePort, which its spec does not ask for")
 		svc = resources.StepService(p, 1)
 		svc.Spec.Selector = map[string]string{"app": "tenant-database"}
-		refused(svc, "selects the pods")
+		refused(svc, "selects the pods map[app:tenant-database], which are not its step's")
 		svc = resources.StepService(p, 1)
 		svc.WithName("tenant-database")
 		refused(svc, fmt.Sprintf("Pipeline %s/%s makes no Service named tenant-database", ns, p.Name))
 		gone := p.DeepCopy()
 		gone.UID = "0f3c4a8e-0000-4000-8000-000000000000"
-		refused(resources.StepService(gone, 0), fmt.Sprintf("Pipeline %s/%s (uid %s) does not exist", ns, p.Name, gone.UID))
+		refused(resources.StepService(gone, 0), fmt.Sprintf("is controlled by Pipeline %s/%s of uid %s, which does not exist", ns, p.Name, gone.UID))
 
 		By("volumes: the source and mount options the storage gives, under the operator's names, for the Pipeline's claim")
 		other := p.DeepCopy()
 		other.Spec.ModelStorage.NFS = &pipelinev1.NFSStorage{Server: "10.0.0.9", Path: "/tenant-b"}
 		v := resources.PV(p, "", resources.InlineVolumeSource(other))
-		refused(v, "has the source its storage gives")
+		refused(v, "has the source NFS 10.0.0.9:/tenant-b, readOnly true, which its storage does not give")
 		csi := resources.VolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0123456789", ReadOnly: true}}
-		refused(resources.PV(p, "", csi), "has the source its storage gives")
+		refused(resources.PV(p, "", csi), "has the source CSI driver ebs.csi.aws.com, volume handle vol-0123456789")
 		src := resources.InlineVolumeSource(p)
 		src.MountOptions = []string{"nolock"}
-		refused(resources.PV(p, "", src), "has the mount options")
+		refused(resources.PV(p, "", src), `has the mount options ["nolock"], which its storage does not give`)
 		// An inline CSI volume's handle is its name: a name of the thief's choice would name any
 		// volume of the driver.
 		refused(resources.PV(inline, "pvc-3f1b9a7e-tenant-b", resources.InlineVolumeSource(inline)),
-			fmt.Sprintf("the model volume of Pipeline %s/inline-csi is named %s", variants, resources.PVName(inline)))
+			fmt.Sprintf("PersistentVolume pvc-3f1b9a7e-tenant-b is the model volume of no Pipeline %s/inline-csi", variants))
 		missing := p.DeepCopy()
 		missing.Name = "no-such-pipeline"
-		refused(resources.PV(missing, "", resources.InlineVolumeSource(missing)), fmt.Sprintf("Pipeline %s/no-such-pipeline does not exist", ns))
+		refused(resources.PV(missing, "", resources.InlineVolumeSource(missing)),
+			fmt.Sprintf("PersistentVolume %s is the model volume of no Pipeline %s/no-such-pipeline", resources.PVName(missing), ns))
 
 		By("a ModelStorageClass's source only where the class selects the Pipeline's namespace")
-		refused(resources.PV(p, "", resources.ClassVolumeSource(class)), "has the source its storage gives")
+		refused(resources.PV(p, "", resources.ClassVolumeSource(class)), "which its storage does not give")
 		class := class.DeepCopy()
 		class.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "another-tenant"}}
 		Expect(k8sClient.Update(ctx, class)).To(Succeed())
 		refused(resources.PV(classed, "", resources.ClassVolumeSource(class)),
-			fmt.Sprintf("ModelStorageClass %s named by Pipeline %s/classed does not select namespace %s", class.Name, variants, variants))
+			fmt.Sprintf("the ModelStorageClass of the model volume %s of Pipeline %s/classed does not select namespace %s",
+				resources.PVName(classed), variants, variants))
 	})
 
 	It("knows its own identity, which the Pipeline webhook refuses a change of a spec, as the apiserver names it", func() {

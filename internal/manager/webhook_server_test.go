@@ -155,7 +155,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		}
 		code, body := postInsecure(addr, guard.Path, strings.NewReader(service(`{"port":80}`)))
 		g.Expect(code).To(Equal(http.StatusOK), body)
-		g.Expect(body).To(And(ContainSubstring(`"allowed":false`), ContainSubstring("Pipeline "+namespace.Name+"/none (uid 1) does not exist")))
+		g.Expect(body).To(And(ContainSubstring(`"allowed":false`), ContainSubstring("Pipeline "+namespace.Name+"/none of uid 1, which does not exist")))
 		ports := strings.TrimSuffix(strings.Repeat(`{"port":80},`, 2000), ",")
 		code, body = postInsecure(addr, guard.Path, strings.NewReader(service(ports)))
 		g.Expect(code).To(Equal(http.StatusBadRequest), body)
