@@ -63,6 +63,9 @@ OPERATOR_SDK := $(OLM_TOOLS_DIR)/operator-sdk
 SCORECARD_TEST := $(OLM_TOOLS_DIR)/scorecard-test
 OPM := $(OLM_TOOLS_DIR)/opm
 GRPC_HEALTH_PROBE := $(OLM_TOOLS_DIR)/grpc_health_probe
+# The catalog image's opm and grpc_health_probe, per architecture (linux_ARCH/), for make release.
+CATALOG_SERVER := $(OLM_TOOLS_DIR)/catalog-server
+CATALOG_SERVER_BINS := $(CATALOG_SERVER)/linux_amd64/opm $(CATALOG_SERVER)/linux_arm64/opm
 # Operator Lifecycle Manager itself (olm-operator, catalog-operator, its CRDs), for make test-olm.
 OLM_DIR := $(CACHE_DIR)/operator-lifecycle-manager-$(OLM_VERSION)
 KSERVE_ROUTER := $(CACHE_DIR)/kserve-router-$(KSERVE_VERSION)/kserve-router
@@ -422,12 +425,14 @@ undeploy: $(KUSTOMIZE) $(DEPLOY_KUBECTL) ## Remove the operator from the cluster
 RELEASE_DIR ?= dist/release/$(VERSION)
 
 .PHONY: release
-release: manifests $(KUSTOMIZE) $(HELM) ## Write every artifact of release $(VERSION) into $(RELEASE_DIR): the manager image for linux/amd64 and linux/arm64 (one OCI image layout) and its digest, install.yaml and the Helm chart naming it by that digest, the plugin's archives (linux, darwin, windows × amd64, arm64), its krew manifest with their sha256, SHA256SUMS.
-	hack/release.sh $(VERSION) $(IMAGE_TAG_BASE) $(RELEASE_DIR) $(KUSTOMIZE) $(HELM)
+RELEASE_TOOLS = KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) CATALOG_SERVER=$(CATALOG_SERVER) \
+	BUNDLE_METADATA_OPTS="$(BUNDLE_METADATA_OPTS)"
+release: manifests $(KUSTOMIZE) $(HELM) $(OPERATOR_SDK) $(OPM) $(CATALOG_SERVER_BINS) ## Write every artifact of release $(VERSION) into $(RELEASE_DIR): the manager image for linux/amd64 and linux/arm64 (one OCI image layout) and its digest, the OLM bundle and catalog images by that digest, install.yaml and the Helm chart naming it by that digest, the plugin's archives (linux, darwin, windows × amd64, arm64), its krew manifest with their sha256, SHA256SUMS.
+	$(RELEASE_TOOLS) hack/release.sh $(VERSION) $(IMAGE_TAG_BASE) $(RELEASE_DIR)
 
 .PHONY: test-release
-test-release: $(KUSTOMIZE) $(HELM) ## Make a release of a test version and check that every artifact names its version and image digest, and each binary its platform.
-	KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test ./test/release/ -count=1 -timeout 20m
+test-release: $(KUSTOMIZE) $(HELM) $(OPERATOR_SDK) $(OPM) $(CATALOG_SERVER_BINS) ## Make a release of a test version and check that every artifact names its version and image digest, and each binary its platform.
+	$(RELEASE_TOOLS) go test ./test/release/ -count=1 -timeout 20m
 
 ##@ Helm
 
@@ -512,6 +517,8 @@ $(CODEGEN_DIR)/client-gen:
 	hack/build-tool.sh codegen $(CODEGEN_DIR)
 $(OPERATOR_SDK) $(SCORECARD_TEST) $(OPM) $(GRPC_HEALTH_PROBE):
 	hack/build-tool.sh olm $(OLM_TOOLS_DIR)
+$(CATALOG_SERVER_BINS):
+	GOARCH=$(patsubst linux_%,%,$(notdir $(@D))) hack/build-tool.sh catalog-server $(@D)
 $(OLM_DIR)/olm:
 	hack/build-tool.sh lifecycle $(OLM_DIR)
 $(KAL):

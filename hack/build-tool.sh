@@ -8,6 +8,8 @@
 #   etcd: etcd (hack/tools/etcd)
 #   codegen: client-gen, lister-gen, informer-gen, applyconfiguration-gen (hack/tools/codegen)
 #   olm:  operator-sdk, scorecard-test, opm and grpc_health_probe (hack/tools/olm)
+#   catalog-server: opm and grpc_health_probe for linux/$GOARCH, the catalog image's binaries
+#         (hack/tools/olm)
 #   lifecycle: OLM's olm-operator (olm) and catalog-operator (catalog), and OLM's CRDs
 #         (crds/) from the same module (hack/tools/lifecycle)
 #   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
@@ -79,6 +81,21 @@ olm)
 	mv "$tmp/grpc-health-probe" "$tmp/grpc_health_probe"
 	mv "$tmp/operator-sdk" "$tmp/scorecard-test" "$tmp/opm" "$tmp/grpc_health_probe" "$dest/"
 	echo ">> OLM tools built in $((SECONDS - start))s"
+	;;
+catalog-server)
+	cd "$here/tools/olm"
+	[ -x "$dest/opm" ] && [ -x "$dest/grpc_health_probe" ] && exit 0
+	: "${GOARCH:?GOARCH names the architecture to build for}"
+	opm=$(awk '$1=="github.com/operator-framework/operator-registry" {print $2}' go.mod)
+	tags=${OLM_BUILD_TAGS:-containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper}
+	echo ">> building opm $opm and grpc_health_probe for linux/$GOARCH from the Go module proxy (minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOOS=linux GOFLAGS=-mod=mod go build -trimpath -tags "$tags" \
+		-ldflags "-s -w -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$opm" -o "$tmp/" \
+		github.com/operator-framework/operator-registry/cmd/opm github.com/grpc-ecosystem/grpc-health-probe
+	mv "$tmp/grpc-health-probe" "$dest/grpc_health_probe"
+	mv "$tmp/opm" "$dest/"
+	echo ">> opm and grpc_health_probe for linux/$GOARCH built in $((SECONDS - start))s"
 	;;
 lifecycle)
 	cd "$here/tools/lifecycle"

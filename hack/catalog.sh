@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# catalog.sh OPM BUNDLE_DIR CATALOG_DIR PACKAGE CHANNEL BUNDLE_IMAGE_BASE — updates the
-# file-based catalog of PACKAGE in CATALOG_DIR/PACKAGE with the bundle in BUNDLE_DIR.
+# catalog.sh OPM BUNDLE_DIR CATALOG_DIR PACKAGE CHANNEL BUNDLE_IMAGE_BASE [BUNDLE_IMAGE] — updates
+# the file-based catalog of PACKAGE in CATALOG_DIR/PACKAGE with the bundle in BUNDLE_DIR.
 #
 # Every released bundle keeps its own file, bundle-v<version>.yaml, rendered by opm from the
-# bundle directory (its image reference is BUNDLE_IMAGE_BASE:v<version>, the image
-# `make bundle-build bundle-push` makes). index.yaml holds the package and the channel, rebuilt
+# bundle directory (its image reference is BUNDLE_IMAGE, by default BUNDLE_IMAGE_BASE:v<version>,
+# the image `make bundle-build bundle-push` makes; `make release` names its image by digest). index.yaml holds the package and the channel, rebuilt
 # from those files: versions in semver order, each entry replacing the one before it, and each
 # skipRange covering every earlier version, so OLM upgrades any older install straight to the
 # head of the channel — including installs from bundles that predate the catalog.
 set -euo pipefail
-opm=$1 bundle=$2 catalog=$3 package=$4 channel=$5 image_base=$6
+opm=$1 bundle=$2 catalog=$3 package=$4 channel=$5 image_base=$6 image=${7:-}
 dir="$catalog/$package"
 mkdir -p "$dir"
 
@@ -18,7 +18,9 @@ if [ -z "$version" ]; then
 	echo "catalog: no spec.version in the bundle's ClusterServiceVersion" >&2
 	exit 1
 fi
-"$opm" render "$bundle" --alpha-image-ref-template "$image_base:v{{.Version}}" -o yaml >"$dir/bundle-v$version.yaml.tmp"
+template="$image_base:v{{.Version}}"
+[ -z "$image" ] || template=$image
+"$opm" render "$bundle" --alpha-image-ref-template "$template" -o yaml >"$dir/bundle-v$version.yaml.tmp"
 mv "$dir/bundle-v$version.yaml.tmp" "$dir/bundle-v$version.yaml"
 
 mapfile -t versions < <(find "$dir" -maxdepth 1 -name 'bundle-v*.yaml' -printf '%f\n' | sed 's/^bundle-v//; s/\.yaml$//' | sort -V)

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# release.sh VERSION IMAGE_REPOSITORY OUT KUSTOMIZE HELM — writes every artifact of release
-# VERSION into OUT (emptied first), each naming VERSION and the manager image by its digest:
+# release.sh VERSION IMAGE_REPOSITORY OUT — writes every artifact of release VERSION into OUT
+# (emptied first), each naming VERSION and the manager image by its digest:
 #
 #   pipeline-operator-image.tar    the manager image (manager and router) for linux/amd64 and
 #                                  linux/arm64, one multi-platform OCI image layout named
 #                                  IMAGE_REPOSITORY:vVERSION (push it with crane, skopeo or oras)
 #   image-digest                   the digest of that image (its index)
+#   pipeline-operator-bundle-image.tar  the OLM bundle at VERSION (config/manifests, the manager
+#                                  image by digest), IMAGE_REPOSITORY-bundle:vVERSION; its digest
+#                                  in bundle-image-digest
+#   pipeline-operator-catalog-image.tar  catalog/ with that bundle by digest, served by opm for
+#                                  linux/amd64 and linux/arm64 (as catalog.Dockerfile builds
+#                                  it), IMAGE_REPOSITORY-catalog:vVERSION; its digest in
+#                                  catalog-image-digest
 #   install.yaml                   config/default, the image by digest
 #   pipeline-operator-VERSION.tgz  the Helm chart, version and appVersion VERSION, the image by
 #                                  digest (image.digest)
@@ -13,10 +20,16 @@
 #   kubectl-pipeline.krew.yaml     plugins/pipeline.yaml at VERSION with each archive's sha256
 #   SHA256SUMS                     the sha256 of every file above
 #
+# The tools come from the environment: KUSTOMIZE, HELM, OPERATOR_SDK, OPM (for this machine),
+# CATALOG_SERVER (a directory of linux_ARCH/opm and linux_ARCH/grpc_health_probe per
+# architecture), and BUNDLE_METADATA_OPTS (the bundle's channels, as `make bundle` gives them).
+#
 # Nothing is pushed or downloaded, and no file of the repository changes. `make release` runs it;
 # test/release checks what it writes.
 set -euo pipefail
-version=$1 repo=$2 out=$3 kustomize=$4 helm=$5
+version=$1 repo=$2 out=$3
+kustomize=${KUSTOMIZE:?} helm=${HELM:?} operator_sdk=${OPERATOR_SDK:?} opm=${OPM:?} catalog_server=${CATALOG_SERVER:?}
+read -r -a bundle_opts <<<"${BUNDLE_METADATA_OPTS:?}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "$version" in
 [0-9]*.[0-9]*.[0-9]*) ;;
@@ -79,6 +92,38 @@ awk -v version="v$version" -v out="$out" '
 		sub(/"[0-9a-f]*"/, "\"" sum[1] "\""); sum[1] = "" }
 	{ print }
 ' "$root/plugins/pipeline.yaml" >"$out/kubectl-pipeline.krew.yaml"
+
+echo ">> the OLM bundle"
+# bundle.sh generates bundle/ where it runs: in a copy of the project's kustomizations.
+mkdir "$work/project"
+cp -R "$root/config" "$root/PROJECT" "$work/project/"
+(cd "$work/project" && "$root/hack/bundle.sh" "$operator_sdk" "$kustomize" "$image" "$version" "${bundle_opts[@]}") >/dev/null
+# The image bundle.Dockerfile describes: its labels, its files where it copies them.
+flags=()
+while read -r keyword from to; do
+	case $keyword in
+	LABEL) flags+=(-label "$from") ;;
+	COPY) flags+=("$work/project/$from=${to%/}") ;;
+	esac
+done <"$work/project/bundle.Dockerfile"
+go -C "$root" run ./hack/ociimage -o "$out/pipeline-operator-bundle-image.tar" -tag "$repo-bundle:v$version" -arch amd64,arm64 \
+	-user "" -digest-file "$out/bundle-image-digest" "${flags[@]}" >/dev/null
+bundle_image="$repo-bundle@$(cat "$out/bundle-image-digest")"
+
+echo ">> the OLM catalog ($bundle_image)"
+cp -R "$root/catalog" "$work/catalog"
+package=$(awk '/^  operators[.]operatorframework[.]io[.]bundle[.]package[.]v1: / {print $2}' "$work/project/bundle/metadata/annotations.yaml")
+channel=$(awk '/^  operators[.]operatorframework[.]io[.]bundle[.]channel[.]default[.]v1: / {print $2}' "$work/project/bundle/metadata/annotations.yaml")
+"$root/hack/catalog.sh" "$opm" "$work/project/bundle" "$work/catalog" "$package" "$channel" "$repo-bundle" "$bundle_image"
+"$opm" validate "$work/catalog"
+# The serving cache, built before as catalog.Dockerfile does: the catalog starts without building it.
+"$opm" serve "$work/catalog" --cache-dir="$work/cache" --cache-only 2>/dev/null
+configs=$(sed -n 's/^LABEL operators.operatorframework.io.index.configs.v1=//p' "$root/catalog.Dockerfile")
+go -C "$root" run ./hack/ociimage -o "$out/pipeline-operator-catalog-image.tar" -tag "$repo-catalog:v$version" -arch amd64,arm64 \
+	-entrypoint /bin/opm -cmd serve -cmd "$configs" -cmd --cache-dir=/tmp/cache -owned /tmp/cache \
+	-label "operators.operatorframework.io.index.configs.v1=$configs" -digest-file "$out/catalog-image-digest" \
+	"$catalog_server/linux_{arch}/opm=/bin/opm" "$catalog_server/linux_{arch}/grpc_health_probe=/bin/grpc_health_probe" \
+	"$work/catalog=$configs" "$work/cache=/tmp/cache" >/dev/null
 
 (cd "$out" && sha256sum -- * >"$work/SHA256SUMS") && mv "$work/SHA256SUMS" "$out/SHA256SUMS"
 echo ">> release $version written to $out ($image)"

@@ -1,9 +1,11 @@
 // Command ociimage makes a container image of static binaries and files without a container
 // engine or a registry. The image has one layer on an empty base: the files named, an
-// /etc/passwd and /etc/group naming the user, and a /tmp.
+// /etc/passwd and /etc/group naming the user, and a /tmp (with -user "", the files alone: a
+// bundle image, which nothing runs).
 //
-//	ociimage -o ARCHIVE -tag REF [-entrypoint /bin] [-user UID:GID] [-workdir DIR]
-//	         [-arch amd64[,arm64...]] [-digest-file FILE] FILE=PATH-IN-IMAGE...
+//	ociimage -o ARCHIVE -tag REF [-entrypoint /bin] [-cmd ARG]... [-user UID:GID] [-workdir DIR]
+//	         [-label KEY=VALUE]... [-owned PATH-IN-IMAGE]... [-arch amd64[,arm64...]]
+//	         [-digest-file FILE] FILE=PATH-IN-IMAGE...
 //
 // For one architecture it writes an image archive that `ctr images import` and `docker load`
 // read. For several it writes one multi-platform image: an OCI image layout, as a tar, whose
@@ -12,8 +14,9 @@
 // reads it and unpacks the machine's platform. -digest-file receives the digest a registry
 // serves the image by once pushed: the image's manifest, or the multi-platform index.
 //
-// A FILE that is a directory is copied with everything under it. Files are owned by root,
-// readable by all; those executable on disk are executable in the image. Times are zero, so the
+// A FILE that is a directory is copied with everything under it. Files are owned by root
+// (those under an -owned path by the user), readable by all; those executable on disk are
+// executable in the image. Times are zero, so the
 // same inputs make the same image, digest included.
 package main
 
@@ -56,6 +59,10 @@ func run(args []string) error {
 	workdir := fs.String("workdir", "/", "The image's working directory.")
 	arch := fs.String("arch", "amd64", "The architectures of the image, comma-separated; {arch} in a FILE is replaced by each.")
 	digestFile := fs.String("digest-file", "", "A file to write the image's digest (sha256:…) to: its manifest's, or its index's.")
+	var cmd, labels, owned repeated
+	fs.Var(&cmd, "cmd", "An argument of the image's command (repeat it for each).")
+	fs.Var(&labels, "label", "A label of the image, KEY=VALUE (repeat it for each).")
+	fs.Var(&owned, "owned", "A path in the image that the user owns, with everything under it (repeat it for each).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +77,15 @@ func run(args []string) error {
 		return err
 	}
 	archs := strings.Split(*arch, ",")
-	spec := imageSpec{user: *user, workdir: *workdir, entrypoint: *entrypoint, oci: len(archs) > 1}
+	spec := imageSpec{user: *user, workdir: *workdir, entrypoint: *entrypoint, cmd: cmd, owned: owned,
+		labels: map[string]string{}, oci: len(archs) > 1}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-label %q is not KEY=VALUE", l)
+		}
+		spec.labels[k] = v
+	}
 	var images []v1.Image
 	for _, a := range archs {
 		files := make([]string, len(fs.Args()))
@@ -118,16 +133,24 @@ func writeDigest(file string, digest v1.Hash) error {
 	return os.WriteFile(file, []byte(digest.String()+"\n"), 0o644)
 }
 
+// repeated is a flag given once per value.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
 // imageSpec is what every architecture's image shares.
 type imageSpec struct {
 	user, workdir, entrypoint string
+	cmd, owned                []string
+	labels                    map[string]string
 	// oci: OCI media types (an image of a multi-platform index), else Docker's.
 	oci bool
 }
 
 // build makes the image of files for arch.
 func (s imageSpec) build(arch string, files []string) (v1.Image, error) {
-	layer, err := buildLayer(files, s.user, s.oci)
+	layer, err := buildLayer(files, s.user, s.owned, s.oci)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +172,10 @@ func (s imageSpec) build(arch string, files []string) (v1.Image, error) {
 	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	if s.entrypoint != "" {
 		cfg.Config.Entrypoint = []string{s.entrypoint}
+	}
+	cfg.Config.Cmd = s.cmd
+	if len(s.labels) > 0 {
+		cfg.Config.Labels = s.labels
 	}
 	return mutate.ConfigFile(img, cfg)
 }
@@ -217,16 +244,20 @@ type entry struct {
 }
 
 // buildLayer makes the layer of the files named by FILE=PATH arguments, with the user's
-// /etc/passwd and /etc/group and a /tmp.
-func buildLayer(files []string, user string, oci bool) (v1.Layer, error) {
-	uid, gid, ok := strings.Cut(user, ":")
-	if !ok {
-		return nil, fmt.Errorf("-user %q is not UID:GID", user)
-	}
-	entries := map[string]entry{
-		"etc/passwd": {mode: 0o644, data: fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:nonroot:/home/nonroot:/sbin/nologin\n", uid, gid)},
-		"etc/group":  {mode: 0o644, data: fmt.Appendf(nil, "root:x:0:\nnonroot:x:%s:\n", gid)},
-		"tmp":        {dir: true, mode: 0o1777},
+// /etc/passwd and /etc/group and a /tmp unless user is empty; the owned paths and what is under
+// them belong to the user.
+func buildLayer(files []string, user string, owned []string, oci bool) (v1.Layer, error) {
+	entries := map[string]entry{}
+	var uid, gid int
+	if user != "" {
+		if _, err := fmt.Sscanf(user, "%d:%d", &uid, &gid); err != nil || fmt.Sprintf("%d:%d", uid, gid) != user {
+			return nil, fmt.Errorf("-user %q is not UID:GID", user)
+		}
+		entries["etc/passwd"] = entry{mode: 0o644, data: fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, gid)}
+		entries["etc/group"] = entry{mode: 0o644, data: fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", gid)}
+		entries["tmp"] = entry{dir: true, mode: 0o1777}
+	} else if len(owned) > 0 {
+		return nil, errors.New("-owned needs a -user to own the paths")
 	}
 	for _, f := range files {
 		src, dst, ok := strings.Cut(f, "=")
@@ -255,6 +286,9 @@ func buildLayer(files []string, user string, oci bool) (v1.Layer, error) {
 	for _, p := range paths {
 		e := entries[p]
 		h := &tar.Header{Name: p, Mode: e.mode, Typeflag: tar.TypeReg, Size: int64(len(e.data)), Format: tar.FormatPAX}
+		if under(p, owned) {
+			h.Uid, h.Gid = uid, gid
+		}
 		if e.dir {
 			h.Name, h.Typeflag, h.Size = p+"/", tar.TypeDir, 0
 		}
@@ -274,6 +308,17 @@ func buildLayer(files []string, user string, oci bool) (v1.Layer, error) {
 		opts = append(opts, tarball.WithMediaType(types.OCILayer))
 	}
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, opts...)
+}
+
+// under reports whether the path p of the image is one of paths, or under one.
+func under(p string, paths []string) bool {
+	for _, o := range paths {
+		o = strings.TrimPrefix(path.Clean(o), "/")
+		if p == o || strings.HasPrefix(p, o+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // add puts the file or the tree at src into entries at dst.

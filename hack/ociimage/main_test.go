@@ -80,3 +80,59 @@ func TestImage(t *testing.T) {
 		t.Error("a relative path in the image was accepted")
 	}
 }
+
+// An image with a command, labels and a path the user owns has them in its config and layer;
+// one without a user (a bundle image) holds the files alone.
+func TestImageConfigAndOwners(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "index"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "served.tar")
+	if err := run([]string{"-o", out, "-tag", "localhost/x:1", "-entrypoint", "/bin/opm", "-cmd", "serve", "-cmd", "/configs",
+		"-label", "a.b/c=/configs", "-owned", "/tmp/cache", cache + "=/tmp/cache", cache + "=/configs"}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Config.Cmd, " ") != "serve /configs" || cfg.Config.Labels["a.b/c"] != "/configs" {
+		t.Errorf("config: cmd %q labels %v", cfg.Config.Cmd, cfg.Config.Labels)
+	}
+	owners := map[string]int{}
+	tr := tar.NewReader(mutate.Extract(img))
+	for h, err := tr.Next(); err != io.EOF; h, err = tr.Next() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[strings.TrimSuffix(h.Name, "/")] = h.Uid
+	}
+	for p, uid := range map[string]int{"tmp/cache": 65532, "tmp/cache/index": 65532, "configs/index": 0, "tmp": 0} {
+		if owners[p] != uid {
+			t.Errorf("%s owned by %d, want %d", p, owners[p], uid)
+		}
+	}
+
+	bare := filepath.Join(dir, "bundle.tar")
+	if err := run([]string{"-o", bare, "-tag", "localhost/x:1", "-user", "", cache + "=/manifests"}); err != nil {
+		t.Fatal(err)
+	}
+	if img, err = tarball.ImageFromPath(bare, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(t, img); len(got) != 2 {
+		t.Errorf("an image without a user holds %v, want /manifests alone", got)
+	}
+	if err := run([]string{"-o", bare, "-tag", "localhost/x:1", "-user", "", "-owned", "/x", cache + "=/x"}); err == nil {
+		t.Error("-owned without a user was accepted")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"crypto/x509"
 	"debug/elf"
 	"debug/macho"
 	"debug/pe"
@@ -26,24 +27,28 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	appsv1 "k8s.io/api/apps/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
 
 const (
-	version = "0.0.0-test.1"
+	// Above every version of catalog/, so that the release is the head of its channel.
+	version = "99.0.0-test.1"
 	repo    = "example.com/pipeline-operator"
 )
 
 func TestRelease(t *testing.T) {
-	kustomize, helm := os.Getenv("KUSTOMIZE"), os.Getenv("HELM")
-	if kustomize == "" || helm == "" {
-		t.Skip("KUSTOMIZE and HELM name the tools: run `make test-release`")
+	for _, tool := range []string{"KUSTOMIZE", "HELM", "OPERATOR_SDK", "OPM", "CATALOG_SERVER"} {
+		if os.Getenv(tool) == "" {
+			t.Skip(tool + " and the other tools are named by the environment: run `make test-release`")
+		}
 	}
 	out := t.TempDir()
-	cmd := exec.Command("../../hack/release.sh", version, repo, out, kustomize, helm)
+	cmd := exec.Command("./hack/release.sh", version, repo, out)
+	cmd.Dir = "../.."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/release.sh: %v\n%s", err, b)
 	}
@@ -58,10 +63,11 @@ func TestRelease(t *testing.T) {
 	}
 
 	// The image layout is read, and its binaries taken out, once for every check of them.
-	index, desc := imageIndex(t, out)
-	platforms := imageFiles(t, index, "manager", "router")
-	t.Run("the image: one index of the digest, linux/amd64 and linux/arm64, each binary of its architecture and version",
-		func(t *testing.T) { checkImage(t, desc, platforms, digest) })
+	index, configs := layoutOf(t, out, "pipeline-operator-image.tar", "image-digest", repo+":v"+version)
+	platforms := imageFiles(t, index, "65532:65532", "manager", "router", caBundle, "etc/services",
+		"var/lib/dpkg/status.d/ca-certificates", "var/lib/dpkg/status.d/netbase")
+	t.Run("the image: linux/amd64 and linux/arm64 as the Dockerfile makes them, each binary of its architecture and version",
+		func(t *testing.T) { checkImage(t, platforms, configs) })
 	t.Run("install.yaml runs the manager and the routers from the image by digest", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(out, "install.yaml"))
 		if err != nil {
@@ -72,36 +78,18 @@ func TestRelease(t *testing.T) {
 	t.Run("the chart is of the version and renders the image by digest", func(t *testing.T) { checkChart(t, out, image) })
 	t.Run("the plugin's archives: each platform's binary of the version, in the krew manifest with its sha256",
 		func(t *testing.T) { checkPlugin(t, out) })
+	t.Run("the OLM bundle image: the ClusterServiceVersion of the version, the image by digest", func(t *testing.T) {
+		checkBundle(t, out, image)
+	})
+	t.Run("the OLM catalog image: the bundle by digest at the channel's head, served by opm of each platform",
+		func(t *testing.T) { checkCatalog(t, out) })
 	t.Run("SHA256SUMS names every other file with its sum", func(t *testing.T) { checkSums(t, out) })
 	t.Run("the host's manager says its version", func(t *testing.T) { checkHostManager(t, platforms["amd64"]["manager"]) })
 }
 
-// imageIndex is the multi-platform index of the release's image layout, and the layout's one
-// descriptor of it.
-func imageIndex(t *testing.T, out string) (v1.ImageIndex, v1.Descriptor) {
-	t.Helper()
-	dir := t.TempDir()
-	untar(t, filepath.Join(out, "pipeline-operator-image.tar"), dir)
-	root, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := root.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(top.Manifests) != 1 {
-		t.Fatalf("the layout holds %d manifests, want the one index", len(top.Manifests))
-	}
-	index, err := root.ImageIndex(top.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return index, top.Manifests[0]
-}
-
-// imageFiles are the files named of each platform's image of index, by architecture.
-func imageFiles(t *testing.T, index v1.ImageIndex, names ...string) map[string]map[string][]byte {
+// imageFiles are the files named of each platform's image of index, by architecture; each
+// image runs as user.
+func imageFiles(t *testing.T, index v1.ImageIndex, user string, names ...string) map[string]map[string][]byte {
 	t.Helper()
 	m, err := index.IndexManifest()
 	if err != nil {
@@ -117,7 +105,7 @@ func imageFiles(t *testing.T, index v1.ImageIndex, names ...string) map[string]m
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Platform == nil || d.Platform.OS != "linux" || cfg.Architecture != d.Platform.Architecture || cfg.Config.User != "65532:65532" {
+		if d.Platform == nil || d.Platform.OS != "linux" || cfg.Architecture != d.Platform.Architecture || cfg.Config.User != user {
 			t.Errorf("image %s: platform %v, config of architecture %s, user %s", d.Digest, d.Platform, cfg.Architecture, cfg.Config.User)
 			continue
 		}
@@ -139,20 +127,28 @@ func imageFiles(t *testing.T, index v1.ImageIndex, names ...string) map[string]m
 	return out
 }
 
-// checkImage checks the layout's descriptor of the index and the binaries of its platforms.
-func checkImage(t *testing.T, desc v1.Descriptor, platforms map[string]map[string][]byte, digest string) {
-	if desc.Digest.String() != digest {
-		t.Errorf("the layout's index is %s, image-digest says %s", desc.Digest, digest)
-	}
-	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != repo+":v"+version {
-		t.Errorf("the index is named %q, want %s:v%s", got, repo, version)
-	}
-	if len(platforms) != 2 || platforms["amd64"] == nil || platforms["arm64"] == nil {
-		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", slices.Collect(maps.Keys(platforms)))
-	}
+// caBundle is where the image's base holds the CAs it trusts, as distroless/static does.
+const caBundle = "etc/ssl/certs/ca-certificates.crt"
+
+// checkImage checks each platform's image of the manager against the Dockerfile, which
+// registry users build, its base (of Debian's packages) and its binaries.
+func checkImage(t *testing.T, platforms map[string]map[string][]byte, configs map[string]*v1.ConfigFile) {
 	for arch, files := range platforms {
+		testenv.CheckLikeDockerfile(t, arch, testenv.ReadDockerfile(t, "../../Dockerfile"), configs[arch],
+			func(p string) bool { return files[p] != nil })
 		for _, name := range []string{"manager", "router"} {
 			checkBinary(t, arch+" /"+name, files[name], "linux", arch)
+		}
+		if n := bytes.Count(files[caBundle], []byte("-----BEGIN CERTIFICATE-----")); n < 100 || !x509.NewCertPool().AppendCertsFromPEM(files[caBundle]) {
+			t.Errorf("%s: /%s holds %d certificates, want Debian's ca-certificates", arch, caBundle, n)
+		}
+		if !bytes.Contains(files["etc/services"], []byte("https\t\t443/tcp")) {
+			t.Errorf("%s: /etc/services is not netbase's", arch)
+		}
+		for _, p := range []string{"ca-certificates", "netbase"} {
+			if !bytes.HasPrefix(files["var/lib/dpkg/status.d/"+p], []byte("Package: "+p+"\n")) {
+				t.Errorf("%s: no record of the package %s for image scanners: %q", arch, p, files["var/lib/dpkg/status.d/"+p])
+			}
 		}
 	}
 }
@@ -318,6 +314,15 @@ func checkManager(t *testing.T, what string, data []byte, image string) {
 // checkBinary checks that data is an executable of goos/arch that carries the release's version.
 func checkBinary(t *testing.T, what string, data []byte, goos, arch string) {
 	t.Helper()
+	checkArch(t, what, data, goos, arch)
+	if !bytes.Contains(data, []byte(version)) {
+		t.Errorf("%s: the binary does not carry the version %s", what, version)
+	}
+}
+
+// checkArch checks that data is an executable of goos/arch.
+func checkArch(t *testing.T, what string, data []byte, goos, arch string) {
+	t.Helper()
 	if len(data) == 0 {
 		t.Errorf("%s: no binary", what)
 		return
@@ -350,9 +355,6 @@ func checkBinary(t *testing.T, what string, data []byte, goos, arch string) {
 	if got != arch {
 		t.Errorf("%s: a binary for %q, want %s/%s", what, got, goos, arch)
 	}
-	if !bytes.Contains(data, []byte(version)) {
-		t.Errorf("%s: the binary does not carry the version %s", what, version)
-	}
 }
 
 // readTar returns the files named (by their path in the archive, without a leading "./" or "/")
@@ -382,46 +384,6 @@ func readTar(t *testing.T, r io.Reader, names ...string) map[string][]byte {
 	}
 }
 
-// untar writes the files of the tar archive to dir.
-func untar(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
-			t.Fatalf("%s: entry %s leaves the directory", archive, h.Name)
-		}
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func sha256File(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -430,4 +392,170 @@ func sha256File(t *testing.T, path string) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// layoutOf is the index of the image layout archive of the release (its file in out) and its
+// configuration per architecture, after checking that the layout names it tag and that its
+// digest is the one the release's digest file says.
+func layoutOf(t *testing.T, out, archive, digestFile, tag string) (v1.ImageIndex, map[string]*v1.ConfigFile) {
+	t.Helper()
+	index, desc := testenv.ReadLayout(t, filepath.Join(out, archive))
+	digest, err := os.ReadFile(filepath.Join(out, digestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest.String() != strings.TrimSpace(string(digest)) {
+		t.Errorf("%s: the index is %s, %s says %s", archive, desc.Digest, digestFile, digest)
+	}
+	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != tag {
+		t.Errorf("%s: the index is named %q, want %s", archive, got, tag)
+	}
+	m, err := index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := map[string]*v1.ConfigFile{}
+	for _, d := range m.Manifests {
+		img, err := index.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if configs[d.Platform.Architecture], err = img.ConfigFile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(configs) != 2 || configs["amd64"] == nil || configs["arm64"] == nil {
+		t.Errorf("%s: platforms %v, want linux/amd64 and linux/arm64", archive, slices.Collect(maps.Keys(configs)))
+	}
+	return index, configs
+}
+
+func checkBundle(t *testing.T, out, image string) {
+	const csvFile = "manifests/pipeline-operator.clusterserviceversion.yaml"
+	index, configs := layoutOf(t, out, "pipeline-operator-bundle-image.tar", "bundle-image-digest", repo+"-bundle:v"+version)
+	for arch, bundle := range extractEach(t, index) {
+		testenv.CheckLikeDockerfile(t, arch, testenv.ReadDockerfile(t, "../../bundle.Dockerfile"), configs[arch], bundle.Has)
+		data, err := os.ReadFile(filepath.Join(bundle.Dir, csvFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var csv struct {
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				Version string `json:"version"`
+				Install struct {
+					Spec struct {
+						Deployments []struct {
+							Name string                `json:"name"`
+							Spec appsv1.DeploymentSpec `json:"spec"`
+						} `json:"deployments"`
+					} `json:"spec"`
+				} `json:"install"`
+				RelatedImages []struct {
+					Image string `json:"image"`
+				} `json:"relatedImages"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(data, &csv); err != nil {
+			t.Fatalf("%s: %s: %v", arch, csvFile, err)
+		}
+		if csv.Spec.Version != version || csv.Metadata.Name != "pipeline-operator.v"+version {
+			t.Errorf("%s: the CSV is %s of version %s, want pipeline-operator.v%s", arch, csv.Metadata.Name, csv.Spec.Version, version)
+		}
+		if got := csv.Metadata.Annotations["containerImage"]; got != image {
+			t.Errorf("%s: containerImage %s, want %s", arch, got, image)
+		}
+		if !slices.ContainsFunc(csv.Spec.RelatedImages, func(r struct {
+			Image string `json:"image"`
+		}) bool {
+			return r.Image == image
+		}) {
+			t.Errorf("%s: relatedImages %v lack %s", arch, csv.Spec.RelatedImages, image)
+		}
+		for _, d := range csv.Spec.Install.Spec.Deployments {
+			deployment := appsv1.Deployment{Spec: d.Spec}
+			deployment.Kind, deployment.Name = "Deployment", d.Name
+			data, err := yaml.Marshal(deployment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkManager(t, arch+" CSV", data, image)
+		}
+	}
+}
+
+func checkCatalog(t *testing.T, out string) {
+	bundleDigest, err := os.ReadFile(filepath.Join(out, "bundle-image-digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleImage := repo + "-bundle@" + strings.TrimSpace(string(bundleDigest))
+	index, configs := layoutOf(t, out, "pipeline-operator-catalog-image.tar", "catalog-image-digest", repo+"-catalog:v"+version)
+	for arch, catalog := range extractEach(t, index) {
+		dir, owners := catalog.Dir, catalog.Owners
+		testenv.CheckLikeDockerfile(t, arch, testenv.ReadDockerfile(t, "../../catalog.Dockerfile"), configs[arch], catalog.Has)
+		for _, bin := range []string{"bin/opm", "bin/grpc_health_probe"} {
+			data, err := os.ReadFile(filepath.Join(dir, bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkArch(t, arch+" /"+bin, data, "linux", arch)
+		}
+		if owners["tmp/cache"] != 65532 {
+			t.Errorf("%s: /tmp/cache is owned by %d, not by the user who serves (opm locks it)", arch, owners["tmp/cache"])
+		}
+		entry, err := os.ReadFile(filepath.Join(dir, "configs/pipeline-operator/bundle-v"+version+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bundle struct {
+			Schema string `json:"schema"`
+			Image  string `json:"image"`
+		}
+		if err := yaml.Unmarshal(entry, &bundle); err != nil || bundle.Schema != "olm.bundle" || bundle.Image != bundleImage {
+			t.Errorf("%s: the catalog's bundle is %+v (%v), want the olm.bundle of image %s", arch, bundle, err, bundleImage)
+		}
+		channel, err := os.ReadFile(filepath.Join(dir, "configs/pipeline-operator/index.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries []string
+		for line := range strings.Lines(string(channel)) {
+			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "- name: "); ok {
+				entries = append(entries, name)
+			}
+		}
+		if len(entries) == 0 || entries[len(entries)-1] != "pipeline-operator.v"+version {
+			t.Errorf("%s: the channel's head is not pipeline-operator.v%s: %v", arch, version, entries)
+		}
+		if arch == runtime.GOARCH {
+			// The cache built at release is the one opm serves these configs with.
+			cmd := exec.Command(os.Getenv("OPM"), "serve", filepath.Join(dir, "configs"), "--cache-dir", filepath.Join(dir, "tmp/cache"),
+				"--cache-only", "--cache-enforce-integrity")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s: opm serve finds the image's cache stale: %v\n%s", arch, err, b)
+			}
+		}
+	}
+}
+
+// extractEach writes each platform's image of index to a directory of its own, by architecture.
+func extractEach(t *testing.T, index v1.ImageIndex) map[string]testenv.ExtractedImage {
+	t.Helper()
+	m, err := index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]testenv.ExtractedImage{}
+	for _, d := range m.Manifests {
+		img, err := index.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[d.Platform.Architecture] = testenv.Extract(t, img)
+	}
+	return out
 }
