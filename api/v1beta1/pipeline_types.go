@@ -770,7 +770,7 @@ type PipelineStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:deprecatedversion:warning="distri-infer.ndsl.cn/v1beta1 Pipeline is deprecated: use distri-infer.ndsl.cn/v1, which reads and writes the same Pipelines (see docs/migration.md)"
-// +kubebuilder:resource:shortName=pl;pls,categories=all
+// +kubebuilder:resource:shortName=pl;pls;dipl,categories=all;distri-infer
 // +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.models`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.readySteps`

@@ -656,7 +656,8 @@ var _ = Describe("Pipeline reconciler", func() {
 			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
 				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
 		}))
-		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls"))
+		// Users' pl and pls, and dipl, distinct beside Tekton's pipelines.
+		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls", "dipl"))
 	})
 
 	It("keeps objects the operator does not manage out of its cache", func() {
