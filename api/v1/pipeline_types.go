@@ -1087,6 +1087,18 @@ type PipelineStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	TotalSteps *int32 `json:"totalSteps,omitempty"`
 
+	// ready is readySteps and totalSteps as people read them, "2/3": the READY printer column.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=23
+	Ready string `json:"ready,omitempty"`
+
+	// modelNames is models joined by ", ": the MODELS printer column.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	ModelNames string `json:"modelNames,omitempty"`
+
 	// url is where the entry is reached from outside the cluster, once known.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
@@ -1141,11 +1153,12 @@ type PipelineStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=pl;pls;dipl,categories=all;distri-infer
-// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.models`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readySteps`
-// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.totalSteps`
-// +kubebuilder:printcolumn:name="Detail",type=string,JSONPath=`.status.steps`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.status.modelNames`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Pipeline",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{Ingress,v1},{PersistentVolumeClaim,v1},{PersistentVolume,v1},{HorizontalPodAutoscaler,v2},{PodDisruptionBudget,v1}}
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 characters of lowercase letters, digits and '-', starting with a letter: it names the pipeline's Services and labels"

@@ -754,6 +754,7 @@ func statusTo(s PipelineStatus) pipelinev1.PipelineStatus {
 		out.Models = strings.Split(s.Models, ",")
 	}
 	out.ReadySteps, out.TotalSteps = readyStepsTo(s.ReadySteps)
+	out.SetSummary()
 	for _, st := range d.StepsPhase {
 		out.Steps = append(out.Steps, stepStatusTo(st))
 	}

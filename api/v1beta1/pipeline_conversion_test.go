@@ -70,7 +70,7 @@ func TestConvertSeedPipeline(t *testing.T) {
 	}
 	wantStatus := pipelinev1.PipelineStatus{
 		Phase: pipelinev1.PipelinePhaseRunning, Models: []string{"facedetection-1", "facedetection-2"},
-		ReadySteps: ptrTo[int32](2), TotalSteps: ptrTo[int32](2),
+		ReadySteps: ptrTo[int32](2), TotalSteps: ptrTo[int32](2), Ready: "2/2", ModelNames: "facedetection-1, facedetection-2",
 	}
 	if !apiequality.Semantic.DeepEqual(hub.Status, wantStatus) {
 		t.Errorf("v1 status (-want +got):\n%s", cmp.Diff(wantStatus, hub.Status))

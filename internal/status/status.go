@@ -162,6 +162,7 @@ func Compute(p *pipelinev1.Pipeline, obs *Observed) pipelinev1.PipelineStatus {
 		}
 	}
 	st.ReadySteps, st.TotalSteps = ptr.To(int32(available)), ptr.To(int32(len(p.Spec.Steps)))
+	st.SetSummary()
 	routerReady := addRouterState(&st, p, obs, &problems, &waiting)
 	setEntry(&st, p, obs)
 	allAvailable := storageReady && available == len(p.Spec.Steps) && routerReady

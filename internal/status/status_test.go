@@ -2,6 +2,7 @@ package status
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -149,6 +150,9 @@ func TestComputeStatus(t *testing.T) {
 			}
 			if !reflect.DeepEqual(st.ReadySteps, ptr.To(tt.ready)) || !reflect.DeepEqual(st.TotalSteps, ptr.To[int32](2)) {
 				t.Errorf("readySteps %v, totalSteps %v; want %d, 2", ptr.Deref(st.ReadySteps, -1), ptr.Deref(st.TotalSteps, -1), tt.ready)
+			}
+			if want := fmt.Sprintf("%d/2", tt.ready); st.Ready != want || st.ModelNames != "facedetection-1, facedetection-2" {
+				t.Errorf("ready %q, modelNames %q: the printer columns; want %q and the models", st.Ready, st.ModelNames, want)
 			}
 			if st.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration %d", st.ObservedGeneration)

@@ -153,11 +153,16 @@ var _ = Describe("pipeline-operator on a local control plane", Ordered, func() {
 				HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(1)))), "status.steps[%d]", i)
 		}
 		Expect(kubectl("api-resources", "--api-group="+pipelinev1.GroupVersion.Group, "--no-headers")).
-			To(MatchRegexp(`(?m)^pipelines\s+pl,pls\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
+			To(MatchRegexp(`(?m)^pipelines\s+pl,pls,dipl\s+`+regexp.QuoteMeta(pipelinev1.GroupVersion.String())+`\s+true\s+Pipeline`),
 				"kubectl prefers v1")
-		table := kubectl("get", "pipelines", "-n", ns, "-o", "wide")
-		Expect(table).To(MatchRegexp(`^NAME\s+MODELS\s+PHASE\s+READY\s+STEPS\s+DETAIL\s+AGE\n`))
-		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+\["facedetection-1","facedetection-2"\]\s+Running\s+2\s+2\s`))
+		table := kubectl("get", "pipelines", "-n", ns)
+		Expect(table).To(MatchRegexp(`^NAME\s+READY\s+PHASE\s+REASON\s+MODELS\s+AGE\n`))
+		Expect(table).To(MatchRegexp(`(?m)^` + p.Name + `\s+2/2\s+Running\s+Running\s+facedetection-1, facedetection-2\s+\S+$`))
+		wide := kubectl("get", "dipl", "-n", ns, "-o", "wide")
+		Expect(wide).To(MatchRegexp(`^NAME\s+READY\s+PHASE\s+REASON\s+MODELS\s+URL\s+MESSAGE\s+AGE\n`))
+		Expect(wide).NotTo(ContainSubstring("{"), "-o wide prints no JSON")
+		Expect(kubectl("get", "distri-infer", "-n", ns, "-o", "name")).To(ContainSubstring("pipeline.distri-infer.ndsl.cn/"+p.Name),
+			"the category lists Pipelines")
 		Expect(kubectl("get", "pipeline", p.Name, "-n", ns, "-o", "jsonpath={.status.steps[*].state}")).To(Equal("Ready Ready"))
 
 		By("and it still reads as the v1beta1 it was applied as, with the status in v1beta1's form")

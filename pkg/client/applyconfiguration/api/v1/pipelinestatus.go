@@ -43,6 +43,10 @@ type PipelineStatusApplyConfiguration struct {
 	ReadySteps *int32 `json:"readySteps,omitempty"`
 	// totalSteps is the number of steps.
 	TotalSteps *int32 `json:"totalSteps,omitempty"`
+	// ready is readySteps and totalSteps as people read them, "2/3": the READY printer column.
+	Ready *string `json:"ready,omitempty"`
+	// modelNames is models joined by ", ": the MODELS printer column.
+	ModelNames *string `json:"modelNames,omitempty"`
 	// url is where the entry is reached from outside the cluster, once known.
 	URL *string `json:"url,omitempty"`
 	// nodePort is the port every node opens for the entry (NodePort and LoadBalancer
@@ -124,6 +128,22 @@ func (b *PipelineStatusApplyConfiguration) WithReadySteps(value int32) *Pipeline
 // If called multiple times, the TotalSteps field is set to the value of the last call.
 func (b *PipelineStatusApplyConfiguration) WithTotalSteps(value int32) *PipelineStatusApplyConfiguration {
 	b.TotalSteps = &value
+	return b
+}
+
+// WithReady sets the Ready field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Ready field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithReady(value string) *PipelineStatusApplyConfiguration {
+	b.Ready = &value
+	return b
+}
+
+// WithModelNames sets the ModelNames field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ModelNames field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithModelNames(value string) *PipelineStatusApplyConfiguration {
+	b.ModelNames = &value
 	return b
 }
 
