@@ -954,6 +954,11 @@ type StepStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// loadingSince is, while the step is Loading, when the container that loads its model
+	// started: how long the model has been loading is the time since. Absent in other states.
+	// +optional
+	LoadingSince *metav1.Time `json:"loadingSince,omitempty"`
 }
 
 // StepProtocol is what a step's server speaks.

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,8 @@ const (
 	MetricReconcileErrors   = "pipeline_operator_reconcile_errors_total"
 	MetricStepFailovers     = "pipeline_operator_step_failovers_total"
 	MetricRolloutDeadline   = "pipeline_operator_pipeline_rollout_deadline_timestamp_seconds"
+	MetricStepLoadingSince  = "pipeline_operator_step_loading_since_timestamp_seconds"
+	MetricStepModelLoad     = "pipeline_operator_step_model_load_seconds"
 )
 
 // phaseUnknown labels Pipelines the operator has not reported on yet (no status.phase).
@@ -42,6 +45,7 @@ type Metrics struct {
 	rolloutDuration *prometheus.HistogramVec
 	reconcileErrors *prometheus.CounterVec
 	stepFailovers   *prometheus.CounterVec
+	modelLoad       *prometheus.GaugeVec
 }
 
 // New registers the operator's metrics with reg; pipelines reads the Pipelines for the
@@ -63,8 +67,13 @@ func New(reg prometheus.Registerer, pipelines client.Reader) (*Metrics, error) {
 			Help: "Moves of a step off its node (not ready for spec.failover.afterSeconds, or gone) to another of its nodes; " +
 				"step router counts the router's. 0 from the first pass over a step or router with fallbackLocations.",
 		}, []string{"namespace", "pipeline", "step"}),
+		modelLoad: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricStepModelLoad,
+			Help: "How long each step's last model load took: from the start of the container that loaded it (status.steps[].loadingSince) " +
+				"to the step Ready, as the leading replica saw it.",
+		}, []string{"namespace", "pipeline", "step"}),
 	}
-	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, newStatusCollector(pipelines),
+	for _, c := range []prometheus.Collector{m.rolloutDuration, m.reconcileErrors, m.stepFailovers, m.modelLoad, newStatusCollector(pipelines),
 		version.BuildInfo("pipeline_operator")} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -109,13 +118,21 @@ func (m *Metrics) InitFailovers(p *pipelinev1.Pipeline) {
 func (m *Metrics) ForgetPipeline(key types.NamespacedName) {
 	if m != nil {
 		m.stepFailovers.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pipeline": key.Name})
+		m.modelLoad.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pipeline": key.Name})
 	}
 }
 
-// ObserveStatus records a rollout that completed when the status moved from before to after.
+// ObserveStatus records the model loads that ended (a step that was Loading is Ready) and a
+// rollout that completed when the status moved from before to after.
 func (m *Metrics) ObserveStatus(p *pipelinev1.Pipeline, before, after pipelinev1.PipelineStatus, now time.Time) {
 	if m == nil {
 		return
+	}
+	for _, s := range after.Steps {
+		i := slices.IndexFunc(before.Steps, func(b pipelinev1.StepStatus) bool { return b.Name == s.Name })
+		if s.State == pipelinev1.StepStateReady && i >= 0 && before.Steps[i].LoadingSince != nil {
+			m.modelLoad.WithLabelValues(p.Namespace, p.Name, s.Name).Set(now.Sub(before.Steps[i].LoadingSince.Time).Seconds())
+		}
 	}
 	if after.Phase != pipelinev1.PipelinePhaseRunning || before.Phase == pipelinev1.PipelinePhaseRunning {
 		return
@@ -139,6 +156,7 @@ type statusCollector struct {
 	replicas     *prometheus.Desc
 	readyReplica *prometheus.Desc
 	deadline     *prometheus.Desc
+	loading      *prometheus.Desc
 }
 
 func newStatusCollector(pipelines client.Reader) *statusCollector {
@@ -156,6 +174,9 @@ func newStatusCollector(pipelines client.Reader) *statusCollector {
 			"For a Pipeline rolling out (Progressing True), when its steps' startup probes stop waiting for their "+
 				"models to load: the start of the rollout plus the longest of them (modelLoadTimeoutSeconds). "+
 				"PipelineStuckCreating allows for it.", []string{"namespace", "pipeline"}, nil),
+		loading: prometheus.NewDesc(MetricStepLoadingSince,
+			"For each step loading its model (state Loading), when the container that loads it started "+
+				"(status.steps[].loadingSince): time() minus it is how long the load has taken so far.", []string{"namespace", "pipeline", "step"}, nil),
 	}
 }
 
@@ -165,6 +186,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.replicas
 	ch <- c.readyReplica
 	ch <- c.deadline
+	ch <- c.loading
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -193,6 +215,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range p.Status.Steps {
 			ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(ptr.Deref(s.Replicas, 0)), p.Namespace, p.Name, s.Name)
 			ch <- prometheus.MustNewConstMetric(c.readyReplica, prometheus.GaugeValue, float64(ptr.Deref(s.ReadyReplicas, 0)), p.Namespace, p.Name, s.Name)
+			if s.LoadingSince != nil {
+				ch <- prometheus.MustNewConstMetric(c.loading, prometheus.GaugeValue, float64(s.LoadingSince.Unix()), p.Namespace, p.Name, s.Name)
+			}
 		}
 		if deadline, ok := rolloutDeadline(p); ok {
 			ch <- prometheus.MustNewConstMetric(c.deadline, prometheus.GaugeValue, float64(deadline.Unix()), p.Namespace, p.Name)

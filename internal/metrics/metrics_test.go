@@ -220,3 +220,45 @@ pipeline_operator_pipeline_rollout_deadline_timestamp_seconds{namespace="vision"
 		t.Error(err)
 	}
 }
+
+// A step that was Loading and is Ready records how long its model took to load; while it loads,
+// the status collector exports since when; a deleted Pipeline's series go.
+func TestModelLoadMetrics(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	loading := testenv.Sample(t, "vision")
+	loading.Status.Steps = []pipelinev1.StepStatus{
+		{Name: "facedetection-1", State: pipelinev1.StepStateLoading, LoadingSince: &since},
+		{Name: "facedetection-2", State: pipelinev1.StepStatePending},
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(loading).Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP pipeline_operator_step_loading_since_timestamp_seconds For each step loading its model (state Loading), when the container that loads it started (status.steps[].loadingSince): time() minus it is how long the load has taken so far.
+# TYPE pipeline_operator_step_loading_since_timestamp_seconds gauge
+pipeline_operator_step_loading_since_timestamp_seconds{namespace="vision",pipeline="facedetection-pipeline",step="facedetection-1"} ` +
+		strconv.FormatInt(since.Unix(), 10) + "\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricStepLoadingSince); err != nil {
+		t.Error(err)
+	}
+
+	ready := *loading.Status.DeepCopy()
+	ready.Steps[0].State, ready.Steps[0].LoadingSince = pipelinev1.StepStateReady, nil
+	ready.Steps[1].State = pipelinev1.StepStateReady // it never loaded as far as the operator saw
+	m.ObserveStatus(loading, loading.Status, ready, since.Add(95*time.Second))
+	m.ObserveStatus(loading, ready, ready, since.Add(200*time.Second)) // nothing more loaded
+	want = `
+# HELP pipeline_operator_step_model_load_seconds How long each step's last model load took: from the start of the container that loaded it (status.steps[].loadingSince) to the step Ready, as the leading replica saw it.
+# TYPE pipeline_operator_step_model_load_seconds gauge
+pipeline_operator_step_model_load_seconds{namespace="vision",pipeline="facedetection-pipeline",step="facedetection-1"} 95
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricStepModelLoad); err != nil {
+		t.Error(err)
+	}
+	m.ForgetPipeline(client.ObjectKeyFromObject(loading))
+	if n := testutil.CollectAndCount(m.modelLoad); n != 0 {
+		t.Errorf("%d model load series left of a deleted Pipeline", n)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -49,35 +51,40 @@ func NeedsPods(d *appsv1.Deployment) bool {
 
 // readiness is the state of a step: from ds and detail, the state of its Deployment d and what
 // classify says of it, and the step's pods (nil: not looked at). withdrawn says its model storage
-// was.
-func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail string, pods []corev1.Pod, withdrawn bool) (pipelinev1.StepState, string, string) {
+// was. A Loading step's loading pod is in detail, its time (see loadingPod) in since.
+func readiness(d *appsv1.Deployment, ds pipelinev1.DeploymentState, detail string, pods []corev1.Pod, withdrawn bool) (
+	state pipelinev1.StepState, reason, message string, since *metav1.Time) {
 	if d == nil {
-		return pipelinev1.StepStatePending, reasonNoDeployment, "its Deployment does not exist yet"
+		return pipelinev1.StepStatePending, reasonNoDeployment, "its Deployment does not exist yet", nil
 	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	switch {
 	case withdrawn:
-		return pipelinev1.StepStateStopped, reasonStorageWithdrawn, "scaled to zero while its model storage is withdrawn"
+		return pipelinev1.StepStateStopped, reasonStorageWithdrawn, "scaled to zero while its model storage is withdrawn", nil
 	case want == 0:
-		return pipelinev1.StepStateStopped, reasonScaledToZero, "its Deployment asks for no pods"
+		return pipelinev1.StepStateStopped, reasonScaledToZero, "its Deployment asks for no pods", nil
 	case ds == pipelinev1.DeploymentStateFailed:
 		reason, _, _ := deploymentFailure(d)
-		return pipelinev1.StepStateFailed, reason, detail
+		return pipelinev1.StepStateFailed, reason, detail, nil
 	}
 	if reason, msg, ok := podFailure(pods); ok {
-		return pipelinev1.StepStateFailed, reason, msg
+		return pipelinev1.StepStateFailed, reason, msg, nil
 	}
 	if ds == pipelinev1.DeploymentStateAvailable {
-		return pipelinev1.StepStateReady, reasonPodsReady, fmt.Sprintf("%d of %d pods ready", d.Status.ReadyReplicas, want)
+		return pipelinev1.StepStateReady, reasonPodsReady, fmt.Sprintf("%d of %d pods ready", d.Status.ReadyReplicas, want), nil
 	}
 	ready := fmt.Sprintf("%d of %d pods ready", d.Status.ReadyReplicas, want)
-	if name, why, ok := loadingPod(pods); ok {
-		return pipelinev1.StepStateLoading, reasonModelLoading, fmt.Sprintf("%s; pod %s runs but is not ready: %s", ready, name, why)
+	if name, why, started, ok := loadingPod(pods); ok {
+		msg := fmt.Sprintf("%s; pod %s runs but is not ready: %s", ready, name, why)
+		if started == nil {
+			return pipelinev1.StepStateLoading, reasonModelLoading, msg, nil
+		}
+		return pipelinev1.StepStateLoading, reasonModelLoading, msg + "; loading since " + started.UTC().Format(time.RFC3339), started
 	}
 	if name, why, ok := unschedulablePod(pods); ok {
-		return pipelinev1.StepStatePending, reasonUnschedulable, fmt.Sprintf("%s; pod %s cannot be scheduled: %s", ready, name, why)
+		return pipelinev1.StepStatePending, reasonUnschedulable, fmt.Sprintf("%s; pod %s cannot be scheduled: %s", ready, name, why), nil
 	}
-	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; " + detail
+	return pipelinev1.StepStatePending, reasonRollingOut, ready + "; " + detail, nil
 }
 
 // podFailure finds, in pods, a container that fails in a way that does not pass by itself: it
@@ -135,9 +142,9 @@ func runEnd(t *corev1.ContainerStateTerminated, restarts int32) string {
 	return s
 }
 
-// loadingPod finds, in pods, one that runs but is not ready: its name and what its Ready
-// condition says.
-func loadingPod(pods []corev1.Pod) (string, string, bool) {
+// loadingPod finds, in pods, one that runs but is not ready: its name, what its Ready condition
+// says, and since when it loads (loadingStart).
+func loadingPod(pods []corev1.Pod) (string, string, *metav1.Time, bool) {
 	for i := range pods {
 		p := &pods[i]
 		if !p.DeletionTimestamp.IsZero() || p.Status.Phase != corev1.PodRunning {
@@ -151,10 +158,23 @@ func loadingPod(pods []corev1.Pod) (string, string, bool) {
 			if notStarted := notStartedContainers(p); len(notStarted) > 0 {
 				why = "startup probe of " + strings.Join(notStarted, ", ") + " not passed yet"
 			}
-			return p.Name, why, true
+			return p.Name, why, loadingStart(p), true
 		}
 	}
-	return "", "", false
+	return "", "", nil, false
+}
+
+// loadingStart is when the last of p's running containers that are not ready started: the
+// model server that loads (a restarted one loads again from its start). Nil when the kubelet
+// reports no such start.
+func loadingStart(p *corev1.Pod) *metav1.Time {
+	var latest *metav1.Time
+	for _, c := range p.Status.ContainerStatuses {
+		if r := c.State.Running; r != nil && !c.Ready && !r.StartedAt.IsZero() && (latest == nil || latest.Before(&r.StartedAt)) {
+			latest = r.StartedAt.DeepCopy()
+		}
+	}
+	return latest
 }
 
 // unschedulablePod finds, in pods, one the scheduler cannot place: its name and why.

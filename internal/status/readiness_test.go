@@ -3,6 +3,7 @@ package status
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -155,3 +156,30 @@ func TestTerminationMessageBounded(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// A Loading step says since when its model loads: the start of its model server's container, the
+// later of two (one restarted), in the message and in loadingSince; a step in another state has
+// no loadingSince.
+func TestLoadingSince(t *testing.T) {
+	first := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	restarted := metav1.NewTime(first.Add(90 * time.Second))
+	pod := runningPod("p-a", false, false)
+	pod.Status.ContainerStatuses[0].State.Running.StartedAt = first
+	sidecar := pod.Status.ContainerStatuses[0]
+	sidecar.Name, sidecar.State.Running = "sidecar", &corev1.ContainerStateRunning{StartedAt: restarted}
+	pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, sidecar)
+	p := testenv.Sample(t, "edge")
+	s := computeStepReadiness(p, 0, startingDeployment(), statustest.ReadyService(), "", []corev1.Pod{pod}, false)
+	if s.status.State != pipelinev1.StepStateLoading || s.status.LoadingSince == nil || !s.status.LoadingSince.Equal(&restarted) ||
+		!strings.HasSuffix(s.status.Message, "; loading since 2026-12-01T10:01:30Z") {
+		t.Errorf("state %s, loadingSince %v, message %q; want Loading since %s", s.status.State, s.status.LoadingSince, s.status.Message, restarted)
+	}
+	pod.Status.ContainerStatuses[1].Ready = true
+	if s = computeStepReadiness(p, 0, startingDeployment(), statustest.ReadyService(), "", []corev1.Pod{pod}, false); s.status.LoadingSince == nil ||
+		!s.status.LoadingSince.Equal(&first) {
+		t.Errorf("loadingSince %v, want %s: a ready container loads nothing", s.status.LoadingSince, first)
+	}
+	if s = computeStepReadiness(p, 0, statustest.AvailableDeployment(2), statustest.ReadyService(), "", nil, false); s.status.LoadingSince != nil {
+		t.Errorf("a Ready step has loadingSince %v", s.status.LoadingSince)
+	}
+}

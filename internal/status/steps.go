@@ -32,8 +32,9 @@ func computeStepReadiness(p *pipelinev1.Pipeline, i int, d *appsv1.Deployment, s
 	pods []corev1.Pod, withdrawn bool) stepState {
 	s := stepDeploymentStatus(p, i, d, svc, domain)
 	label := resources.StepLabel(p, i)
-	state, reason, msg := readiness(d, s.status.DeploymentState, s.detail, pods, withdrawn)
+	state, reason, msg, since := readiness(d, s.status.DeploymentState, s.detail, pods, withdrawn)
 	s.status.State, s.status.Reason, s.status.Message = state, problem.Truncate(reason, maxStepReason), problem.Truncate(msg, problem.MaxMessageLength)
+	s.status.LoadingSince = since
 	switch {
 	case withdrawn:
 		// Its Deployment is scaled to zero, which a Deployment counts as available.

@@ -20,6 +20,7 @@ package v1
 
 import (
 	apiv1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // StepStatusApplyConfiguration represents a declarative configuration of the StepStatus type for use
@@ -63,6 +64,9 @@ type StepStatusApplyConfiguration struct {
 	Reason *string `json:"reason,omitempty"`
 	// message says, for a person, what the step waits for or what failed.
 	Message *string `json:"message,omitempty"`
+	// loadingSince is, while the step is Loading, when the container that loads its model
+	// started: how long the model has been loading is the time since. Absent in other states.
+	LoadingSince *metav1.Time `json:"loadingSince,omitempty"`
 }
 
 // StepStatusApplyConfiguration constructs a declarative configuration of the StepStatus type for use with
@@ -172,5 +176,13 @@ func (b *StepStatusApplyConfiguration) WithReason(value string) *StepStatusApply
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *StepStatusApplyConfiguration) WithMessage(value string) *StepStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithLoadingSince sets the LoadingSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LoadingSince field is set to the value of the last call.
+func (b *StepStatusApplyConfiguration) WithLoadingSince(value metav1.Time) *StepStatusApplyConfiguration {
+	b.LoadingSince = &value
 	return b
 }
