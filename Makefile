@@ -224,10 +224,10 @@ test-olm: local-tools $(OLM_DIR)/olm $(OPM) $(HELM) build-installer ## On a loca
 FUZZTIME ?= 5000x
 
 .PHONY: test-realnodes
-test-realnodes: local-tools node-tools local-images build-installer ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
+test-realnodes: local-tools node-tools local-images build-installer $(HELM) ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
 	go build -o bin/localcluster ./hack/localcluster
 	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_VERSION=$(VERSION) REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
-	REALNODES_MODELSERVER_ARCHIVE=$(IMAGE_DIR)/modelserver.tar \
+	REALNODES_MODELSERVER_ARCHIVE=$(IMAGE_DIR)/modelserver.tar HELM=$(HELM) \
 	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(subst $(,)$(IMAGE_DIR)/modelserver.tar,,$(REAL_NODE_FLAGS))" \
 	go test ./test/realnodes/ -count=1 -timeout 25m -v
 

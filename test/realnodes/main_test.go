@@ -2,7 +2,8 @@
 // real nodes: a local cluster (hack/localcluster -real-nodes) of kubelets with containerd,
 // runc and CNI, kube-proxy and CoreDNS, in a network namespace of its own. The suite starts
 // the cluster, installs the operator from the release manifest (its image made here), runs the
-// tests, stops the cluster and checks that the machine is as it was. It needs root; without it
+// tests, replaces that operator with the Helm chart and runs `helm test` (checkChart), stops the
+// cluster and checks that the machine is as it was. It needs root; without it
 // every test is skipped.
 //
 // make test-realnodes runs it with the environment below.
@@ -123,7 +124,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Printf("the operator was installed and available in %s\n", time.Since(start).Round(time.Second))
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		if err := checkChart(); err != nil {
+			fmt.Println("the Helm chart:", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 // localcluster runs a command of hack/localcluster on the suite's cluster, with the flags that
