@@ -1104,6 +1104,13 @@ type PipelineStatus struct {
 	// +kubebuilder:validation:MaxLength=8192
 	ModelNames string `json:"modelNames,omitempty"`
 
+	// operatorVersion is the release of the operator that wrote this status (what its
+	// --version prints): after an upgrade, the Pipelines the new release has reconciled.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	OperatorVersion string `json:"operatorVersion,omitempty"`
+
 	// url is where the entry is reached from outside the cluster, once known.
 	// +optional
 	// +kubebuilder:validation:MinLength=1

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,21 +86,85 @@ operators that serve only v1beta1 (0.1.0).`,
 		actionCommand(env, flags, ActionFailback, "Ask a Pipeline with failback Manual to return its steps from their fallback nodes"),
 		logsCommand(env, flags),
 		traceCommand(env, flags),
-		versionCommand(env))
+		versionCommand(env, flags))
 	return root
 }
 
-// versionCommand prints the plugin's release (the one `make release` stamped it with).
-func versionCommand(env Env) *cobra.Command {
-	return &cobra.Command{
+// versionCommand prints the plugin's release (the one `make release` stamped it with) and,
+// unless --client, the releases of the operator that wrote the status of the namespace's
+// Pipelines (of every namespace with -A).
+func versionCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	var clientOnly, all bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the plugin's version",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(env.Out, "kubectl-pipeline %s\n", version.Version)
+		Short: "Print the plugin's version, and the operator's that reconciled the namespace's Pipelines",
+		Example: `  kubectl pipeline version
+  kubectl pipeline version -A
+  kubectl pipeline version --client`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := fmt.Fprintf(env.Out, "kubectl-pipeline %s\n", version.Version); err != nil || clientOnly {
+				return err
+			}
+			s, ns, err := connect(flags)
+			if err != nil {
+				return err
+			}
+			where := ns
+			if all {
+				where = ""
+			}
+			items, err := s.List(cmd.Context(), where)
+			if err != nil {
+				return err
+			}
+			var pipelines []Pipeline
+			for i := range items {
+				p, err := FromUnstructured(&items[i], s.Version)
+				if err != nil {
+					return err
+				}
+				pipelines = append(pipelines, p)
+			}
+			_, err = io.WriteString(env.Out, operatorVersions(pipelines, where))
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "Print the plugin's version only, without asking the cluster")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Read the Pipelines of every namespace")
+	return cmd
+}
+
+// operatorVersions says which releases of the operator wrote the status of pipelines, read in
+// namespace ns (every namespace when empty): one line per release, with its count of Pipelines.
+func operatorVersions(pipelines []Pipeline, ns string) string {
+	where := "of namespace " + Printable(ns)
+	if ns == "" {
+		where = "of any namespace"
+	}
+	if len(pipelines) == 0 {
+		return fmt.Sprintf("operator: unknown (no Pipeline %s to tell)\n", where)
+	}
+	counts := map[string]int{}
+	for _, p := range pipelines {
+		counts[p.OperatorVersion]++
+	}
+	var b strings.Builder
+	for _, v := range slices.Sorted(maps.Keys(counts)) {
+		what := "operator " + Printable(v)
+		if v == "" {
+			what = "an operator of a release that does not say it (or none yet)"
+		}
+		plural := "s"
+		if counts[v] == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(&b, "%s: wrote the status of %d Pipeline%s %s\n", what, counts[v], plural, where)
+	}
+	if len(counts) > 1 {
+		b.WriteString("more than one release: the operator has not reconciled every Pipeline since it was upgraded\n")
+	}
+	return b.String()
 }
 
 // connect is the cluster of flags and the namespace the flags (or the kubeconfig's context) name.

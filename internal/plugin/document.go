@@ -68,6 +68,9 @@ type Pipeline struct {
 	TotalSteps *int32 `json:"totalSteps,omitempty"`
 	// URL is status.url, where the entry is reached from outside the cluster.
 	URL string `json:"url,omitempty"`
+	// OperatorVersion is status.operatorVersion, the release of the operator that wrote the
+	// status; absent for a status written by a release that did not record it.
+	OperatorVersion string `json:"operatorVersion,omitempty"`
 	// Conditions are status.conditions, in the order the operator wrote them.
 	Conditions []Condition `json:"conditions,omitempty"`
 	// Failover is spec.failover with its defaults.

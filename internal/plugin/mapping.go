@@ -107,6 +107,7 @@ type object struct {
 		ObservedGeneration int64       `json:"observedGeneration"`
 		Conditions         []condition `json:"conditions"`
 		URL                string      `json:"url"`
+		OperatorVersion    string      `json:"operatorVersion"`
 		// v1: counts as numbers, steps and router at the top.
 		ReadySteps      json.RawMessage `json:"readySteps"`
 		TotalSteps      *int32          `json:"totalSteps"`
@@ -145,6 +146,7 @@ func FromUnstructured(u *unstructured.Unstructured, version string) (Pipeline, e
 		Generation:         o.Metadata.Generation,
 		ObservedGeneration: o.Status.ObservedGeneration,
 		URL:                o.Status.URL,
+		OperatorVersion:    o.Status.OperatorVersion,
 		Failover:           failoverOf(o.Spec.Failover, o.Metadata.Annotations, version),
 	}
 	p.Paused, p.PausedBy = pausedOf(&o, version)

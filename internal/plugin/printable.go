@@ -125,6 +125,7 @@ func printableJSON(data []byte) []byte {
 func printablePipeline(p Pipeline) Pipeline {
 	e := Printable
 	p.Namespace, p.Name, p.ServedVersion, p.Phase, p.PausedBy, p.URL = e(p.Namespace), e(p.Name), e(p.ServedVersion), e(p.Phase), e(p.PausedBy), e(p.URL)
+	p.OperatorVersion = e(p.OperatorVersion)
 	p.Failover.Failback = e(p.Failover.Failback)
 	if p.Conditions != nil {
 		conditions := make([]Condition, len(p.Conditions))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -79,11 +80,17 @@ var _ = Describe("The kubectl plugin", Ordered, func() {
 		Expect(st).To(And(HaveField("ServedVersion", "v1"), HaveField("Phase", "Running"), HaveField("Paused", false),
 			HaveField("ReadySteps", HaveValue(BeEquivalentTo(2))), HaveField("TotalSteps", HaveValue(BeEquivalentTo(2))),
 			HaveField("Failover.Failback", "Manual"), HaveField("Router", BeNil())))
+		Expect(st.OperatorVersion).NotTo(BeEmpty(), "the operator signs the status with its release")
 		Expect(st.Steps).To(HaveLen(2))
 		Expect(st.Steps[0]).To(And(HaveField("Name", "step-1"), HaveField("State", "Ready"), HaveField("Node", "xx-test-node236"),
 			HaveField("NodeReady", HaveValue(BeTrue())), HaveField("OnFallback", false), HaveField("ReadyReplicas", HaveValue(BeEquivalentTo(1)))))
 		Expect(st.Steps[1]).To(And(HaveField("Location", preferred), HaveField("Node", fallback), HaveField("OnFallback", true),
 			HaveField("Deployment", deploymentName(p, 2))))
+
+		By("version: the plugin's release, and the operator's that wrote the status of the namespace's Pipelines")
+		Expect(mustRun("-n", ns, "version")).To(MatchRegexp(`^kubectl-pipeline \S+\noperator ` + regexp.QuoteMeta(st.OperatorVersion) +
+			`: wrote the status of 1 Pipeline of namespace ` + regexp.QuoteMeta(ns) + `\n$`))
+		Expect(mustRun("version", "--client")).To(MatchRegexp(`^kubectl-pipeline \S+\n$`), "--client asks no cluster")
 
 		By("kubectl finds the plugin on PATH: `kubectl pipeline status` prints the tree, without colours off a terminal")
 		kubectlCmd := exec.Command(os.Getenv("KUBECTL"), "pipeline", "status", "--kubeconfig", os.Getenv("E2E_KUBECONFIG"), "-n", ns)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,11 @@ func createModels(t *testing.T, ns string) {
 }
 
 // stepStates follows the states of a Pipeline's steps until it is Running, recording each
-// state each step was seen in, in order.
+// state each step was seen in, in order (loadingWithSince for a Loading that says since when).
+// loadingWithSince is, in what stepStates saw, a Loading step whose status says since when its
+// model loads (status.steps[].loadingSince, and in its message).
+const loadingWithSince pipelinev1.StepState = "Loading (since)"
+
 func stepStates(t *testing.T, key types.NamespacedName, timeout time.Duration) map[string][]pipelinev1.StepState {
 	t.Helper()
 	seen := map[string][]pipelinev1.StepState{}
@@ -67,8 +72,14 @@ func stepStates(t *testing.T, key types.NamespacedName, timeout time.Duration) m
 			return err
 		}
 		for _, s := range p.Status.Steps {
-			if states := seen[s.Name]; s.State != "" && (len(states) == 0 || states[len(states)-1] != s.State) {
-				seen[s.Name] = append(states, s.State)
+			state := s.State
+			if state == pipelinev1.StepStateLoading && s.LoadingSince != nil && strings.Contains(s.Message, "; loading since ") {
+				// A Loading that says since when: its model server's container's start, as the
+				// kubelet reports it.
+				state = loadingWithSince
+			}
+			if states := seen[s.Name]; state != "" && (len(states) == 0 || states[len(states)-1] != state) {
+				seen[s.Name] = append(states, state)
 			}
 		}
 		if p.Status.Phase != pipelinev1.PipelinePhaseRunning {
@@ -103,15 +114,18 @@ func TestIrisPipelineAnswersAcrossNodes(t *testing.T) {
 	t.Logf("Running %s after it was created; steps went through %v", time.Since(start).Round(time.Second), seen)
 	for _, step := range []string{"scale", "classify"} {
 		states := seen[step]
-		loading := strings.Index(fmt.Sprint(states), string(pipelinev1.StepStateLoading))
-		ready := strings.Index(fmt.Sprint(states), string(pipelinev1.StepStateReady))
+		loading := slices.Index(states, loadingWithSince)
+		ready := slices.Index(states, pipelinev1.StepStateReady)
 		if loading < 0 || ready < loading {
-			t.Errorf("step %s went through %v, want Loading and then Ready", step, states)
+			t.Errorf("step %s went through %v, want Loading (saying since when) and then Ready", step, states)
 		}
 	}
 	got := p.DeepCopy()
 	if err := admin.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: p.Name}, got); err != nil {
 		t.Fatal(err)
+	}
+	if got.Status.OperatorVersion != os.Getenv("REALNODES_VERSION") {
+		t.Errorf("status.operatorVersion %q, want the release of the image, %s", got.Status.OperatorVersion, os.Getenv("REALNODES_VERSION"))
 	}
 	for _, s := range got.Status.Steps {
 		want := map[string]string{"scale": nodeA, "classify": nodeB}[s.Name]

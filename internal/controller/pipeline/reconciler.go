@@ -26,6 +26,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/problem"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 // Finalizer lets the operator delete the cluster-scoped PersistentVolume of a Pipeline, which
@@ -193,11 +194,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	return r.reconcileStale(ctx, s)
 }
 
-// updateStatus writes status when it differs from what p holds, and then records the problems
-// that are new since p's status as events. The write carries p's resourceVersion: the apiserver
-// refuses it (a conflict) when p is not its latest version, so a status is never written, nor
-// an event recorded, from an outdated copy.
+// updateStatus writes status, signed with the operator's release, when it differs from what p
+// holds, and then records the problems that are new since p's status as events. The write
+// carries p's resourceVersion: the apiserver refuses it (a conflict) when p is not its latest
+// version, so a status is never written, nor an event recorded, from an outdated copy.
 func (r *Reconciler) updateStatus(ctx context.Context, p *pipelinev1.Pipeline, status pipelinev1.PipelineStatus) error {
+	status.OperatorVersion = version.Version
 	if equality.Semantic.DeepEqual(p.Status, status) {
 		return nil
 	}

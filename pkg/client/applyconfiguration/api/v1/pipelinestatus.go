@@ -47,6 +47,9 @@ type PipelineStatusApplyConfiguration struct {
 	Ready *string `json:"ready,omitempty"`
 	// modelNames is models joined by ", ": the MODELS printer column.
 	ModelNames *string `json:"modelNames,omitempty"`
+	// operatorVersion is the release of the operator that wrote this status (what its
+	// --version prints): after an upgrade, the Pipelines the new release has reconciled.
+	OperatorVersion *string `json:"operatorVersion,omitempty"`
 	// url is where the entry is reached from outside the cluster, once known.
 	URL *string `json:"url,omitempty"`
 	// nodePort is the port every node opens for the entry (NodePort and LoadBalancer
@@ -144,6 +147,14 @@ func (b *PipelineStatusApplyConfiguration) WithReady(value string) *PipelineStat
 // If called multiple times, the ModelNames field is set to the value of the last call.
 func (b *PipelineStatusApplyConfiguration) WithModelNames(value string) *PipelineStatusApplyConfiguration {
 	b.ModelNames = &value
+	return b
+}
+
+// WithOperatorVersion sets the OperatorVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OperatorVersion field is set to the value of the last call.
+func (b *PipelineStatusApplyConfiguration) WithOperatorVersion(value string) *PipelineStatusApplyConfiguration {
+	b.OperatorVersion = &value
 	return b
 }
 
