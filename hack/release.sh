@@ -117,7 +117,11 @@ channel=$(awk '/^  operators[.]operatorframework[.]io[.]bundle[.]channel[.]defau
 "$root/hack/catalog.sh" "$opm" "$work/project/bundle" "$work/catalog" "$package" "$channel" "$repo-bundle" "$bundle_image"
 "$opm" validate "$work/catalog"
 # The serving cache, built before as catalog.Dockerfile does: the catalog starts without building it.
-"$opm" serve "$work/catalog" --cache-dir="$work/cache" --cache-only 2>/dev/null
+"$opm" serve "$work/catalog" --cache-dir="$work/cache" --cache-only 2>"$work/opm.log" || {
+	cat "$work/opm.log" >&2
+	echo "release.sh: opm could not build the catalog's serving cache (above)" >&2
+	exit 1
+}
 configs=$(sed -n 's/^LABEL operators.operatorframework.io.index.configs.v1=//p' "$root/catalog.Dockerfile")
 go -C "$root" run ./hack/ociimage -o "$out/pipeline-operator-catalog-image.tar" -tag "$repo-catalog:v$version" -arch amd64,arm64 \
 	-entrypoint /bin/opm -cmd serve -cmd "$configs" -cmd --cache-dir=/tmp/cache -owned /tmp/cache \
