@@ -32,6 +32,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
+	"github.com/ndsl-cn/pipeline-operator/internal/version"
 )
 
 // newNamespace creates a namespace of the test's own.
@@ -653,9 +654,14 @@ var _ = Describe("Pipeline reconciler", func() {
 		Expect(columns).To(Equal(map[string][]string{
 			"v1beta1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps",
 				"Detail=.status.detailPhase", "Age=.metadata.creationTimestamp"},
-			"v1": {"Models=.status.models", "Phase=.status.phase", "Ready=.status.readySteps", "Steps=.status.totalSteps",
-				"Detail=.status.steps", "Age=.metadata.creationTimestamp"},
+			"v1": {"Ready=.status.ready", "Phase=.status.phase", `Reason=.status.conditions[?(@.type=="Ready")].reason`,
+				"Models=.status.modelNames", "URL=.status.url", `Message=.status.conditions[?(@.type=="Ready")].message`,
+				"Age=.metadata.creationTimestamp"},
 		}))
+		By("the status holds what the v1 columns print, signed with the operator's release")
+		p := runningSample(ctx, ns)
+		Expect(p.Status).To(And(HaveField("Ready", "2/2"), HaveField("ModelNames", "facedetection-1, facedetection-2"),
+			HaveField("OperatorVersion", version.Version)))
 		// Users' pl and pls, and dipl, distinct beside Tekton's pipelines.
 		Expect(crd.Spec.Names.ShortNames).To(ConsistOf("pl", "pls", "dipl"))
 	})
