@@ -153,7 +153,7 @@ verify: manifests generate fmt bundle catalog helm-chart ## Regenerate code, man
 test: test-unit test-rules test-bundle test-release test-integration test-faults test-fuzz test-e2e test-realnodes test-olm ## Run every test: unit, alert rules, OLM bundle and catalog, integration (envtest), fault injection, fuzzing, end-to-end and OLM.
 
 .PHONY: test-unit
-test-unit: manifests generate fmt vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
+test-unit: vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test of the tree as it is (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) \
 		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/localcluster/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
 	$(MAKE) test-router-platforms

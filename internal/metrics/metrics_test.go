@@ -160,7 +160,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	for _, n := range []string{MetricPipelines, MetricPipelinePhase, MetricStepReplicas, MetricStepReadyReplicas,
 		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers, MetricRolloutDeadline,
-		"pipeline_operator_build_info", pipelinewebhook.MetricWebhookCertificateExpiry} {
+		MetricStepLoadingSince, MetricStepModelLoad, "pipeline_operator_build_info", pipelinewebhook.MetricWebhookCertificateExpiry} {
 		exported[n] = true
 	}
 	name := regexp.MustCompile(`pipeline_operator_[a-z_]+`)
