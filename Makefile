@@ -92,7 +92,6 @@ OLM_NEXT_VERSION ?= 99.0.0
 # The release before this one (0.1.0, the last to serve v1beta1 alone): make test-olm installs it
 # and upgrades from it, with the manager and the bundle built from its commit (git archive).
 OLM_PREVIOUS_REV ?= 4413a8eca254e27411ef019d49546a919f293229
-OLM_PREVIOUS_DIR := $(OLM_LOCAL_DIR)/previous
 LOCAL_KUBECONFIG := $(LOCAL_DIR)/kubeconfig
 LOCALCLUSTER := go run ./hack/localcluster
 
@@ -202,23 +201,10 @@ test-e2e: manifests local-tools ## End-to-end tests on the local control plane (
 
 .PHONY: test-olm
 test-olm: local-tools $(OLM_DIR)/olm $(OPM) $(HELM) build-installer ## On a local control plane of its own: install the release manifest $(INSTALLER) with kubectl and the Helm chart with helm (and upgrade it), run the seed and delete it all; then install the previous release through OLM (built from the Go module proxy), upgrade to this one and to the next, uninstall.
-	go build -o $(OLM_LOCAL_DIR)/bin/manager ./cmd
-	@git cat-file -e $(OLM_PREVIOUS_REV)^{commit} 2>/dev/null || \
-		{ echo "test-olm: the previous release's commit $(OLM_PREVIOUS_REV) is not in this clone's history (a shallow clone?): fetch it" >&2; exit 1; }
-	rm -rf $(OLM_PREVIOUS_DIR) && mkdir -p $(OLM_PREVIOUS_DIR) && git archive $(OLM_PREVIOUS_REV) | tar -x -C $(OLM_PREVIOUS_DIR)
-	cd $(OLM_PREVIOUS_DIR) && go build -o $(abspath $(OLM_LOCAL_DIR))/bin/manager-previous ./cmd
-	@trap '$(LOCALCLUSTER) down -dir $(OLM_LOCAL_DIR) >/dev/null' EXIT; \
-	$(LOCALCLUSTER) down -dir $(OLM_LOCAL_DIR) >/dev/null && \
-	$(LOCALCLUSTER) up -dir $(OLM_LOCAL_DIR) -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) \
-		-egress-socket $(OLM_LOCAL_DIR)/egress.sock && \
-	INSTALL_KUBECONFIG=$(OLM_LOCAL_DIR)/kubeconfig INSTALLER=$(abspath $(INSTALLER)) KUBECTL=$(KUBECTL) HELM=$(HELM) \
-		MANAGER=$(OLM_LOCAL_DIR)/bin/manager INSTALL_EGRESS_SOCKET=$(OLM_LOCAL_DIR)/egress.sock \
-		INSTALL_LOG_DIR=$(OLM_LOCAL_DIR)/logs/install go test ./test/install/ -count=1 -timeout 10m -v -ginkgo.v=false && \
-	export OLM_KUBECONFIG=$(OLM_LOCAL_DIR)/kubeconfig OLM_DIR=$(OLM_DIR) OPM=$(OPM) MANAGER=$(OLM_LOCAL_DIR)/bin/manager \
-		PREVIOUS_MANAGER=$(OLM_LOCAL_DIR)/bin/manager-previous PREVIOUS_BUNDLE_DIR=$(abspath $(OLM_PREVIOUS_DIR))/bundle \
-		OLM_LOG_DIR=$(OLM_LOCAL_DIR)/logs OLM_CHANNEL=$(DEFAULT_CHANNEL) OLM_EGRESS_SOCKET=$(OLM_LOCAL_DIR)/egress.sock && \
-	hack/rehearse-release.sh $(OPM) $(DEFAULT_CHANNEL) $(IMAGE_TAG_BASE)-bundle $(OLM_NEXT_VERSION) \
-		go test ./test/olm/ -count=1 -timeout 20m -v -ginkgo.v=false
+	DIR=$(OLM_LOCAL_DIR) INSTALLER=$(abspath $(INSTALLER)) KUBECTL=$(KUBECTL) HELM=$(HELM) OPM=$(OPM) OLM_DIR=$(OLM_DIR) \
+	LOCALCLUSTER_FLAGS="-kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION)" \
+	CHANNEL=$(DEFAULT_CHANNEL) BUNDLE_IMAGE_BASE=$(IMAGE_TAG_BASE)-bundle NEXT_VERSION=$(OLM_NEXT_VERSION) PREVIOUS_REV=$(OLM_PREVIOUS_REV) \
+	hack/test-olm.sh
 
 # A number of runs (Nx) rather than a duration: the run's length does not depend on the machine's load.
 FUZZTIME ?= 5000x
