@@ -26,7 +26,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/version"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 func main() {
@@ -192,7 +192,7 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&w.GuardWebhookConfiguration, "guard-webhook-configuration", "pipeline-operator-guard-webhook-configuration",
 		"ValidatingWebhookConfiguration of the guard webhook (config/policy) that receives the self-signed CA; empty when "+
 			"the guard is not installed.")
-	w.Limits = pipelinewebhook.DefaultLimits()
+	w.Limits = webhookserver.DefaultLimits()
 	fs.Int64Var(&w.Limits.MaxConversionBytes, "webhook-max-conversion-bytes", w.Limits.MaxConversionBytes,
 		"Largest ConversionReview body the webhook server reads (413 above it): bounds the largest list of Pipelines "+
 			"the apiserver can convert at once, which it does when a client lists in v1beta1. At most --webhook-max-body-bytes.")

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // GetCertificateFunc serves a TLS certificate, as tls.Config.GetCertificate.
@@ -58,5 +58,5 @@ func hasCertificate(dir string) bool {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "k8s-metrics-server", "serving-certs")
 	}
-	return pipelinewebhook.HasCertificate(dir)
+	return webhookserver.HasCertificate(dir)
 }

@@ -32,7 +32,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // clusterRoleOf reads a ClusterRole of config/rbac.
@@ -210,7 +210,7 @@ var _ = Describe("The secure metrics endpoint without a mounted certificate", Or
 	// the webhook Secret's data and expects serverName, as the ServiceMonitor of config/prometheus.
 	presented := func(data map[string][]byte, serverName string) (*x509.Certificate, error) {
 		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(data[pipelinewebhook.CAKey]) {
+		if !roots.AppendCertsFromPEM(data[webhookserver.CAKey]) {
 			return nil, fmt.Errorf("no CA in the Secret")
 		}
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{
@@ -232,7 +232,7 @@ var _ = Describe("The secure metrics endpoint without a mounted certificate", Or
 		ns = newNamespace(ctx)
 		addr = freeAddress()
 		By("running a manager that keeps the self-signed webhook certificate, naming the metrics Service too")
-		certs := &pipelinewebhook.SelfSigned{
+		certs := &webhookserver.SelfSigned{
 			Namespace: ns, SecretName: webhookSecret, ServiceName: webhookService,
 			ExtraServices: []string{metricsService}, CertDir: GinkgoT().TempDir(), Name: "metrics-test-certificate",
 		}
@@ -259,7 +259,7 @@ var _ = Describe("The secure metrics endpoint without a mounted certificate", Or
 			for _, name := range names {
 				leaf, err := presented(data, name)
 				g.Expect(err).NotTo(HaveOccurred(), name)
-				g.Expect(pemOf(leaf)).To(Equal(data[pipelinewebhook.CertKey]), "the Secret's certificate")
+				g.Expect(pemOf(leaf)).To(Equal(data[webhookserver.CertKey]), "the Secret's certificate")
 			}
 		}).Should(Succeed())
 	})
@@ -275,7 +275,7 @@ var _ = Describe("The secure metrics endpoint without a mounted certificate", Or
 		Eventually(func(g Gomega) {
 			leaf, err := presented(renewed, names[0])
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pemOf(leaf)).To(Equal(renewed[pipelinewebhook.CertKey]))
+			g.Expect(pemOf(leaf)).To(Equal(renewed[webhookserver.CertKey]))
 		}).Should(Succeed())
 		_, err := presented(before, names[0])
 		Expect(err).To(HaveOccurred(), "the former CA verifies the endpoint no more")
@@ -290,12 +290,12 @@ func newCertificate(dnsNames []string) map[string][]byte {
 	cr := &rotator.CertRotator{CAName: webhookCAName, DNSName: dnsNames[0], ExtraDNSNames: dnsNames[1:],
 		ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	now := time.Now()
-	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(pipelinewebhook.DefaultCAValidity))
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(webhookserver.DefaultCAValidity))
 	Expect(err).NotTo(HaveOccurred())
-	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(pipelinewebhook.DefaultCertValidity))
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(webhookserver.DefaultCertValidity))
 	Expect(err).NotTo(HaveOccurred())
-	return map[string][]byte{pipelinewebhook.CAKey: ca.CertPEM, "ca.key": ca.KeyPEM,
-		pipelinewebhook.CertKey: cert, pipelinewebhook.KeyKey: key}
+	return map[string][]byte{webhookserver.CAKey: ca.CertPEM, "ca.key": ca.KeyPEM,
+		webhookserver.CertKey: cert, webhookserver.KeyKey: key}
 }
 
 // pemOf is c in PEM, as a Secret holds it.

@@ -42,7 +42,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/storageversion"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // Options are what the manager's command line decides.
@@ -127,11 +127,11 @@ type WebhookOptions struct {
 	// receives the CA; empty serves no conversion (another manager of the cluster does).
 	ConversionCRD string
 	// Limits bound what a caller of the webhook port can make the manager hold; the zero value
-	// is pipelinewebhook.DefaultLimits.
-	Limits pipelinewebhook.Limits
+	// is webhookserver.DefaultLimits.
+	Limits webhookserver.Limits
 	// ClientCAFile, when set, makes the admission webhooks answer only callers with a client
 	// certificate of that CA, naming one of ClientNames when there are any
-	// (pipelinewebhook.Server.RequireClients).
+	// (webhookserver.Server.RequireClients).
 	ClientCAFile string
 	ClientNames  []string
 }
@@ -265,7 +265,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // metricsServer are the options of the metrics endpoint: without a certificate in
 // MetricsCertDir, it serves the self-signed webhook certificate when the manager keeps one
 // (selfSigned not nil).
-func (o Options) metricsServer(selfSigned *pipelinewebhook.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
+func (o Options) metricsServer(selfSigned *webhookserver.SelfSigned, tlsOpts []func(*tls.Config)) metricsserver.Options {
 	var webhookCert GetCertificateFunc
 	if selfSigned != nil {
 		webhookCert = selfSigned.GetCertificate
@@ -277,8 +277,8 @@ func (o Options) metricsServer(selfSigned *pipelinewebhook.SelfSigned, tlsOpts [
 // loopback address (LocalConversion), mounted in CertDir (cert-manager, OLM: both nil), or
 // self-signed and kept in a Secret.
 type certificates struct {
-	local      *pipelinewebhook.LocalConversion
-	selfSigned *pipelinewebhook.SelfSigned
+	local      *webhookserver.LocalConversion
+	selfSigned *webhookserver.SelfSigned
 }
 
 func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (certificates, error) {
@@ -293,10 +293,10 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 		if err != nil {
 			return certificates{}, fmt.Errorf("create a client for the conversion webhook of CRD %s: %w", w.ConversionCRD, err)
 		}
-		local, err := pipelinewebhook.NewLocalConversion(w.ConversionCRD, w.Port, writer, time.Now())
+		local, err := webhookserver.NewLocalConversion(w.ConversionCRD, w.Port, writer, time.Now())
 		return certificates{local: local}, err
 	}
-	if pipelinewebhook.HasCertificate(w.CertDir) {
+	if webhookserver.HasCertificate(w.CertDir) {
 		return certificates{}, nil
 	}
 	namespace := os.Getenv(operatorcondition.EnvPodNamespace)
@@ -309,7 +309,7 @@ func (w WebhookOptions) certificates(cfg *rest.Config, metricsService string) (c
 	if metricsService != "" {
 		extra = []string{metricsService}
 	}
-	selfSigned := &pipelinewebhook.SelfSigned{
+	selfSigned := &webhookserver.SelfSigned{
 		Namespace:     namespace,
 		SecretName:    w.SecretName,
 		ServiceName:   w.ServiceName,
@@ -334,21 +334,21 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg 
 	opts := webhook.Options{Host: w.Host, Port: w.Port, CertDir: w.CertDir, TLSOpts: tlsOpts}
 	switch {
 	case c.local != nil:
-		opts.Host = pipelinewebhook.LoopbackHost
+		opts.Host = webhookserver.LoopbackHost
 		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.local.GetCertificate })
 	case c.selfSigned != nil:
 		// Served from the Secret as it changes, instead of from files.
 		opts.TLSOpts = append(slices.Clip(tlsOpts), func(t *tls.Config) { t.GetCertificate = c.selfSigned.GetCertificate })
 	}
 	limits := w.Limits
-	if limits == (pipelinewebhook.Limits{}) {
-		limits = pipelinewebhook.DefaultLimits()
+	if limits == (webhookserver.Limits{}) {
+		limits = webhookserver.DefaultLimits()
 	}
 	pipelines, err := crd.Pipelines()
 	if err != nil {
 		return nil, err
 	}
-	srv, err := pipelinewebhook.NewServer(opts, limits, pipelinewebhook.ObjectShape(pipelines), reg)
+	srv, err := webhookserver.NewServer(opts, limits, webhookserver.ObjectShape(pipelines), reg)
 	if err != nil {
 		return nil, fmt.Errorf("create the webhook server: %w", err)
 	}
@@ -375,7 +375,7 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(), ownServiceAccount(mgr.GetClient())); err != nil {
 			return err
 		}
-		srv, ok := mgr.GetWebhookServer().(*pipelinewebhook.Server)
+		srv, ok := mgr.GetWebhookServer().(*webhookserver.Server)
 		if !ok {
 			return fmt.Errorf("the guard webhook needs the manager's bounded webhook server, not %T", mgr.GetWebhookServer())
 		}

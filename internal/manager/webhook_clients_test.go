@@ -15,7 +15,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // TestIntegrationWebhookClientCertificate gives a real apiserver, by its admission
@@ -72,12 +72,12 @@ plugins:
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { return c.Create(ctx, p.DeepCopy()) }).WithTimeout(30 * time.Second).
 		WithPolling(200 * time.Millisecond).Should(Succeed())
-	g.Expect(refusedCount(registry, pipelinewebhook.RefusedUnauthenticated)).To(BeZero())
+	g.Expect(refusedCount(registry, webhookserver.RefusedUnauthenticated)).To(BeZero())
 
 	for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline"} {
 		code, msg := postInsecure(addr, path, strings.NewReader(admissionReview(`{}`, `{"username":"u"}`)))
 		g.Expect(code).To(Equal(http.StatusForbidden), path+": "+msg)
 		g.Expect(msg).To(ContainSubstring("a client certificate of the kube-apiserver is required"))
 	}
-	g.Expect(refusedCount(registry, pipelinewebhook.RefusedUnauthenticated)).To(BeNumerically("==", 2))
+	g.Expect(refusedCount(registry, webhookserver.RefusedUnauthenticated)).To(BeNumerically("==", 2))
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // TestIntegrationWebhookServerBounds runs the manager with its conversion and admission webhooks
@@ -64,12 +64,12 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		grew := heapGrowth(func() {
 			body := io.MultiReader(strings.NewReader(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`),
 				io.LimitReader(repeat('a'), size), strings.NewReader(`"}}`))
-			code, msg = postInsecure(addr, pipelinewebhook.ConversionPath, body)
+			code, msg = postInsecure(addr, webhookserver.ConversionPath, body)
 		})
 		g.Expect(code).To(Or(Equal(http.StatusRequestEntityTooLarge), Equal(0)), msg)
 		t.Logf("heap in use grew by %d MiB at most while a body of %d MiB was sent", grew>>20, size>>20)
 		g.Expect(grew).To(BeNumerically("<", 96<<20), "the manager's heap followed the body")
-		g.Expect(refusedCount(registry, pipelinewebhook.RefusedTooLarge)).To(BeNumerically(">=", 1))
+		g.Expect(refusedCount(registry, webhookserver.RefusedTooLarge)).To(BeNumerically(">=", 1))
 	})
 
 	// Forged reviews whose bytes are within the bounds but whose decoding, defaulting, checking or
@@ -98,7 +98,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		refusal: "request.object.spec.steps[0].tolerations: more than",
 	}, {
 		name: "a ConversionReview of 15 MiB of tiny objects",
-		path: pipelinewebhook.ConversionPath,
+		path: webhookserver.ConversionPath,
 		body: func() string {
 			one := `{"apiVersion":"distri-infer.ndsl.cn/v1","kind":"Pipeline"},`
 			return `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u",` +
@@ -117,7 +117,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		t.Run("refuses "+forged.name, func(t *testing.T) {
 			g := NewWithT(t)
 			body := forged.body()
-			before := refusedCount(registry, pipelinewebhook.RefusedShape)
+			before := refusedCount(registry, webhookserver.RefusedShape)
 			var code int
 			var msg string
 			var took time.Duration
@@ -133,7 +133,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 				len(body)>>10, code, took, grew>>10, rss>>10)
 			g.Expect(code).To(Equal(http.StatusBadRequest), msg)
 			g.Expect(msg).To(ContainSubstring(forged.refusal))
-			g.Expect(refusedCount(registry, pipelinewebhook.RefusedShape)).To(Equal(before + 1))
+			g.Expect(refusedCount(registry, webhookserver.RefusedShape)).To(Equal(before + 1))
 			// The review itself was held, and a decoder's buffer of its longest token: the bounds
 			// are generous multiples, far below the hundreds of MiB the decoded review took.
 			g.Expect(grew).To(BeNumerically("<", 4*int64(len(body))+32<<20), "the manager's heap followed the decoded review")
@@ -171,7 +171,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		var expiry []float64
 		for _, f := range families {
-			if f.GetName() == pipelinewebhook.MetricWebhookCertificateExpiry {
+			if f.GetName() == webhookserver.MetricWebhookCertificateExpiry {
 				for _, m := range f.GetMetric() {
 					expiry = append(expiry, m.GetGauge().GetValue())
 				}
@@ -193,16 +193,16 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 					labels[l.GetName()] = l.GetValue()
 				}
 				switch f.GetName() {
-				case pipelinewebhook.MetricWebhookRequests:
+				case webhookserver.MetricWebhookRequests:
 					requests[labels["webhook"]+" "+labels["code"]] = m.GetCounter().GetValue()
-				case pipelinewebhook.MetricWebhookLatency:
+				case webhookserver.MetricWebhookLatency:
 					latencies[labels["webhook"]] = m.GetHistogram().GetSampleCount()
 				}
 			}
 		}
 		// The apiserver called all three for the v1beta1 Pipelines created above; the forged
 		// reviews were answered 400.
-		for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline", pipelinewebhook.ConversionPath} {
+		for _, path := range []string{"/mutate-distri-infer-ndsl-cn-v1-pipeline", "/validate-distri-infer-ndsl-cn-v1-pipeline", webhookserver.ConversionPath} {
 			g.Expect(requests).To(HaveKeyWithValue(path+" 200", BeNumerically(">=", 1)), path)
 			g.Expect(requests).To(HaveKeyWithValue(path+" 400", BeNumerically(">=", 1)), path)
 			g.Expect(latencies).To(HaveKeyWithValue(path, BeNumerically(">=", 2)), path)
@@ -231,7 +231,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 		_ = stdin.Close()
 		g.Expect(dialer.Wait()).To(Succeed())
 		t.Logf("%d of %d TLS connections were served at once; the heap grew by %d MiB at most", open, n, grew>>20)
-		g.Expect(open).To(BeNumerically("<=", pipelinewebhook.DefaultLimits().MaxConnections))
+		g.Expect(open).To(BeNumerically("<=", webhookserver.DefaultLimits().MaxConnections))
 		// Served, each takes some tens of KiB (with the garbage of its handshake): 2,000 took
 		// over 100 MiB.
 		g.Expect(grew).To(BeNumerically("<", 32<<20), "the manager's heap followed the connections")
@@ -252,7 +252,7 @@ func TestIntegrationWebhookServerBounds(t *testing.T) {
 			if i%2 == 0 {
 				_, err = fmt.Fprintf(conn, "POST /validate-distri-infer-ndsl-cn-v1-pipeline HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n{\"kind\":", addr, 6<<20)
 			} else {
-				_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n", pipelinewebhook.ConversionPath, addr)
+				_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n", webhookserver.ConversionPath, addr)
 			}
 			g.Expect(err).NotTo(HaveOccurred())
 		}
@@ -431,7 +431,7 @@ func refusedCount(reg *prometheus.Registry, reason string) float64 {
 		return -1
 	}
 	for _, f := range families {
-		if f.GetName() != pipelinewebhook.MetricWebhookRefused {
+		if f.GetName() != webhookserver.MetricWebhookRefused {
 			continue
 		}
 		for _, m := range f.GetMetric() {

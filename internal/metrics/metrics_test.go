@@ -22,7 +22,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
 	"github.com/ndsl-cn/pipeline-operator/internal/status/statustest"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 func TestStatusGauges(t *testing.T) {
@@ -160,7 +160,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	for _, n := range []string{MetricPipelines, MetricPipelinePhase, MetricStepReplicas, MetricStepReadyReplicas,
 		MetricRolloutDuration, MetricReconcileErrors, MetricStepFailovers, MetricRolloutDeadline,
-		MetricStepLoadingSince, MetricStepModelLoad, "pipeline_operator_build_info", pipelinewebhook.MetricWebhookCertificateExpiry} {
+		MetricStepLoadingSince, MetricStepModelLoad, "pipeline_operator_build_info", webhookserver.MetricWebhookCertificateExpiry} {
 		exported[n] = true
 	}
 	name := regexp.MustCompile(`pipeline_operator_[a-z_]+`)

@@ -47,7 +47,7 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/guard"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
-	pipelinewebhook "github.com/ndsl-cn/pipeline-operator/internal/webhook"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver"
 )
 
 // The ServiceAccount `make deploy` creates for the manager.
@@ -130,7 +130,7 @@ var _ = BeforeSuite(func() {
 	operatorCfg.Wrap(forbidden.wrap)
 
 	By("keeping the webhook certificate with the ServiceAccount's permissions, as the deployed manager does")
-	certs := &pipelinewebhook.SelfSigned{
+	certs := &webhookserver.SelfSigned{
 		Namespace:                      operatorNamespace,
 		SecretName:                     "pipeline-operator-webhook-server-cert",
 		ServiceName:                    "pipeline-operator-webhook-service",
@@ -152,7 +152,7 @@ var _ = BeforeSuite(func() {
 	stopCerts()
 	Expect(<-certsDone).To(Succeed())
 	Expect(forbidden.count.Load()).To(BeZero(), describeRefusals())
-	ca, err := os.ReadFile(filepath.Join(certs.CertDir, pipelinewebhook.CAKey))
+	ca, err := os.ReadFile(filepath.Join(certs.CertDir, webhookserver.CAKey))
 	Expect(err).NotTo(HaveOccurred())
 	for _, name := range []string{validatingWebhookConfiguration, guardWebhookConfiguration} {
 		injected := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -175,9 +175,9 @@ var _ = BeforeSuite(func() {
 	// The manager's own webhook server, with its bounds and the Pipeline CRD's shape.
 	pipelines, err := crdbases.Pipelines()
 	Expect(err).NotTo(HaveOccurred())
-	webhookServer, err := pipelinewebhook.NewServer(webhook.Options{
+	webhookServer, err := webhookserver.NewServer(webhook.Options{
 		Host: local.LocalServingHost, Port: local.LocalServingPort, CertDir: local.LocalServingCertDir,
-	}, pipelinewebhook.DefaultLimits(), pipelinewebhook.ObjectShape(pipelines), nil)
+	}, webhookserver.DefaultLimits(), webhookserver.ObjectShape(pipelines), nil)
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:        scheme,

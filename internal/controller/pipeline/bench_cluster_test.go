@@ -535,7 +535,7 @@ var apiserverAreas = []profileArea{
 
 // operatorAreas divide the operator's CPU.
 var operatorAreas = []profileArea{
-	{"admission webhooks (serving, SubjectAccessReviews)", []string{"sigs.k8s.io/controller-runtime/pkg/webhook", "github.com/ndsl-cn/pipeline-operator/internal/admission", "github.com/ndsl-cn/pipeline-operator/internal/webhook"}},
+	{"admission webhooks (serving, SubjectAccessReviews)", []string{"sigs.k8s.io/controller-runtime/pkg/webhook", "github.com/ndsl-cn/pipeline-operator/internal/admission", "github.com/ndsl-cn/pipeline-operator/internal/webhookserver"}},
 	{"events", []string{"k8s.io/client-go/tools/events", "k8s.io/client-go/tools/record"}},
 	{"reconciler: status", []string{"github.com/ndsl-cn/pipeline-operator/internal/status"}},
 	{"reconciler: comparing with the cache (apply)", []string{"github.com/ndsl-cn/pipeline-operator/internal/apply"}},

@@ -1,9 +1,9 @@
-package webhook
+package webhookserver
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/webhook/jsonshape"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver/jsonshape"
 )
 
 // ObjectShape is the shape of the objects of crd that a review may hold: the union of its

@@ -1,4 +1,4 @@
-package webhook
+package webhookserver
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/config/crd"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
-	"github.com/ndsl-cn/pipeline-operator/internal/webhook/jsonshape"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver/jsonshape"
 )
 
 // Every sample Pipeline passes the shape of both reviews, in both versions, with room to spare:

@@ -1,4 +1,4 @@
-package webhook
+package webhookserver
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/webhook/jsonshape"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver/jsonshape"
 )
 
 // ConversionPath is where controller-runtime serves the conversion webhook.

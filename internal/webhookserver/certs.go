@@ -1,4 +1,4 @@
-// Package webhook is the manager's webhook server: the HTTP server that serves the conversion and
+// Package webhookserver is the manager's webhook server: the HTTP server that serves the conversion and
 // admission webhooks within bounds (server.go), and its serving certificate.
 //
 // The certificate, when none is mounted (make deploy without cert-manager), is a self-signed CA and a serving
@@ -46,7 +46,7 @@
 //     (every replica serves webhooks). They agree through the Secret: a replica that renews it
 //     writes with the version it read, so of two replicas renewing at once one is refused and
 //     then reads the other's certificate; each replica serves what the Secret holds.
-package webhook
+package webhookserver
 
 import (
 	"bytes"

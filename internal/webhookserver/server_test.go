@@ -1,4 +1,4 @@
-package webhook
+package webhookserver
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ndsl-cn/pipeline-operator/internal/webhook/jsonshape"
+	"github.com/ndsl-cn/pipeline-operator/internal/webhookserver/jsonshape"
 )
 
 // boundedServer starts a Server on loopback bounded by limits, with an echo of the body length
