@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,18 @@ type alertCase struct {
 	firing []string // a label value that identifies each firing alert
 	// summary, when set, is what each firing alert's summary reads.
 	summary string
+}
+
+// alertsByName are the alerting rules by alert name.
+func alertsByName(t *testing.T) map[string]rulefmt.Rule {
+	t.Helper()
+	byName := map[string]rulefmt.Rule{}
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			byName[r.Alert] = r
+		}
+	}
+	return byName
 }
 
 var alertCases = []struct {
@@ -263,12 +276,7 @@ pipeline_operator_reconcile_errors_total{reason="DeleteFailed"} 4x30`,
 }
 
 func TestAlertsFireWhereTheyShould(t *testing.T) {
-	byName := map[string]rulefmt.Rule{}
-	for _, g := range loadRules(t).Groups {
-		for _, r := range g.Rules {
-			byName[r.Alert] = r
-		}
-	}
+	byName := alertsByName(t)
 	covered := map[string]bool{}
 	for _, tc := range alertCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,6 +300,45 @@ func TestAlertsFireWhereTheyShould(t *testing.T) {
 		if !covered[name] {
 			t.Errorf("alert %s has no case", name)
 		}
+	}
+}
+
+// everyReplica are the series that every replica of the manager exports, leader or not: the
+// gauges it makes of the Pipelines in its cache at each scrape (internal/metrics's
+// statusCollector). Counters of reconciles and failovers come from the leader alone.
+var everyReplica = []string{
+	"pipeline_operator_pipelines", "pipeline_operator_pipeline_phase",
+	"pipeline_operator_step_replicas", "pipeline_operator_step_ready_replicas",
+	"pipeline_operator_pipeline_rollout_deadline_timestamp_seconds",
+	"pipeline_operator_step_loading_since_timestamp_seconds",
+}
+
+// Two replicas of the manager export each Pipeline's gauges, scraped as two targets (their pod
+// labels differ): every alert still fires once per Pipeline or step, not once per replica.
+func TestAlertsFireOncePerPipelineWithTwoReplicas(t *testing.T) {
+	byName := alertsByName(t)
+	for _, tc := range alertCases {
+		var lines []string
+		for line := range strings.SplitSeq(tc.series, "\n") {
+			name, rest, ok := strings.Cut(line, "{")
+			if !ok || !slices.Contains(everyReplica, name) {
+				lines = append(lines, line)
+				continue
+			}
+			for _, pod := range []string{"manager-0", "manager-1"} {
+				lines = append(lines, name+`{pod="`+pod+`",`+rest)
+			}
+		}
+		series := strings.Join(lines, "\n")
+		if series == tc.series {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := evaluate(t, byName[tc.alert], series, tc.after)
+			if strings.Join(got, ",") != strings.Join(tc.firing, ",") {
+				t.Errorf("%s firing for %v with two replicas, want %v", tc.alert, got, tc.firing)
+			}
+		})
 	}
 }
 
@@ -429,6 +476,34 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 		}
 	}
 	return out
+}
+
+// The dashboard reads the gauges every replica exports through max or min by the labels it
+// shows: a sum or count, or the raw series, would count each Pipeline once per replica.
+func TestDashboardCountsEachPipelineOnce(t *testing.T) {
+	for _, q := range dashboardQueries(t) {
+		expr, err := promql.ParseExpr(q.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser.Inspect(expr, func(node parser.Node, path []parser.Node) error {
+			vs, ok := node.(*parser.VectorSelector)
+			if !ok || !slices.Contains(everyReplica, vs.Name) {
+				return nil
+			}
+			var agg *parser.AggregateExpr
+			for _, n := range slices.Backward(path) {
+				if a, ok := n.(*parser.AggregateExpr); ok {
+					agg = a
+					break
+				}
+			}
+			if agg == nil || (agg.Op != parser.MAX && agg.Op != parser.MIN) {
+				t.Errorf("panel %q reads %s per replica: %s", q.panel, vs.Name, q.expr)
+			}
+			return nil
+		})
+	}
 }
 
 func TestDashboardQueriesParse(t *testing.T) {
