@@ -52,6 +52,11 @@ GOLANGCI_LINT := $(CACHE_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 KAL := $(CACHE_DIR)/kube-api-linter-$(KAL_VERSION)/golangci-lint-kube-api-linter
 HELM_VERSION := $(shell awk '$$1=="require" && $$2=="helm.sh/helm/v4" {print $$3}' hack/tools/helm/go.mod)
 HELM := $(CACHE_DIR)/helm-$(HELM_VERSION)/helm
+# A real Prometheus (hack/tools/prometheus), the release the Prometheus Operator's configuration
+# generator (hack/tools/prometheus-config, built into bin/) is made for, for make test-realnodes.
+PROMETHEUS_VERSION := $(shell awk '$$1=="require" && $$2=="github.com/prometheus/prometheus" {print $$3}' hack/tools/prometheus/go.mod)
+
+PROMETHEUS := $(CACHE_DIR)/prometheus-$(PROMETHEUS_VERSION)/prometheus
 KWOK := $(CACHE_DIR)/kwok-$(KWOK_VERSION)/kwok
 KUBECTL := $(KUBE_BIN_DIR)/kubectl
 # The kubectl of make install, uninstall, deploy and undeploy: the one on PATH, else one built
@@ -210,10 +215,13 @@ test-olm: local-tools $(OLM_DIR)/olm $(OPM) $(HELM) build-installer ## On a loca
 FUZZTIME ?= 5000x
 
 .PHONY: test-realnodes
-test-realnodes: local-tools node-tools local-images build-installer $(HELM) ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers; then the cluster goes down and the machine is checked to be as it was.
+test-realnodes: local-tools node-tools local-images build-installer $(HELM) $(PROMETHEUS) ## On a cluster of its own with real nodes $(REAL_NODES) (root; skipped without): the operator from the release manifest and its image, model servers, the router, DNS and kube-proxy in real containers, scraped by a real Prometheus configured by the Prometheus Operator's generator; then the cluster goes down and the machine is checked to be as it was.
 	go build -o bin/localcluster ./hack/localcluster
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -C hack/tools/prometheus-config -trimpath -o $(CURDIR)/bin/prometheus-config .
+	$(KUSTOMIZE) build config/prometheus > bin/prometheus-monitoring.yaml
 	REALNODES_DIR=$(LOCAL_DIR)/realnodes REALNODES_VERSION=$(VERSION) REALNODES_MANAGER_ARCHIVE=$(IMAGE_DIR)/manager-local.tar REALNODES_INSTALLER=$(abspath $(INSTALLER)) REALNODES_MODELSERVER_IMAGE=$(MODELSERVER_IMG) KUBECTL=$(KUBECTL) \
 	REALNODES_MODELSERVER_ARCHIVE=$(IMAGE_DIR)/modelserver.tar HELM=$(HELM) \
+	REALNODES_PROMETHEUS=$(PROMETHEUS) REALNODES_PROMETHEUS_CONFIG=$(CURDIR)/bin/prometheus-config REALNODES_MONITORING=$(CURDIR)/bin/prometheus-monitoring.yaml \
 	REALNODES_LOCALCLUSTER="$(CURDIR)/bin/localcluster -kube-bin $(KUBE_BIN_DIR) -etcd $(ETCD_DIR)/etcd -kwok $(KWOK) -kwok-version $(KWOK_VERSION) -nodes= $(subst $(,)$(IMAGE_DIR)/modelserver.tar,,$(REAL_NODE_FLAGS))" \
 	go test ./test/realnodes/ -count=1 -timeout 25m -v
 
@@ -255,35 +263,11 @@ bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines aga
 
 BENCH_ROUTER_ARGS ?=
 BENCH_ROUTER_BEFORE ?=
-ifneq ($(BENCH_ROUTER_BEFORE),)
-BENCH_ROUTER_BEFORE_REV := $(shell git rev-parse --short --verify --quiet '$(BENCH_ROUTER_BEFORE)^{commit}')
-endif
 
-# KServe's router listens on its fixed port 8080: the benchmark runs in a network namespace of
-# its own (loopback only) when it can make one (root), so that nothing else on the machine is
-# in its way.
 .PHONY: bench-router
 bench-router: ## Measure the router against a direct chain and KServe's router; writes docs/performance-router.md. BENCH_ROUTER_BEFORE=<revision> measures that revision's router beside.
-	@mkdir -p bin && { hack/build-tool.sh kserve $(dir $(KSERVE_ROUTER)) 2>&1 | tee bin/kserve-build.log || true; }
-	go build -o bin/router ./cmd/router
-	go build -o bin/bench-router ./hack/bench-router
-ifneq ($(BENCH_ROUTER_BEFORE),)
-	@[ -n "$(BENCH_ROUTER_BEFORE_REV)" ] || { echo "BENCH_ROUTER_BEFORE=$(BENCH_ROUTER_BEFORE) is not a revision" >&2; exit 1; }
-	@echo ">> building the router at $(BENCH_ROUTER_BEFORE_REV) into bin/router-before"
-	@tmp=$$(mktemp -d) && trap 'git worktree remove --force "$$tmp/src" 2>/dev/null; rm -rf "$$tmp"' EXIT && \
-		git worktree add --quiet --detach "$$tmp/src" $(BENCH_ROUTER_BEFORE_REV) && \
-		(cd "$$tmp/src" && go build -o $(CURDIR)/bin/router-before ./cmd/router)
-endif
-	@set -- -router $(CURDIR)/bin/router -out $(CURDIR)/docs/performance-router.md $(BENCH_ROUTER_ARGS); \
-	if [ -n "$(BENCH_ROUTER_BEFORE_REV)" ]; then \
-		set -- "$$@" -before $(CURDIR)/bin/router-before -before-label $(BENCH_ROUTER_BEFORE_REV); fi; \
-	if [ -x $(KSERVE_ROUTER) ]; then set -- "$$@" -kserve $(KSERVE_ROUTER) -kserve-version $(KSERVE_VERSION); \
-	else set -- "$$@" -kserve-error "hack/build-tool.sh kserve failed: $$(tail -n 3 bin/kserve-build.log | tr '\n' ' ')"; \
-		echo "KServe's router could not be built (bin/kserve-build.log): measuring against the direct chain only" >&2; fi; \
-	if command -v ip >/dev/null && unshare --net true 2>/dev/null; then \
-		echo ">> running in a network namespace of its own (loopback only)"; \
-		unshare --net sh -c 'ip link set lo up && exec "$$0" "$$@"' $(CURDIR)/bin/bench-router "$$@"; \
-	else $(CURDIR)/bin/bench-router "$$@"; fi
+	KSERVE_ROUTER=$(KSERVE_ROUTER) KSERVE_VERSION=$(KSERVE_VERSION) BENCH_ROUTER_BEFORE=$(BENCH_ROUTER_BEFORE) \
+		BENCH_ROUTER_ARGS="$(BENCH_ROUTER_ARGS)" hack/bench-router.sh
 
 ##@ Local control plane
 
@@ -512,6 +496,9 @@ $(KAL):
 
 $(HELM):
 	hack/build-tool.sh helm $(dir $(HELM))
+
+$(PROMETHEUS):
+	hack/build-tool.sh prometheus $(dir $(PROMETHEUS))
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -15,6 +15,9 @@
 #   kserve: KServe's InferenceGraph router, for make bench-router (hack/tools/kserve)
 #   kal:  golangci-lint with kube-api-linter built in, for make lint over api/v1 (hack/tools/kal)
 #   helm: helm, for the chart's lint, rendering and install tests (hack/tools/helm)
+#   prometheus: the Prometheus server that hack/tools/prometheus-config's Prometheus Operator
+#         generates configurations for, for the monitoring test of the real nodes
+#         (hack/tools/prometheus)
 # The result is cached: DEST_DIR is keyed by version, so a fresh clone reuses it.
 set -euo pipefail
 kind=$1 dest=$2
@@ -144,6 +147,20 @@ helm)
 		-o "$tmp/helm" helm.sh/helm/v4/cmd/helm
 	mv "$tmp/helm" "$dest/helm"
 	echo ">> helm built in $((SECONDS - start))s"
+	;;
+prometheus)
+	cd "$here/tools/prometheus"
+	[ -x "$dest/prometheus" ] && exit 0
+	version=$(awk '$1=="require" && $2=="github.com/prometheus/prometheus" {print $3}' go.mod)
+	# Its module's v0.3XX.Y is Prometheus 3.XX.Y.
+	minor=${version#v0.}; minor=${minor%%.*}
+	release=3.$((10#$minor - 300)).${version##*.}
+	echo ">> building Prometheus $release ($version) from the Go module proxy (a few minutes on a cold cache)"
+	start=$SECONDS
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
+		-o "$tmp/prometheus" github.com/prometheus/prometheus/cmd/prometheus
+	mv "$tmp/prometheus" "$dest/prometheus"
+	echo ">> Prometheus built in $((SECONDS - start))s"
 	;;
 containerd)
 	cd "$here/tools/containerd"

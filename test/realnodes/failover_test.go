@@ -59,13 +59,19 @@ func TestStepFailsOverWhenItsKubeletStops(t *testing.T) {
 // waitStepOn waits until the step named step reports node as its node.
 func waitStepOn(t *testing.T, key types.NamespacedName, step, node string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "step "+step+" on "+node, func() error {
+	waitStep(t, key, step, "on "+node, timeout, func(s pipelinev1.StepStatus) bool { return s.Node == node })
+}
+
+// waitStep waits until the status of the step named step satisfies ok (what says what ok asks).
+func waitStep(t *testing.T, key types.NamespacedName, step, what string, timeout time.Duration, ok func(pipelinev1.StepStatus) bool) {
+	t.Helper()
+	eventually(t, timeout, "step "+step+" of "+key.String()+" "+what, func() error {
 		p := &pipelinev1.Pipeline{}
 		if err := admin.Get(context.Background(), key, p); err != nil {
 			return err
 		}
 		for _, s := range p.Status.Steps {
-			if s.Name == step && s.Node == node {
+			if s.Name == step && ok(s) {
 				return nil
 			}
 			if s.Name == step {

@@ -104,3 +104,40 @@ func joined[T any](values []T, f func(T) string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// documents decodes the YAML documents of a file.
+func documents(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeDocuments(t, path, data)
+}
+
+// decodeDocuments decodes the YAML documents of data, read from source.
+func decodeDocuments(t *testing.T, source string, data []byte) []map[string]any {
+	t.Helper()
+	var docs []map[string]any
+	for part := range strings.SplitSeq(string(data), "\n---\n") {
+		doc := map[string]any{}
+		if err := yaml.Unmarshal([]byte(part), &doc); err != nil {
+			t.Fatalf("%s: %v", source, err)
+		}
+		if len(doc) > 0 {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

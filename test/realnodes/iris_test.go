@@ -39,22 +39,39 @@ func modelsDir(t *testing.T) string {
 // PersistentVolume of the model repository.
 func createModels(t *testing.T, ns string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "iris", "models.yaml"))
+	docs := modelsManifest(t, ns)
+	applyDocs(t, docs, "PersistentVolume")
+	applyDocs(t, docs, "PersistentVolumeClaim")
+}
+
+// modelsManifest is examples/iris/models.yaml for ns, its documents decoded.
+func modelsManifest(t *testing.T, ns string) []map[string]any {
+	t.Helper()
+	path := filepath.Join("..", "..", "examples", "iris", "models.yaml")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := modelsDir(t)
-	manifest := os.Expand(string(data), func(k string) string {
+	return decodeDocuments(t, path, []byte(os.Expand(string(data), func(k string) string {
 		return map[string]string{"NAMESPACE": ns, "MODELS_DIR": dir}[k]
-	})
-	file := filepath.Join(t.TempDir(), "models.yaml")
-	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
+	})))
+}
+
+// applyDocs applies the documents of a kind, deleting them when the test ends.
+func applyDocs(t *testing.T, docs []map[string]any, kind string) {
+	t.Helper()
+	for _, doc := range docs {
+		if doc["kind"] != kind {
+			continue
+		}
+		file := filepath.Join(t.TempDir(), "doc.yaml")
+		writeYAML(t, file, doc)
+		if _, err := kubectlRun("apply", "-f", file); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = kubectlRun("delete", "--wait=false", "-f", file) })
 	}
-	if _, err := kubectlRun("apply", "-f", file); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = kubectlRun("delete", "--wait=false", "-f", file) })
 }
 
 // stepStates follows the states of a Pipeline's steps until it is Running, recording each

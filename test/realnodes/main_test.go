@@ -60,8 +60,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("real nodes need root (a network namespace, cgroups, containers): the real-node suite is skipped")
 		os.Exit(0)
 	}
-	if clusterDir == "" || len(localclusterCmd) == 0 || installer == "" || kubectl == "" || modelImage == "" {
-		fmt.Println("REALNODES_DIR, REALNODES_LOCALCLUSTER, REALNODES_INSTALLER, REALNODES_MODELSERVER_IMAGE and KUBECTL are unset: run make test-realnodes")
+	if clusterDir == "" || len(localclusterCmd) == 0 || installer == "" || kubectl == "" || modelImage == "" ||
+		prometheusBin == "" || prometheusConfigBin == "" || monitoringManifest == "" {
+		fmt.Println("REALNODES_DIR, REALNODES_LOCALCLUSTER, REALNODES_INSTALLER, REALNODES_MODELSERVER_IMAGE, REALNODES_PROMETHEUS*, REALNODES_MONITORING and KUBECTL are unset: run make test-realnodes")
 		os.Exit(1)
 	}
 	before, err := readMachine()
@@ -153,12 +154,17 @@ func kubectlRun(args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// install applies the release manifest server-side and waits until the manager's Deployment
-// is available and its webhooks answer (a server-side dry run of a Pipeline passes them).
+// install applies the release manifest server-side and waits until the operator serves.
 func install() error {
 	if _, err := kubectlRun("apply", "--server-side", "-f", installer); err != nil {
 		return err
 	}
+	return waitServing()
+}
+
+// waitServing waits until the manager's Deployment is available and its webhooks answer (a
+// server-side dry run of a Pipeline passes them).
+func waitServing() error {
 	if _, err := kubectlRun("-n", operatorNamespace, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=180s"); err != nil {
 		return err
 	}
