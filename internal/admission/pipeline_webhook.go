@@ -3,7 +3,8 @@
 // checks the CRD schema and its CEL rules cannot express; and the conversion webhook between v1
 // (the hub) and v1beta1. Both admission webhooks are registered for v1 with matchPolicy
 // Equivalent, so a v1beta1 request reaches them converted to v1; their refusals and warnings then
-// name the v1beta1 fields the requester wrote (v1beta1paths.go).
+// name the v1beta1 fields the requester wrote, by the Spelling the operator gives them for
+// v1beta1 (spelling.go; api/v1beta1's FieldSpelling).
 package admission
 
 import (
@@ -37,12 +38,13 @@ import (
 // inline storage source stands for (SubjectAccessReviews, an allowing answer reused for
 // DefaultAccessValidity); its API reader reads the
 // ModelStorageClass a Pipeline names and the labels of the Pipeline's namespace, fresh. operator
-// is the user name of the operator's own identity (Validator.Operator; empty: none).
-func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader, operator string) error {
+// is the user name of the operator's own identity (Validator.Operator; empty: none). spellings
+// name the fields for requests made in earlier versions (Validator.Spellings).
+func SetupPipelineWebhookWithManager(mgr ctrl.Manager, nodes client.Reader, operator string, spellings map[string]Spelling) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pipelinev1.Pipeline{}).
 		WithDefaulter(&Defaulter{}).
 		WithValidator(&Validator{Nodes: nodes, Reviews: mgr.GetClient(), Access: NewAccessCache(DefaultAccessValidity),
-			Classes: mgr.GetAPIReader(), Operator: operator}).
+			Classes: mgr.GetAPIReader(), Operator: operator, Spellings: spellings}).
 		Complete()
 }
 
@@ -134,6 +136,9 @@ type Validator struct {
 	// once it failed back: a stolen operator token cannot make a Pipeline ask for another
 	// storage source or exposure, which the operator would then make. Empty: not checked.
 	Operator string
+	// Spellings name the fields and values of refusals and warnings for requests made in an
+	// earlier API version, by version; a request in a version without one gets v1's.
+	Spellings map[string]Spelling
 }
 
 // ValidateCreate implements admission.Validator.
@@ -196,7 +201,7 @@ func (*Validator) ValidateDelete(context.Context, *pipelinev1.Pipeline) (admissi
 }
 
 func (v *Validator) validate(ctx context.Context, p, old *pipelinev1.Pipeline) (admission.Warnings, error) {
-	names := namesFor(ctx, p)
+	names := namesFor(ctx, p, v.Spellings)
 	errs := validatePipeline(p, old, names)
 	if old != nil {
 		errs = append(errs, validatePipelineUpdate(old, p, names)...)

@@ -17,8 +17,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/internal/testenv"
 )
+
+// spellings are the operator's (internal/manager): v1beta1 requests get v1beta1's fields.
+var spellings = map[string]Spelling{pipelinev1beta1.GroupVersion.Version: pipelinev1beta1.FieldSpelling{}}
 
 // The webhook suite installs the CRD and the webhook configurations that `make manifests`
 // generates into a real kube-apiserver, and serves the webhooks from a manager, so every
@@ -68,7 +72,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupConversionWebhookWithManager(mgr)).To(Succeed())
-	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader(), operatorUser)).To(Succeed())
+	Expect(SetupPipelineWebhookWithManager(mgr, mgr.GetAPIReader(), operatorUser, spellings)).To(Succeed())
 
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())

@@ -378,7 +378,7 @@ func TestValidateNamesTheFieldsOfAV1beta1Request(t *testing.T) {
 	p := stored.DeepCopy()
 	p.Spec.ModelStorage.StorageClass.Name = "Fast_SSD"
 	routerOn(p, &pipelinev1.Router{Location: "edge..a"})
-	v := &Validator{}
+	v := &Validator{Spellings: spellings}
 	for version, want := range map[string][]string{
 		"v1": {"spec.dataPath.router.location", "spec.modelStorage.storageClass.name: Invalid value",
 			"spec.modelStorage.storageClass.name: Forbidden: was fast, not Fast_SSD: modelStorage of type StorageClass cannot change",
@@ -498,7 +498,7 @@ func TestWarningsKnowFallbackLocations(t *testing.T) {
 			t.Errorf("warnings %q do not say %q", got, want)
 		}
 	}
-	got = strings.Join(warnings(p, nil, none, fieldNames{v1beta1: p}), "\n")
+	got = strings.Join(warnings(p, nil, none, fieldNames{spelling: spellings["v1beta1"], p: p}), "\n")
 	if want := "modelStorage.accessModes ReadWriteOnce: steps may run on 2 different nodes"; !strings.Contains(got, want) {
 		t.Errorf("warnings to a v1beta1 request %q do not say %q", got, want)
 	}

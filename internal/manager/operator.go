@@ -360,6 +360,10 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg 
 	return srv, nil
 }
 
+// spellings name the fields of the admission webhooks' refusals and warnings for requests made
+// in v1beta1, the version the operator converts.
+var spellings = map[string]pipelineadmission.Spelling{pipelinev1beta1.GroupVersion.Version: pipelinev1beta1.FieldSpelling{}}
+
 // setupWebhooks registers the conversion webhook and the admission webhooks as w says, the
 // certificate's provisioning and their readiness checks.
 func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
@@ -372,7 +376,7 @@ func setupWebhooks(mgr ctrl.Manager, c certificates, w WebhookOptions) error {
 		}
 	}
 	if w.Enabled {
-		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(), ownServiceAccount(mgr.GetClient())); err != nil {
+		if err := pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(), ownServiceAccount(mgr.GetClient()), spellings); err != nil {
 			return err
 		}
 		srv, ok := mgr.GetWebhookServer().(*webhookserver.Server)

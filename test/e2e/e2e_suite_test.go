@@ -188,7 +188,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pipelineadmission.SetupConversionWebhookWithManager(mgr)).To(Succeed())
 	Expect(pipelineadmission.SetupPipelineWebhookWithManager(mgr, mgr.GetCache(),
-		"system:serviceaccount:"+operatorNamespace+":pipeline-operator-controller-manager")).To(Succeed())
+		"system:serviceaccount:"+operatorNamespace+":pipeline-operator-controller-manager",
+		map[string]pipelineadmission.Spelling{pipelinev1beta1.GroupVersion.Version: pipelinev1beta1.FieldSpelling{}})).To(Succeed())
 	webhookServer.RegisterAdmission(guard.Path, nil, guard.NewWebhook(mgr))
 	routerImage = deployedRouterImage(context.Background())
 	Expect((&pipeline.Reconciler{

@@ -1,13 +1,14 @@
-package admission
+package v1beta1_test
 
 import (
 	"testing"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/samples"
 )
 
-func TestV1beta1Path(t *testing.T) {
+func TestFieldSpellingPath(t *testing.T) {
 	// The seed Pipeline, made in v1beta1: its first step's env entry listenPort was an arg.
 	seed, err := samples.Pipeline("default")
 	if err != nil {
@@ -50,30 +51,23 @@ func TestV1beta1Path(t *testing.T) {
 		{"spec.modelStorage.nfs.serverName", plain, "spec.modelStorage.nfs.serverName"},
 		{"spec.dataPathway", plain, "spec.dataPathway"},
 	} {
-		if got := v1beta1Path(tc.path, tc.p); got != tc.want {
-			t.Errorf("v1beta1Path(%q) = %q, want %q", tc.path, got, tc.want)
+		if got := (pipelinev1beta1.FieldSpelling{}).Path(tc.path, tc.p); got != tc.want {
+			t.Errorf("Path(%q) = %q, want %q", tc.path, got, tc.want)
 		}
 	}
 }
 
-// A v1 request keeps the v1 fields and spellings; a v1beta1 request gets v1beta1's.
-func TestFieldNames(t *testing.T) {
-	p := &pipelinev1.Pipeline{}
-	for _, tc := range []struct {
-		n                             fieldNames
-		path, prose, storageClassType string
-	}{
-		{fieldNames{}, "spec.modelStorage.existingClaim.name", "modelStorage.existingClaim.name", "StorageClass"},
-		{fieldNames{v1beta1: p}, "spec.modelStorage.claimName", "modelStorage.claimName", "storageClass"},
+func TestFieldSpellingStorageTypes(t *testing.T) {
+	for v1, want := range map[pipelinev1.ModelStorageType]string{
+		pipelinev1.ModelStorageTypeNFS:               "nfs",
+		pipelinev1.ModelStorageTypeCSI:               "csi",
+		pipelinev1.ModelStorageTypeStorageClass:      "storageClass",
+		pipelinev1.ModelStorageTypeExistingClaim:     "existingClaim",
+		pipelinev1.ModelStorageTypeModelStorageClass: "modelStorageClass",
+		"Unknown": "Unknown",
 	} {
-		if got := tc.n.path("spec.modelStorage.existingClaim.name"); got != tc.path {
-			t.Errorf("path = %q, want %q", got, tc.path)
-		}
-		if got := tc.n.prose("spec.modelStorage.existingClaim.name"); got != tc.prose {
-			t.Errorf("prose = %q, want %q", got, tc.prose)
-		}
-		if got := tc.n.storageType(pipelinev1.ModelStorageTypeStorageClass); got != tc.storageClassType {
-			t.Errorf("storageType = %q, want %q", got, tc.storageClassType)
+		if got := (pipelinev1beta1.FieldSpelling{}).StorageType(v1); got != want {
+			t.Errorf("StorageType(%s) = %s, want %s", v1, got, want)
 		}
 	}
 }
