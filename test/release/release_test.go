@@ -430,6 +430,11 @@ func layoutOf(t *testing.T, out, archive, digestFile, tag string) (v1.ImageIndex
 	return index, configs
 }
 
+// relatedImage is an image the CSV lists for mirroring.
+type relatedImage struct {
+	Image string `json:"image"`
+}
+
 func checkBundle(t *testing.T, out, image string) {
 	const csvFile = "manifests/pipeline-operator.clusterserviceversion.yaml"
 	index, configs := layoutOf(t, out, "pipeline-operator-bundle-image.tar", "bundle-image-digest", repo+"-bundle:v"+version)
@@ -454,9 +459,7 @@ func checkBundle(t *testing.T, out, image string) {
 						} `json:"deployments"`
 					} `json:"spec"`
 				} `json:"install"`
-				RelatedImages []struct {
-					Image string `json:"image"`
-				} `json:"relatedImages"`
+				RelatedImages []relatedImage `json:"relatedImages"`
 			} `json:"spec"`
 		}
 		if err := yaml.Unmarshal(data, &csv); err != nil {
@@ -468,12 +471,11 @@ func checkBundle(t *testing.T, out, image string) {
 		if got := csv.Metadata.Annotations["containerImage"]; got != image {
 			t.Errorf("%s: containerImage %s, want %s", arch, got, image)
 		}
-		if !slices.ContainsFunc(csv.Spec.RelatedImages, func(r struct {
-			Image string `json:"image"`
-		}) bool {
-			return r.Image == image
-		}) {
+		if !slices.Contains(csv.Spec.RelatedImages, relatedImage{Image: image}) {
 			t.Errorf("%s: relatedImages %v lack %s", arch, csv.Spec.RelatedImages, image)
+		}
+		if len(csv.Spec.Install.Spec.Deployments) == 0 {
+			t.Errorf("%s: the CSV installs no Deployment", arch)
 		}
 		for _, d := range csv.Spec.Install.Spec.Deployments {
 			deployment := appsv1.Deployment{Spec: d.Spec}
