@@ -36,7 +36,7 @@ func (e *MappingError) Error() string {
 
 // NeedsModels reports whether the router reads model metadata before it is ready: some step
 // has mapped inputs.
-func (r *Router) NeedsModels() bool { return r.mapping != nil }
+func (r *Router) NeedsModels() bool { return r.graph.anyMapped }
 
 // CheckModels reads the model metadata of every step that has mapped inputs or whose outputs
 // are mapped, reading again every metadataRetry a model whose server does not give it yet, and
@@ -85,7 +85,7 @@ func (r *Router) CheckModels(ctx context.Context) error {
 func (r *Router) modelSteps() []*step {
 	var out []*step
 	for i, s := range r.steps {
-		if s.inputs != nil || r.mapping.lastUse[i+1] >= 0 {
+		if s.inputs != nil || r.graph.mapped[i+1] {
 			out = append(out, s)
 		}
 	}

@@ -55,8 +55,8 @@ type Router struct {
 	now       func() time.Time
 	// requestTimeout is the deadline of a request through the whole pipeline.
 	requestTimeout time.Duration
-	// mapping says which bodies a request's steps map tensors from; nil when no step does.
-	mapping *mapping
+	// graph is what each step waits for and which bodies steps read.
+	graph *graph
 	// reader reads the tensors of Open Inference Protocol bodies within the configuration's
 	// bounds, charging budget.
 	reader oip.Reader
@@ -127,7 +127,7 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 		}
 		r.steps = append(r.steps, st)
 	}
-	r.mapping = newMapping(r.steps)
+	r.graph = newGraph(r.steps)
 	return r, nil
 }
 
@@ -203,59 +203,6 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, id string) int 
 	w.WriteHeader(status)
 	_, _ = resp.body.WriteTo(w)
 	return status
-}
-
-// run calls the steps in order and returns the response to answer with and the name of the
-// step that gave it: the last step's, a 4xx, or the response of the step whose stopWhen held.
-// A step with mapped inputs gets a request made of them; the bodies they come from are held
-// until the last step that maps from them is called. It releases in.
-func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
-	var fl *flow
-	if r.mapping != nil {
-		fl = r.mapping.newFlow(r.reader)
-		defer fl.release()
-		fl.keep(0, -1, in)
-	}
-	for i, s := range r.steps {
-		send := in
-		if s.inputs != nil {
-			// The request is made of copies: what it was made of goes before the call.
-			built, f := r.request(fl, s)
-			if !fl.holds(in) {
-				in.body.Release()
-			}
-			fl.done(i)
-			if f != nil {
-				return nil, "", f
-			}
-			send, in = built, payload{}
-		}
-		resp, f := r.call(ctx, s, header, send)
-		if send.body != in.body {
-			send.body.Release()
-		}
-		if !fl.holds(in) {
-			in.body.Release()
-		}
-		fl.done(i)
-		if f != nil {
-			return nil, "", f
-		}
-		if resp.status >= 400 {
-			return resp, s.name, nil
-		}
-		stop, f := s.stops(ctx, resp, r.reader)
-		if f != nil {
-			resp.body.Release()
-			return nil, "", f
-		}
-		if stop || i == len(r.steps)-1 {
-			return resp, s.name, nil
-		}
-		fl.keep(i+1, i, resp.payload)
-		in = resp.payload
-	}
-	panic("unreachable: a router has at least one step")
 }
 
 // errorBody is the JSON body of an answer the router makes itself. Every field is in the

@@ -179,8 +179,12 @@ func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in pa
 // connection error apart. err keeps the detail (the step's address) for the log.
 func classify(ctx context.Context, err error, timeout time.Duration) *attemptError {
 	if ctx.Err() != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, errRequestDeadline) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errRequestDeadline):
 			return &attemptError{reason: ReasonTimeout, what: "timed out: the request's deadline passed",
+				err: fmt.Errorf("%w: %w", cause, err)}
+		case errors.Is(cause, errRequestEnded):
+			return &attemptError{reason: ReasonCanceled, what: "was cancelled: another step ended the request",
 				err: fmt.Errorf("%w: %w", cause, err)}
 		}
 		return &attemptError{reason: ReasonCanceled, what: "was abandoned: the caller went away",

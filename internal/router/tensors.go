@@ -28,111 +28,93 @@ type input struct {
 	tensor string
 }
 
-// mapping is what the router keeps of each request's tensors for the steps whose inputs are
-// mapped: which bodies to hold, and until which step.
-type mapping struct {
-	// lastUse[k] is the index of the last step reading the tensors of source k (0 the request,
-	// k step k's answer), -1 when none does.
-	lastUse []int
-}
-
-// newMapping is the mapping of steps, nil when no step has mapped inputs.
-func newMapping(steps []*step) *mapping {
-	m := &mapping{lastUse: make([]int, len(steps)+1)}
-	for k := range m.lastUse {
-		m.lastUse[k] = -1
-	}
-	mapped := false
-	for i, s := range steps {
-		for _, in := range s.inputs {
-			m.lastUse[in.source] = i
-			mapped = true
-		}
-	}
-	if !mapped {
-		return nil
-	}
-	return m
-}
-
-// flow is the tensors of one request: the bodies later steps map inputs from, held until the
-// last of them is called, and their tensors once read.
+// flow is the bodies of one request that steps read (the pipeline's request and the steps'
+// answers), each held until the last step reading it is done with it, and the tensors of those
+// steps map inputs from, read once as they arrive.
 type flow struct {
-	m       *mapping
-	bodies  []payload
-	tensors [][]oip.Tensor
-	parsed  []bool
-	// docLength[k] is the length of the JSON document of source k, read: where the bytes of
-	// its binary tensors start.
-	docLength []int64
-	// held[k] is what reading source k holds besides its body (the tensors, and a copy of its
-	// JSON document when that spans several blocks), counted against the budget until the body
-	// is released.
-	held   []int64
-	reader oip.Reader
+	g       *graph
+	sources []source
+	reader  oip.Reader
+}
+
+// source is one body of a request's flow.
+type source struct {
+	body payload
+	// uses counts the steps still to read it.
+	uses int
+	// tensors are its tensors once read, or err why they could not be.
+	tensors []oip.Tensor
+	err     error
+	// docLength is the length of its JSON document, read: where the bytes of its binary
+	// tensors start.
+	docLength int64
+	// held is what reading it holds besides its body (the tensors, and a copy of its JSON
+	// document when that spans several blocks), counted against the budget until the body is
+	// released.
+	held int64
 }
 
 // newFlow is the flow of one request, reading tensors with rd (which charges its budget).
-func (m *mapping) newFlow(rd oip.Reader) *flow {
-	n := len(m.lastUse)
-	return &flow{m: m, bodies: make([]payload, n), tensors: make([][]oip.Tensor, n), parsed: make([]bool, n),
-		docLength: make([]int64, n), held: make([]int64, n), reader: rd}
+func (g *graph) newFlow(rd oip.Reader) *flow {
+	fl := &flow{g: g, sources: make([]source, len(g.users)), reader: rd}
+	for k := range fl.sources {
+		fl.sources[k].uses = g.users[k]
+	}
+	return fl
 }
 
-// keep holds p, the body of source k (0 the request, k step k's answer), when a step after i
-// maps its tensors: the flow then releases it (holds).
-func (fl *flow) keep(k, i int, p payload) {
-	if fl != nil && fl.m.lastUse[k] > i {
-		fl.bodies[k] = p
-	}
-}
-
-// holds reports whether the flow releases p.
-func (fl *flow) holds(p payload) bool {
-	if fl == nil || p.body == nil {
-		return false
-	}
-	for _, b := range fl.bodies {
-		if b.body == p.body {
-			return true
-		}
-	}
-	return false
-}
-
-// done releases the bodies no step after i maps tensors from.
-func (fl *flow) done(i int) {
-	if fl == nil {
+// keep holds p, the body of source k, for the steps that read it (released at once when none
+// does), and reads its tensors when a step maps from it: before any step is sent the body, so
+// that reading (which may join its blocks) never runs beside a call that sends it.
+func (fl *flow) keep(k int, p payload) {
+	src := &fl.sources[k]
+	if src.uses == 0 {
+		p.body.Release()
 		return
 	}
-	for k, b := range fl.bodies {
-		if b.body != nil && fl.m.lastUse[k] <= i {
-			b.body.Release()
-			fl.reader.Budget.Release(fl.held[k])
-			fl.bodies[k], fl.tensors[k], fl.parsed[k], fl.held[k] = payload{}, nil, false, 0
-		}
+	src.body = p
+	if fl.g.mapped[k] {
+		src.err = fl.read(k)
 	}
+}
+
+// use says a step is done with source k: the last one releases it.
+func (fl *flow) use(k int) {
+	src := &fl.sources[k]
+	if src.uses--; src.uses == 0 {
+		fl.drop(src)
+	}
+}
+
+func (fl *flow) drop(src *source) {
+	src.body.body.Release()
+	fl.reader.Budget.Release(src.held)
+	*src = source{}
 }
 
 // release releases every body the flow holds.
-func (fl *flow) release() { fl.done(len(fl.m.lastUse)) }
+func (fl *flow) release() {
+	for k := range fl.sources {
+		if fl.sources[k].body.body != nil {
+			fl.drop(&fl.sources[k])
+		}
+	}
+}
 
-// read is the tensors of source k: the request's inputs or a step's outputs. A body all JSON
-// is joined into one slice and read whole; under the binary data extension only its JSON
+// read reads the tensors of source k: the request's inputs or a step's outputs. A body all
+// JSON is joined into one slice and read whole; under the binary data extension only its JSON
 // header is read, and the tensors' bytes stay where they are until copied into a request.
 // What reading holds is charged as it reads: the tensors, within the reader's bounds, refer
 // to the body's bytes.
-func (fl *flow) read(k int) ([]oip.Tensor, error) {
-	if fl.parsed[k] {
-		return fl.tensors[k], nil
-	}
-	p := fl.bodies[k]
+func (fl *flow) read(k int) error {
+	src := &fl.sources[k]
+	p := src.body
 	length, err := oip.ParseHeaderLength(p.inferenceHeader)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if length > p.body.Len() {
-		return nil, fmt.Errorf("%s is %d, the body has %d bytes", oip.HeaderInferenceHeaderLength, length, p.body.Len())
+		return fmt.Errorf("%s is %d, the body has %d bytes", oip.HeaderInferenceHeaderLength, length, p.body.Len())
 	}
 	var (
 		doc    []byte
@@ -140,14 +122,14 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	)
 	if length < 0 {
 		if err := p.body.Join(); err != nil {
-			return nil, err
+			return err
 		}
 		doc, length = p.body.Bytes(), p.body.Len()
 	} else {
 		if p.body.PrefixCopies(length) {
 			// A header that spans several blocks is read from a copy.
 			if !fl.reader.Budget.TryAcquire(length) {
-				return nil, bodies.ErrBudgetExceeded
+				return bodies.ErrBudgetExceeded
 			}
 			copied = length
 		}
@@ -160,10 +142,10 @@ func (fl *flow) read(k int) ([]oip.Tensor, error) {
 	tensors, held, err := read(doc, p.body.Len()-length)
 	if err != nil {
 		fl.reader.Budget.Release(copied)
-		return nil, err
+		return err
 	}
-	fl.tensors[k], fl.docLength[k], fl.held[k], fl.parsed[k] = tensors, length, copied+held, true
-	return tensors, nil
+	src.tensors, src.docLength, src.held = tensors, length, copied+held
+	return nil
 }
 
 // request builds the request of step s from the tensors its inputs map, each checked against
@@ -175,7 +157,7 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	binary := false
 	for _, in := range s.inputs {
 		from := r.sourceLabel(in.source)
-		tensors, err := fl.read(in.source)
+		tensors, err := fl.sources[in.source].tensors, fl.sources[in.source].err
 		var bound *oip.LimitError
 		switch {
 		case err == nil:
@@ -207,8 +189,8 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	docLength := out.Len()
 	for i := 0; err == nil && i < len(inputs); i++ {
 		if t := &inputs[i]; t.Binary {
-			k := s.inputs[i].source
-			err = fl.bodies[k].body.WriteRange(out, fl.docLength[k]+t.Offset, t.Size)
+			src := &fl.sources[s.inputs[i].source]
+			err = src.body.body.WriteRange(out, src.docLength+t.Offset, t.Size)
 		}
 	}
 	if err != nil {

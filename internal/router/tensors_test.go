@@ -33,6 +33,8 @@ type modelServer struct {
 	loaded  atomic.Bool
 	// requests are the request bodies the model got, JSON part only.
 	requests atomic.Value
+	// hold, when set, runs before the model computes: an error is its answer, 500.
+	hold func(r *http.Request) error
 }
 
 type modelTensor struct {
@@ -78,6 +80,12 @@ func (m *modelServer) inferURL() string    { return m.URL + "/v2/models/" + m.na
 
 func (m *modelServer) infer(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if m.hold != nil {
+		if err := m.hold(r); err != nil {
+			http.Error(w, fmt.Sprintf(`{"error":%q}`, err), http.StatusInternalServerError)
+			return
+		}
+	}
 	doc, rest := body, []byte(nil)
 	if h := r.Header.Get("Inference-Header-Content-Length"); h != "" {
 		n, _ := strconv.Atoi(h)
