@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -25,11 +26,18 @@ const modelPath = "/v2/models/echo"
 // tensorElements is the size of the measured tensor: 1 MiB of FP32.
 const tensorElements = 1 << 18
 
-// modelMetadata answers the metadata of the model echo.
-func modelMetadata(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"name":"echo","platform":"bench","inputs":[{"name":"x","datatype":"FP32","shape":[1,-1]}],`+
-		`"outputs":[{"name":"x","datatype":"FP32","shape":[1,-1]}]}`)
+// modelMetadata answers the metadata of a model whose inputs and outputs are tensors, each
+// FP32 of shape [1, -1].
+func modelMetadata(name string, tensors ...string) http.HandlerFunc {
+	var list []string
+	for _, t := range tensors {
+		list = append(list, fmt.Sprintf(`{"name":%q,"datatype":"FP32","shape":[1,-1]}`, t))
+	}
+	doc := fmt.Sprintf(`{"name":%q,"platform":"bench","inputs":[%[2]s],"outputs":[%[2]s]}`, name, strings.Join(list, ","))
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, doc)
+	}
 }
 
 // tensorEcho answers the request it is sent as the answer of a model whose outputs are its
@@ -79,9 +87,14 @@ type mappingVariant struct {
 	url          string
 	body         []byte
 	headerLength int
-	latencies    []time.Duration
-	failures     int
-	firstError   error
+	series
+}
+
+// series is one caller's calls: their latencies, and the calls that failed.
+type series struct {
+	latencies  []time.Duration
+	failures   int
+	firstError error
 }
 
 func mappingRequest(bin bool) ([]byte, int) {
@@ -151,7 +164,10 @@ func measureMapping(ctx context.Context, o options, stepURLs []string) (*mapping
 		for k := range mb.variants {
 			v := mb.variants[(k+round)%len(mb.variants)]
 			fmt.Fprintf(os.Stderr, ">> round %d/%d, tensor mapping: %s\n", round+1, mb.rounds, v.name)
-			v.measure(ctx, o.warmup, o.duration)
+			v.measure(ctx, o.warmup, o.duration, func(ctx context.Context) error {
+				_, err := v.call(ctx)
+				return err
+			})
 		}
 	}
 	return mb, procs, nil
@@ -211,32 +227,41 @@ func (v *mappingVariant) call(ctx context.Context) (int, error) {
 	return len(b), nil
 }
 
-func (v *mappingVariant) measure(ctx context.Context, warmup, d time.Duration) {
+// measure calls call for warmup, then for d, and records the calls of d.
+func (s *series) measure(ctx context.Context, warmup, d time.Duration, call func(context.Context) error) {
 	for _, span := range []struct {
 		d    time.Duration
 		keep bool
 	}{{warmup, false}, {d, true}} {
 		for end := time.Now().Add(span.d); time.Now().Before(end); {
 			start := time.Now()
-			_, err := v.call(ctx)
+			err := call(ctx)
 			switch {
 			case err != nil && span.keep:
-				v.failures++
-				if v.firstError == nil {
-					v.firstError = err
+				s.failures++
+				if s.firstError == nil {
+					s.firstError = err
 				}
 			case span.keep:
-				v.latencies = append(v.latencies, time.Since(start))
+				s.latencies = append(s.latencies, time.Since(start))
 			}
 		}
 	}
 }
 
-func (v *mappingVariant) median() time.Duration {
-	if len(v.latencies) == 0 {
+// failed says, naming the series, that some of its calls failed; nil when none did.
+func (s *series) failed(name string) error {
+	if s.failures == 0 {
+		return nil
+	}
+	return errors.New(name + ": some calls failed (see the report)")
+}
+
+func (s *series) median() time.Duration {
+	if len(s.latencies) == 0 {
 		return 0
 	}
-	l := slices.Clone(v.latencies)
+	l := slices.Clone(s.latencies)
 	slices.Sort(l)
 	return l[len(l)/2]
 }

@@ -41,6 +41,7 @@ type report struct {
 	slow     *slowCallers
 	profiles []*profile
 	mapping  *mappingBench
+	graph    *graphBench
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -114,6 +115,9 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	}
 	if r.slow != nil {
 		b.WriteString(r.slow.markdown())
+	}
+	if r.graph != nil {
+		b.WriteString(r.graph.markdown())
 	}
 	if r.mapping != nil {
 		b.WriteString(r.mapping.markdown())

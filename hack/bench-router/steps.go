@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stepServers are the pipeline's steps: echo servers on loopback addresses, each also an Open
@@ -108,8 +109,15 @@ func startSteps(n int) (*stepServers, error) {
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/", echo)
-		mux.HandleFunc("GET "+modelPath, modelMetadata)
+		mux.HandleFunc("GET "+modelPath, modelMetadata("echo", "x"))
 		mux.HandleFunc("POST "+modelPath+"/infer", tensorEcho)
+		mux.HandleFunc("GET "+slowModelPath, modelMetadata("slow", "x"))
+		mux.HandleFunc("POST "+slowModelPath+"/infer", func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(modelTime)
+			tensorEcho(w, r)
+		})
+		mux.HandleFunc("GET "+pairModelPath, modelMetadata("pair", "a", "b"))
+		mux.HandleFunc("POST "+pairModelPath+"/infer", tensorEcho)
 		srv := &http.Server{Handler: mux}
 		go func() { _ = srv.Serve(ln) }()
 		s.servers = append(s.servers, srv)
