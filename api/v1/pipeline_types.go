@@ -695,6 +695,41 @@ type Router struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	PropagateHeaders []HeaderName `json:"propagateHeaders,omitempty"`
+
+	// outputs make the pipeline's answer of tensors of the steps' answers, under the Open
+	// Inference Protocol: {"model_name": <the Pipeline's name>, "outputs": [...]}, each tensor
+	// under its name here, in this order, once every step has answered. Each step named must
+	// have protocol OpenInferenceProtocol; the router checks every tensor against the step's
+	// model metadata before it is ready (see docs/router.md). Without outputs the answer is the
+	// last step's answer as it is. A step that answers a 4xx, or whose stopWhen holds, still
+	// answers with its own answer.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Outputs []PipelineTensorOutput `json:"outputs,omitempty"`
+}
+
+// PipelineTensorOutput is one tensor of the pipeline's answer.
+type PipelineTensorOutput struct {
+	// name is the tensor's name in the pipeline's answer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// step names the step whose answer has the tensor among its outputs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Step string `json:"step,omitempty"`
+
+	// tensor is the tensor's name in that step's answer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Tensor string `json:"tensor,omitempty"`
 }
 
 // ServiceType is the type of the Service in front of a Pipeline's entry.

@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -38,6 +40,25 @@ func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path, n field
 			}
 		}
 		earlier[s.Name] = s
+	}
+	return errs
+}
+
+// validateAnswerOutputs checks the tensors the pipeline's answer is made of: each from a step of
+// the Pipeline that speaks the Open Inference Protocol. Whether the step's model has the tensor
+// is its metadata's to say: the router checks it.
+func validateAnswerOutputs(p *pipelinev1.Pipeline, rt *pipelinev1.Router, routerPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for j, out := range rt.Outputs {
+		sp := routerPath.Child("outputs").Index(j).Child("step")
+		i := slices.IndexFunc(p.Spec.Steps, func(s pipelinev1.Step) bool { return s.Name == out.Step })
+		switch {
+		case i < 0:
+			errs = append(errs, field.Invalid(sp, out.Step, "not a step of this Pipeline: name the step whose answer has the tensor"))
+		case p.Spec.Steps[i].Protocol != pipelinev1.StepProtocolOpenInference:
+			errs = append(errs, field.Invalid(sp, out.Step,
+				"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+		}
 	}
 	return errs
 }

@@ -46,6 +46,7 @@ func validatePipeline(p, old *pipelinev1.Pipeline, n fieldNames) field.ErrorList
 		rp := specPath.Child("dataPath", "router")
 		errs = append(errs, validateNodeNames(rt.Location, rt.FallbackLocations, rp)...)
 		errs = append(errs, validateResources(rt.Resources, rp.Child("resources"))...)
+		errs = append(errs, validateAnswerOutputs(p, rt, rp)...)
 		kept := sets.New[pipelinev1.HeaderName]()
 		if ort := routerOf(old); ort != nil {
 			kept.Insert(ort.PropagateHeaders...)

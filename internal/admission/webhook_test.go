@@ -455,6 +455,17 @@ var _ = Describe("Pipeline admission", func() {
 			s.Protocol = pipelinev1.StepProtocolOpenInference
 			s.Inputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "a"}, {Name: "x", Tensor: "b"}}
 		}, "spec.steps[1].inputs[1]", "Duplicate value"),
+		Entry("an answer's tensor from no step", func(p *pipelinev1.Pipeline) {
+			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "y", Step: "nowhere", Tensor: "y"}}})
+		}, "spec.dataPath.router.outputs[0].step", "not a step of this Pipeline: name the step whose answer has the tensor"),
+		Entry("an answer's tensor from a step that is not of the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
+			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "y", Step: p.Spec.Steps[0].Name, Tensor: "y"}}})
+		}, "spec.dataPath.router.outputs[0].step", "that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"),
+		Entry("an answer naming a tensor twice", func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInference
+			name := p.Spec.Steps[0].Name
+			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "y", Step: name, Tensor: "a"}, {Name: "y", Step: name, Tensor: "b"}}})
+		}, "spec.dataPath.router.outputs[1]", "Duplicate value"),
 		Entry("an unknown protocol", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Protocol = "gRPC" },
 			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol"`),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {

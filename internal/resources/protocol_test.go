@@ -114,6 +114,8 @@ func TestRouterConfigMapsTensors(t *testing.T) {
 	first.Protocol, first.Model = pipelinev1.StepProtocolOpenInference, "models/tokenizer"
 	p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{
 		{Name: "input_ids", Step: first.Name, Tensor: "ids"}, {Name: "mask", Tensor: "attention_mask"}}
+	p.Spec.DataPath.Router = &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{
+		{Name: "tokens", Step: first.Name, Tensor: "ids"}, {Name: "labels", Step: p.Spec.Steps[1].Name, Tensor: "probabilities"}}}
 	cfg := RouterConfig(p, "")
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("the router refuses its configuration: %v", err)
@@ -126,6 +128,10 @@ func TestRouterConfigMapsTensors(t *testing.T) {
 	if got := fmt.Sprint(s.Inputs); got != strings.Replace(want, "tokenize", first.Name, 1) {
 		t.Errorf("step 2 inputs %s", got)
 	}
+	want = fmt.Sprintf("[{tokens %s ids} {labels %s probabilities}]", first.Name, p.Spec.Steps[1].Name)
+	if got := fmt.Sprint(cfg.Outputs); got != want {
+		t.Errorf("the answer's outputs %s, want %s", got, want)
+	}
 	if cfg.Steps[0].MetadataURL != StepURL(p, 0, "")+"/v2/models/tokenizer" || cfg.Steps[0].Inputs != nil {
 		t.Errorf("step 1: metadataURL %q, inputs %v", cfg.Steps[0].MetadataURL, cfg.Steps[0].Inputs)
 	}
@@ -136,7 +142,7 @@ func TestRouterConfigMapsTensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"protocol", "metadataURL", "inputs"} {
+	for _, key := range []string{"protocol", "metadataURL", "inputs", "outputs"} {
 		if strings.Contains(data, key) {
 			t.Errorf("a Pipeline without Open Inference Protocol steps has %q in its router configuration:\n%s", key, data)
 		}

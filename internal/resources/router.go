@@ -137,6 +137,9 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Con
 	if rt.RequestTimeoutSeconds != nil {
 		cfg.RequestTimeoutSeconds = float64(*rt.RequestTimeoutSeconds)
 	}
+	for _, out := range rt.Outputs {
+		cfg.Outputs = append(cfg.Outputs, routerconfig.TensorOutput{Name: out.Name, Step: out.Step, Tensor: out.Tensor})
+	}
 	for _, h := range rt.PropagateHeaders {
 		// Admission refuses the names the router sets or drops itself, except those a Pipeline
 		// had before the list grew: left out here, so that the router loads its configuration.

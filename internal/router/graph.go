@@ -22,18 +22,18 @@ type graph struct {
 	needs [][]int
 	// waiting[k] are the steps (from 0) that wait for source k.
 	waiting [][]int
-	// users[k] counts the steps that read source k: its body is held until the last of them
-	// is done with it.
+	// users[k] counts the steps that read source k, and the pipeline's answer when it is made
+	// of source k's tensors: its body is held until the last of them is done with it.
 	users []int
-	// mapped[k] is true when some step maps tensors from source k: its tensors are read once,
-	// as it arrives.
+	// mapped[k] is true when some step, or the pipeline's answer, maps tensors from source k:
+	// its tensors are read once, as it arrives.
 	mapped []bool
-	// anyMapped is true when some step has inputs.
+	// anyMapped is true when some step has inputs or the answer has outputs.
 	anyMapped bool
 }
 
-// newGraph is the graph of steps.
-func newGraph(steps []*step) *graph {
+// newGraph is the graph of steps, whose answer is made of outputs when there are.
+func newGraph(steps []*step, outputs []output) *graph {
 	n := len(steps)
 	g := &graph{needs: make([][]int, n), waiting: make([][]int, n+1), users: make([]int, n+1), mapped: make([]bool, n+1)}
 	for i, s := range steps {
@@ -52,6 +52,10 @@ func newGraph(steps []*step) *graph {
 			g.waiting[k] = append(g.waiting[k], i)
 			g.users[k]++
 		}
+	}
+	for _, out := range outputs {
+		g.anyMapped, g.mapped[out.source] = true, true
+		g.users[out.source]++
 	}
 	return g
 }
@@ -87,8 +91,8 @@ type execution struct {
 }
 
 // run carries a request through the steps and returns the response to answer with and the
-// name of the step that gave it: the last step's, a 4xx, or the response of the step whose
-// stopWhen held. Each step starts once what it waits for has arrived, so that independent
+// name of the step that gave it: the last step's (or, with outputs, the answer made of them,
+// named after the last step), a 4xx, or the response of the step whose stopWhen held. Each step starts once what it waits for has arrived, so that independent
 // steps run at the same time; a step that fails, answers a 4xx or stops ends the request, and
 // the steps still running are cancelled (their bodies released once they return). A step with
 // mapped inputs gets a request made of them; the bodies steps read are held until the last of
@@ -109,6 +113,10 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 			break
 		}
 		x.done(<-x.results)
+	}
+	if x.fail == nil && !x.ended && r.outputs != nil {
+		// Every step answered: the answer is made of their tensors.
+		x.answer, x.fail = r.answer(x.fl)
 	}
 	if x.fail != nil {
 		if x.answer != nil {
@@ -209,9 +217,12 @@ func (x *execution) done(o outcome) {
 		x.end(nil, "", o.f)
 	case o.resp.status >= 400 || o.stop:
 		x.end(o.resp, s.name, nil)
-	case o.step == len(x.r.steps)-1:
+	case o.step == len(x.r.steps)-1 && x.r.outputs == nil:
 		// The pipeline's answer, once the steps still running are done.
 		x.answer, x.last = o.resp, s.name
+	case o.step == len(x.r.steps)-1:
+		x.last = s.name
+		x.arrived(o.step+1, o.resp.payload)
 	default:
 		x.arrived(o.step+1, o.resp.payload)
 	}

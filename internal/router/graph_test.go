@@ -1,10 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,5 +200,102 @@ func TestGraphStepOfTheRequestRunsAtOnce(t *testing.T) {
 	// echo got left's answer as it was (input0 + 1).
 	if got, want := fmt.Sprint(outputsOf(t, a)["l"]), "[2 3 4 5]"; got != want {
 		t.Fatalf("l = %s, want %s", got, want)
+	}
+}
+
+// answerOutputs is the diamond answering left's l as plus_one and add's sum.
+func (d *diamond) answerOutputs() config.Config {
+	cfg := d.config()
+	cfg.Pipeline = "team-a/faces"
+	cfg.Outputs = []config.TensorOutput{{Name: "plus_one", Step: "left", Tensor: "l"}, {Name: "sum", Step: "add", Tensor: "sum"}}
+	return cfg
+}
+
+func TestAnswerMadeOfOutputs(t *testing.T) {
+	d := newDiamond(t)
+	tr := newTestRouter(t, d.answerOutputs())
+	if err := tr.CheckModels(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	a := post(t, tr.url, "application/json", jsonRequest, nil)
+	if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "add" || a.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("answer %d from %q (%s): %s", a.status, a.header.Get(config.HeaderLastStep), a.header.Get("Content-Type"), a.body)
+	}
+	want := `{"model_name":"faces","outputs":[{"name":"plus_one","shape":[1,4],"datatype":"FP32","data":[3,5,7,9]},` +
+		`{"name":"sum","shape":[1,4],"datatype":"FP32","data":[23,45,67,89]}]}`
+	if a.body != want {
+		t.Fatalf("answer\n%s\nwant\n%s", a.body, want)
+	}
+
+	// Binary tensors stay binary: the request's asks the steps for binary answers, and the
+	// pipeline's answer carries their bytes after its JSON header.
+	head := `{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
+	var data bytes.Buffer
+	for _, f := range []float32{1, 2, 3, 4} {
+		_ = binary.Write(&data, binary.LittleEndian, f)
+	}
+	a = post(t, tr.url, "application/octet-stream", head+data.String(),
+		http.Header{"Inference-Header-Content-Length": {strconv.Itoa(len(head))}})
+	if a.status != http.StatusOK || a.header.Get("Content-Type") != "application/octet-stream" || a.header.Get("Inference-Header-Content-Length") == "" {
+		t.Fatalf("binary: answer %d (%s, header length %q): %q", a.status, a.header.Get("Content-Type"),
+			a.header.Get("Inference-Header-Content-Length"), a.body)
+	}
+	if got := fmt.Sprint(outputsOf(t, a)); got != "map[plus_one:[3 5 7 9] sum:[23 45 67 89]]" {
+		t.Fatalf("binary: outputs %s", got)
+	}
+	if got := tr.budget.Used(); got != 0 {
+		t.Errorf("the router holds %d bytes after the requests", got)
+	}
+}
+
+func TestAnswerOutputRefusedByMetadata(t *testing.T) {
+	d := newDiamond(t)
+	cfg := d.answerOutputs()
+	cfg.Outputs[0].Tensor = "z"
+	s := serveRouter(t, cfg, 0)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router still serves an answer the models refuse")
+	}
+	var me *MappingError
+	want := `output "plus_one" of the pipeline's answer: model left of step 2 (left) has no output "z" (its outputs: l)`
+	if !errors.As(s.err, &me) || len(me.Problems) != 1 || me.Problems[0] != want {
+		t.Fatalf("Serve returned %v, want a *MappingError with [%q]", s.err, want)
+	}
+}
+
+func TestAnswerOutputMissingFromAStepAnswer(t *testing.T) {
+	d := newDiamond(t)
+	cfg := d.answerOutputs()
+	// Not checked against the metadata (the router is not started): the answer lacks it.
+	cfg.Outputs[1].Tensor = "total"
+	tr := newTestRouter(t, cfg)
+
+	a := post(t, tr.url, "application/json", jsonRequest, nil)
+	e := a.errorBody(t)
+	want := `output "sum" of the pipeline's answer: the answer of step 4 (add) has no tensor "total"`
+	if a.status != http.StatusBadGateway || e.Error != want || e.Step != "add" || e.Reason != ReasonTensorMapping {
+		t.Fatalf("answer %d %s, want 502 %q", a.status, a.body, want)
+	}
+	if got := tr.counter(t, "errors", "add", ReasonTensorMapping); got != 1 {
+		t.Errorf("errors of add (tensor_mapping) = %v, want 1", got)
+	}
+	if got := tr.budget.Used(); got != 0 {
+		t.Errorf("the router holds %d bytes after the request", got)
+	}
+}
+
+// A stop on a step answers with that step's answer as it is, outputs or not.
+func TestAnswerOfAStopIsTheStepsAnswer(t *testing.T) {
+	d := newDiamond(t)
+	cfg := d.answerOutputs()
+	cfg.Steps[0].StopWhen = `tensors.norm[0] > 100.0`
+	tr := newTestRouter(t, cfg)
+	big := `{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[100,2,3,4]}]}`
+	a := post(t, tr.url, "application/json", big, nil)
+	if a.status != http.StatusOK || a.header.Get(config.HeaderLastStep) != "scale" || !strings.Contains(a.body, `"model_name":"scale"`) {
+		t.Fatalf("answer %d from %q: %s", a.status, a.header.Get(config.HeaderLastStep), a.body)
 	}
 }

@@ -92,7 +92,8 @@ func (r *Router) modelSteps() []*step {
 	return out
 }
 
-// mappingProblems checks every mapped input against the models' metadata.
+// mappingProblems checks every mapped input, and every tensor of the pipeline's answer,
+// against the models' metadata.
 func (r *Router) mappingProblems() []string {
 	var problems []string
 	for _, s := range r.steps {
@@ -122,7 +123,19 @@ func (r *Router) mappingProblems() []string {
 			}
 		}
 	}
+	for _, out := range r.outputs {
+		src := r.steps[out.source-1]
+		if m := src.model.Load(); !hasOutput(m, out.tensor) {
+			problems = append(problems, fmt.Sprintf("output %q of the pipeline's answer: model %s of %s has no output %q (its outputs: %s)",
+				out.name, m.Name, src.label(), out.tensor, tensorNames(m.Outputs)))
+		}
+	}
 	return problems
+}
+
+func hasOutput(m *oip.ModelMetadata, name string) bool {
+	_, ok := m.Output(name)
+	return ok
 }
 
 func tensorNames(ts []oip.TensorMetadata) string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,10 @@ type Router struct {
 	requestTimeout time.Duration
 	// graph is what each step waits for and which bodies steps read.
 	graph *graph
+	// outputs make the pipeline's answer, when there are; modelName is the model the answer
+	// names: the Pipeline's name.
+	outputs   []output
+	modelName string
 	// reader reads the tensors of Open Inference Protocol bodies within the configuration's
 	// bounds, charging budget.
 	reader oip.Reader
@@ -127,7 +132,12 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 		}
 		r.steps = append(r.steps, st)
 	}
-	r.graph = newGraph(r.steps)
+	for _, out := range cfg.Outputs {
+		source := slices.IndexFunc(r.steps, func(e *step) bool { return e.name == out.Step }) + 1
+		r.outputs = append(r.outputs, output{name: out.Name, source: source, tensor: out.Tensor})
+	}
+	r.modelName = cfg.Pipeline[strings.LastIndexByte(cfg.Pipeline, '/')+1:]
+	r.graph = newGraph(r.steps, r.outputs)
 	return r, nil
 }
 

@@ -3,7 +3,9 @@ package router
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
@@ -17,6 +19,16 @@ const ReasonTensorMapping = "tensor_mapping"
 // ReasonBadRequest is the reason of a request that lacks, or has a wrong, tensor a step's
 // inputs map: 400.
 const ReasonBadRequest = "bad_request"
+
+// output is one tensor of the pipeline's answer.
+type output struct {
+	// name is its name in the answer.
+	name string
+	// source is the step whose answer has it (from 1).
+	source int
+	// tensor is its name there.
+	tensor string
+}
 
 // input is one mapped input of a step's request.
 type input struct {
@@ -154,23 +166,15 @@ func (fl *flow) read(k int) error {
 // The bytes of binary tensors are copied from the bodies they are in to the request's.
 func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	inputs := make([]oip.Tensor, 0, len(s.inputs))
-	binary := false
+	sources := make([]int, 0, len(s.inputs))
 	for _, in := range s.inputs {
 		from := r.sourceLabel(in.source)
-		tensors, err := fl.sources[in.source].tensors, fl.sources[in.source].err
-		var bound *oip.LimitError
-		switch {
-		case err == nil:
-		case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
+		t, what, err := fl.tensor(in.source, in.tensor, from)
+		if err != nil && errors.Is(err, errBudget) {
 			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
-		case errors.As(err, &bound):
-			return payload{}, r.mappingFailure(s, in, from+" "+overBound(bound), err)
-		default:
-			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s is not an Open Inference Protocol body", from), err)
 		}
-		t, ok := oip.Find(tensors, in.tensor)
-		if !ok {
-			return payload{}, r.mappingFailure(s, in, fmt.Sprintf("%s has no tensor %q", from, in.tensor), nil)
+		if what != "" {
+			return payload{}, r.mappingFailure(s, in, what, err)
 		}
 		if want, ok := s.modelInput(in.name); ok {
 			if err := oip.Fits(oip.TensorMetadata{Datatype: t.Datatype, Shape: t.Shape}, want); err != nil {
@@ -179,26 +183,111 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		}
 		mapped := *t
 		mapped.Name = in.name
-		binary = binary || mapped.Binary
 		inputs = append(inputs, mapped)
+		sources = append(sources, in.source)
 	}
-	// The request is written into its buffer as it is made: each block counted before it is
-	// filled.
-	out := bodies.NewBuffer(r.budget)
-	hasBinary, err := oip.WriteRequest(out, inputs, binary)
+	p, err := fl.write(r.budget, inputs, sources, func(w io.Writer, binary bool) (bool, error) {
+		return oip.WriteRequest(w, inputs, binary)
+	})
+	switch {
+	case errors.Is(err, bodies.ErrBudgetExceeded):
+		return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
+	case err != nil:
+		return payload{}, r.mappingFailure(s, s.inputs[0], "its tensors could not be copied", err)
+	}
+	return p, nil
+}
+
+// answer builds the pipeline's answer from the tensors of its outputs: an Open Inference
+// Protocol answer of the model named after the Pipeline. A step answer that lacks a tensor is a
+// failure of the pipeline (502), counted as the step's.
+func (r *Router) answer(fl *flow) (*stepResponse, *failure) {
+	outputs := make([]oip.Tensor, 0, len(r.outputs))
+	sources := make([]int, 0, len(r.outputs))
+	for _, out := range r.outputs {
+		s := r.steps[out.source-1]
+		t, what, err := fl.tensor(out.source, out.tensor, r.sourceLabel(out.source))
+		if err != nil && errors.Is(err, errBudget) {
+			return nil, s.budgetFull("the pipeline's answer could not be made", err)
+		}
+		if what != "" {
+			return nil, r.answerFailure(s, out, what, err)
+		}
+		picked := *t
+		picked.Name = out.name
+		outputs = append(outputs, picked)
+		sources = append(sources, out.source)
+	}
+	p, err := fl.write(r.budget, outputs, sources, func(w io.Writer, _ bool) (bool, error) {
+		return oip.WriteResponse(w, r.modelName, outputs)
+	})
+	switch {
+	case errors.Is(err, bodies.ErrBudgetExceeded):
+		return nil, r.steps[r.outputs[0].source-1].budgetFull("the pipeline's answer could not be made", err)
+	case err != nil:
+		return nil, r.answerFailure(r.steps[r.outputs[0].source-1], r.outputs[0], "its tensors could not be copied", err)
+	}
+	header := http.Header{}
+	if p.inferenceHeader != "" {
+		header[oip.HeaderInferenceHeaderLength] = []string{p.inferenceHeader}
+	}
+	return &stepResponse{payload: p, status: http.StatusOK, header: header}, nil
+}
+
+// answerFailure is output out of the pipeline's answer that could not be made from the answer of
+// step s: what is wrong (what).
+func (r *Router) answerFailure(s *step, out output, what string, err error) *failure {
+	message := fmt.Sprintf("output %q of the pipeline's answer: %s", out.name, what)
+	if err == nil {
+		err = errors.New(message)
+	}
+	s.metrics.failed(ReasonTensorMapping)
+	return s.fail(ReasonTensorMapping, message, err)
+}
+
+// errBudget marks an error of reading tensors because the budget was full.
+var errBudget = errors.New("the budget is full")
+
+// tensor is the tensor named name of source k (from, for messages), read as it arrived. When
+// it cannot be had, what says why, for the caller, and err is the detail: wrapping errBudget
+// when the budget was full.
+func (fl *flow) tensor(k int, name, from string) (*oip.Tensor, string, error) {
+	src := &fl.sources[k]
+	var bound *oip.LimitError
+	switch err := src.err; {
+	case err == nil:
+	case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
+		return nil, "", fmt.Errorf("%w: %w", errBudget, err)
+	case errors.As(err, &bound):
+		return nil, from + " " + overBound(bound), err
+	default:
+		return nil, from + " is not an Open Inference Protocol body", err
+	}
+	t, ok := oip.Find(src.tensors, name)
+	if !ok {
+		return nil, fmt.Sprintf("%s has no tensor %q", from, name), nil
+	}
+	return t, "", nil
+}
+
+// write writes a document of tensors (tensors[i] from source sources[i]) with doc, which is
+// told whether a tensor is binary, into a new buffer counted against bg: the bytes of binary
+// tensors are copied after it from the bodies they are in. Each block is counted before it is
+// filled.
+func (fl *flow) write(bg *bodies.Budget, tensors []oip.Tensor, sources []int, doc func(io.Writer, bool) (bool, error)) (payload, error) {
+	binary := slices.ContainsFunc(tensors, func(t oip.Tensor) bool { return t.Binary })
+	out := bodies.NewBuffer(bg)
+	hasBinary, err := doc(out, binary)
 	docLength := out.Len()
-	for i := 0; err == nil && i < len(inputs); i++ {
-		if t := &inputs[i]; t.Binary {
-			src := &fl.sources[s.inputs[i].source]
+	for i := 0; err == nil && i < len(tensors); i++ {
+		if t := &tensors[i]; t.Binary {
+			src := &fl.sources[sources[i]]
 			err = src.body.body.WriteRange(out, src.docLength+t.Offset, t.Size)
 		}
 	}
 	if err != nil {
 		out.Release()
-		if errors.Is(err, bodies.ErrBudgetExceeded) {
-			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
-		}
-		return payload{}, r.mappingFailure(s, s.inputs[0], "its tensors could not be copied", err)
+		return payload{}, err
 	}
 	p := payload{body: out, contentType: "application/json"}
 	if hasBinary {

@@ -399,6 +399,15 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 		{"tensors of a plain step", func(c *config.Config) {
 			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/", StopWhen: "size(tensors) > 0"})
 		}, "steps[2]: stopWhen: reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"},
+		{"an answer of no step", func(c *config.Config) { c.Outputs = []config.TensorOutput{{Name: "y", Step: "scal", Tensor: "y"}} },
+			`outputs[0].step: "scal" is not a step`},
+		{"an answer of a plain step", func(c *config.Config) {
+			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/"})
+			c.Outputs = []config.TensorOutput{{Name: "y", Step: "plain", Tensor: "y"}}
+		}, `outputs[0].step: step "plain" has no metadataURL`},
+		{"an answer naming a tensor twice", func(c *config.Config) {
+			c.Outputs = []config.TensorOutput{{Name: "y", Step: "scale", Tensor: "y"}, {Name: "y", Step: "add", Tensor: "sum"}}
+		}, `outputs[1].name: "y" is in the answer twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Config{Steps: []config.Step{

@@ -81,6 +81,19 @@ type Config struct {
 	// maxTensorRank is the most dimensions of a tensor's shape the router reads
 	// (DefaultMaxTensorRank when 0), as maxTensors.
 	MaxTensorRank int `json:"maxTensorRank,omitempty"`
+	// outputs make the pipeline's answer of tensors of the steps' answers, in this order, once
+	// every step has answered. Without outputs the answer is the last step's answer as it is.
+	Outputs []TensorOutput `json:"outputs,omitempty"`
+}
+
+// TensorOutput is one tensor of the pipeline's answer.
+type TensorOutput struct {
+	// name is the tensor's name in the pipeline's answer.
+	Name string `json:"name"`
+	// step is the step whose answer has the tensor among its outputs.
+	Step string `json:"step"`
+	// tensor is the tensor's name in that answer.
+	Tensor string `json:"tensor"`
 }
 
 // Step is one step of the pipeline as the router calls it.
@@ -240,7 +253,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("steps[%d]: %w", i, err))
 		}
 		for j, in := range s.Inputs {
-			if err := c.validateSource(in, seen); err != nil {
+			if err := c.validateSource(in.Step, seen, "an earlier step"); err != nil {
 				errs = append(errs, fmt.Errorf("steps[%d].inputs[%d].step: %w", i, j, err))
 			}
 		}
@@ -248,6 +261,24 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("steps[%d].name: %q is used by an earlier step", i, s.Name))
 		} else {
 			seen[s.Name] = i
+		}
+	}
+	names := make(map[string]bool, len(c.Outputs))
+	for j, out := range c.Outputs {
+		switch {
+		case out.Name == "":
+			errs = append(errs, fmt.Errorf("outputs[%d].name: required", j))
+		case names[out.Name]:
+			errs = append(errs, fmt.Errorf("outputs[%d].name: %q is in the answer twice", j, out.Name))
+		}
+		names[out.Name] = true
+		if out.Tensor == "" {
+			errs = append(errs, fmt.Errorf("outputs[%d].tensor: required", j))
+		}
+		if out.Step == "" {
+			errs = append(errs, fmt.Errorf("outputs[%d].step: required", j))
+		} else if err := c.validateSource(out.Step, seen, "a step"); err != nil {
+			errs = append(errs, fmt.Errorf("outputs[%d].step: %w", j, err))
 		}
 	}
 	for i, h := range c.PropagateHeaders {
@@ -340,18 +371,19 @@ func (s Step) validateTensors() error {
 	return errors.Join(errs...)
 }
 
-// validateSource checks that in names no step, or an earlier one (in earlier, by name) that has
-// model metadata to check its outputs against.
-func (c Config) validateSource(in TensorInput, earlier map[string]int) error {
-	if in.Step == "" {
+// validateSource checks that step is empty (the pipeline's request) or names a step among
+// known (by name, notKnown saying what it is not otherwise) that has model metadata to check its
+// outputs against.
+func (c Config) validateSource(step string, known map[string]int, notKnown string) error {
+	if step == "" {
 		return nil
 	}
-	i, ok := earlier[in.Step]
+	i, ok := known[step]
 	switch {
 	case !ok:
-		return fmt.Errorf("%q is not an earlier step", in.Step)
+		return fmt.Errorf("%q is not %s", step, notKnown)
 	case c.Steps[i].MetadataURL == "":
-		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", in.Step, ProtocolOpenInference)
+		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", step, ProtocolOpenInference)
 	}
 	return nil
 }

@@ -100,10 +100,38 @@ func (a *appender) Write(p []byte) (int, error) {
 // as they are).
 func WriteRequest(w io.Writer, inputs []Tensor, binaryOutput bool) (bool, error) {
 	d := docWriter{w: w, buf: make([]byte, 0, docBuffer)}
-	d.text(`{"inputs":[`)
+	d.text(`{"inputs":`)
+	binary := d.tensors(inputs)
+	if binaryOutput {
+		d.text(`,"parameters":{"binary_data_output":true}`)
+	}
+	d.text("}")
+	d.flush()
+	return binary, d.err
+}
+
+// WriteResponse writes to w, in pieces as WriteRequest does, the JSON document of the answer of
+// the model modelName whose outputs are outputs, each under its own name, and reports whether
+// some output is binary: the document is then the body's header, and the bytes of the binary
+// outputs follow it in their order.
+func WriteResponse(w io.Writer, modelName string, outputs []Tensor) (bool, error) {
+	d := docWriter{w: w, buf: make([]byte, 0, docBuffer)}
+	d.text(`{"model_name":`)
+	d.string(modelName)
+	d.text(`,"outputs":`)
+	binary := d.tensors(outputs)
+	d.text("}")
+	d.flush()
+	return binary, d.err
+}
+
+// tensors writes the list of tensors, each under its own name, and reports whether some tensor
+// is binary.
+func (d *docWriter) tensors(tensors []Tensor) bool {
+	d.text("[")
 	binary := false
-	for i := range inputs {
-		t := &inputs[i]
+	for i := range tensors {
+		t := &tensors[i]
 		if i > 0 {
 			d.text(",")
 		}
@@ -147,12 +175,7 @@ func WriteRequest(w io.Writer, inputs []Tensor, binaryOutput bool) (bool, error)
 		d.text("}")
 	}
 	d.text("]")
-	if binaryOutput {
-		d.text(`,"parameters":{"binary_data_output":true}`)
-	}
-	d.text("}")
-	d.flush()
-	return binary, d.err
+	return binary
 }
 
 // docBuffer is how much of a document docWriter holds before it writes it.

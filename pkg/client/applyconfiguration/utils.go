@@ -66,6 +66,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1.PipelineSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("PipelineStatus"):
 		return &apiv1.PipelineStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PipelineTensorOutput"):
+		return &apiv1.PipelineTensorOutputApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Router"):
 		return &apiv1.RouterApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Step"):

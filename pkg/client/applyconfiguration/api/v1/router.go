@@ -54,6 +54,14 @@ type RouterApplyConfiguration struct {
 	// propagateHeaders are request headers the router passes on to every step, besides
 	// traceparent, tracestate, baggage and X-Request-Id, which it always passes on.
 	PropagateHeaders []apiv1.HeaderName `json:"propagateHeaders,omitempty"`
+	// outputs make the pipeline's answer of tensors of the steps' answers, under the Open
+	// Inference Protocol: {"model_name": <the Pipeline's name>, "outputs": [...]}, each tensor
+	// under its name here, in this order, once every step has answered. Each step named must
+	// have protocol OpenInferenceProtocol; the router checks every tensor against the step's
+	// model metadata before it is ready (see docs/router.md). Without outputs the answer is the
+	// last step's answer as it is. A step that answers a 4xx, or whose stopWhen holds, still
+	// answers with its own answer.
+	Outputs []PipelineTensorOutputApplyConfiguration `json:"outputs,omitempty"`
 }
 
 // RouterApplyConfiguration constructs a declarative configuration of the Router type for use with
@@ -118,6 +126,19 @@ func (b *RouterApplyConfiguration) WithRequestTimeoutSeconds(value int32) *Route
 func (b *RouterApplyConfiguration) WithPropagateHeaders(values ...apiv1.HeaderName) *RouterApplyConfiguration {
 	for i := range values {
 		b.PropagateHeaders = append(b.PropagateHeaders, values[i])
+	}
+	return b
+}
+
+// WithOutputs adds the given value to the Outputs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Outputs field.
+func (b *RouterApplyConfiguration) WithOutputs(values ...*PipelineTensorOutputApplyConfiguration) *RouterApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithOutputs")
+		}
+		b.Outputs = append(b.Outputs, *values[i])
 	}
 	return b
 }

@@ -145,8 +145,11 @@ type StepApplyConfiguration struct {
 	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol with
 	// dataPath.mode Router: the router takes each from the pipeline's request or from an
 	// earlier step's answer and gives it to the step's model under the input's name, after
-	// checking every mapping against the models' metadata (see docs/router.md). Without inputs
-	// the step gets the previous step's answer as it is (the pipeline's request for the first).
+	// checking every mapping against the models' metadata (see docs/router.md). A step with
+	// inputs waits only for the steps they name: steps that do not wait for one another run at
+	// the same time, and a step whose inputs name several is where their branches join. Without
+	// inputs the step gets the previous step's answer as it is (the pipeline's request for the
+	// first).
 	Inputs []StepTensorInputApplyConfiguration `json:"inputs,omitempty"`
 }
 
