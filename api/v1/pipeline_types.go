@@ -77,6 +77,7 @@ type PipelineSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
 // +kubebuilder:validation:XValidation:rule="!has(self.inputs) || size(self.inputs) == 0 || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol')",message="inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol, or remove inputs"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputs) || size(self.outputs) == 0 || (has(self.inputs) && size(self.inputs) > 0)",message="outputs are asked for in the request the router makes of inputs: add inputs, or remove outputs"
 // +kubebuilder:validation:XValidation:rule="!has(self.modelLoadTimeoutSeconds) || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol' && !has(self.startupProbe))",message="modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol: set protocol to OpenInferenceProtocol and declare no startupProbe, or remove modelLoadTimeoutSeconds"
 type Step struct {
 	// name identifies the step: it names the step's Deployment and Service
@@ -326,6 +327,18 @@ type Step struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Inputs []StepTensorInput `json:"inputs,omitempty"`
+
+	// outputs name the outputs of the step's model that its request asks for (the "outputs" of
+	// the Open Inference Protocol request the router makes of inputs): the model then answers
+	// those alone. The router checks them against the model's metadata before it is ready; a
+	// later step's inputs and the pipeline's outputs may take from this step only these.
+	// Without outputs the model answers every output. Requires inputs.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // StepTensorInput is one input tensor of a step's request.

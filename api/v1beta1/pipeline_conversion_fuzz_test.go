@@ -92,7 +92,7 @@ func TestFuzzRoundTripV1(t *testing.T) {
 // v1OnlyStepFieldNames are the fields of a v1 step that v1beta1 has not.
 var v1OnlyStepFieldNames = []string{"command", "args", "readinessProbe", "livenessProbe", "startupProbe", "podMetadata",
 	"runtimeClassName", "sharedMemorySize", "imagePullSecrets", "terminationGracePeriodSeconds", "protocol",
-	"modelLoadTimeoutSeconds", "inputs"}
+	"modelLoadTimeoutSeconds", "inputs", "outputs"}
 
 // v1OnlyStepFields are the fields of v1OnlyStepFieldNames that a step of p sets.
 func v1OnlyStepFields(p *pipelinev1.Pipeline) []string {
@@ -106,6 +106,7 @@ func v1OnlyStepFields(p *pipelinev1.Pipeline) []string {
 				"runtimeClassName": s.RuntimeClassName != "", "sharedMemorySize": s.SharedMemorySize != nil,
 				"imagePullSecrets": len(s.ImagePullSecrets) > 0, "terminationGracePeriodSeconds": s.TerminationGracePeriodSeconds != nil,
 				"protocol": s.Protocol != "", "modelLoadTimeoutSeconds": s.ModelLoadTimeoutSeconds != nil, "inputs": len(s.Inputs) > 0,
+				"outputs": len(s.Outputs) > 0,
 			}
 			if set[name] {
 				out = append(out, name)

@@ -1,7 +1,9 @@
 package admission
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -37,6 +39,10 @@ func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path, n field
 			case from.Protocol != pipelinev1.StepProtocolOpenInference:
 				errs = append(errs, field.Invalid(sp, in.Step,
 					"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+			default:
+				if err := askedFor(from, in.Tensor, ip.Index(j).Child("tensor")); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		earlier[s.Name] = s
@@ -58,7 +64,21 @@ func validateAnswerOutputs(p *pipelinev1.Pipeline, rt *pipelinev1.Router, router
 		case p.Spec.Steps[i].Protocol != pipelinev1.StepProtocolOpenInference:
 			errs = append(errs, field.Invalid(sp, out.Step,
 				"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+		default:
+			if err := askedFor(&p.Spec.Steps[i], out.Tensor, routerPath.Child("outputs").Index(j).Child("tensor")); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errs
+}
+
+// askedFor checks that the answer of step s can have tensor (at path): a step whose request
+// names its outputs gets those alone.
+func askedFor(s *pipelinev1.Step, tensor string, path *field.Path) *field.Error {
+	if len(s.Outputs) == 0 || slices.Contains(s.Outputs, tensor) {
+		return nil
+	}
+	return field.Invalid(path, tensor, fmt.Sprintf("step %s asks its model only for the outputs %s: add the tensor to its outputs",
+		s.Name, strings.Join(s.Outputs, ", ")))
 }

@@ -466,6 +466,25 @@ var _ = Describe("Pipeline admission", func() {
 			name := p.Spec.Steps[0].Name
 			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "y", Step: name, Tensor: "a"}, {Name: "y", Step: name, Tensor: "b"}}})
 		}, "spec.dataPath.router.outputs[1]", "Duplicate value"),
+		Entry("outputs without inputs", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			p.Spec.Steps[1].Protocol, p.Spec.Steps[1].Outputs = pipelinev1.StepProtocolOpenInference, []string{"y"}
+		}, "spec.steps[1]", "outputs are asked for in the request the router makes of inputs: add inputs, or remove outputs"),
+		Entry("an input of a tensor the step before does not ask for", func(p *pipelinev1.Pipeline) {
+			routerOn(p, nil)
+			for i := range p.Spec.Steps {
+				p.Spec.Steps[i].Protocol = pipelinev1.StepProtocolOpenInference
+			}
+			first := &p.Spec.Steps[0]
+			first.Inputs, first.Outputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "x"}}, []string{"y", "norm"}
+			p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "x", Step: first.Name, Tensor: "logits"}}
+		}, "spec.steps[1].inputs[0].tensor", "asks its model only for the outputs y, norm: add the tensor to its outputs"),
+		Entry("an answer's tensor the step does not ask for", func(p *pipelinev1.Pipeline) {
+			first := &p.Spec.Steps[0]
+			first.Protocol = pipelinev1.StepProtocolOpenInference
+			first.Inputs, first.Outputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "x"}}, []string{"y"}
+			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "z", Step: first.Name, Tensor: "z"}}})
+		}, "spec.dataPath.router.outputs[0].tensor", "asks its model only for the outputs y: add the tensor to its outputs"),
 		Entry("an unknown protocol", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Protocol = "gRPC" },
 			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol"`),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {

@@ -167,6 +167,7 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Con
 		for _, in := range s.Inputs {
 			step.Inputs = append(step.Inputs, routerconfig.TensorInput{Name: in.Name, Step: in.Step, Tensor: in.Tensor})
 		}
+		step.Outputs = s.Outputs
 		cfg.Steps = append(cfg.Steps, step)
 	}
 	return cfg

@@ -299,3 +299,38 @@ func TestAnswerOfAStopIsTheStepsAnswer(t *testing.T) {
 		t.Fatalf("answer %d from %q: %s", a.status, a.header.Get(config.HeaderLastStep), a.body)
 	}
 }
+
+// A step's request may name the outputs it asks for: its model answers those alone.
+func TestStepAsksForItsOutputs(t *testing.T) {
+	d := newDiamond(t)
+	cfg := d.answerOutputs()
+	cfg.Steps[0].Outputs = []string{"y"}
+	cfg.Outputs = append(cfg.Outputs, config.TensorOutput{Name: "y", Step: "scale", Tensor: "y"})
+	tr := newTestRouter(t, cfg)
+	if err := tr.CheckModels(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := post(t, tr.url, "application/json", jsonRequest, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("answer %d: %s", a.status, a.body)
+	}
+	if got := d.scale.requests.Load().(string); !strings.Contains(got, `"outputs":[{"name":"y"}]`) {
+		t.Fatalf("scale's request %s does not ask for y alone", got)
+	}
+	if got := fmt.Sprint(outputsOf(t, a)); got != "map[plus_one:[3 5 7 9] sum:[23 45 67 89] y:[2 4 6 8]]" {
+		t.Fatalf("outputs %s", got)
+	}
+
+	cfg.Steps[0].Outputs = []string{"y", "nope"}
+	s := serveRouter(t, cfg, 0)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router still serves outputs the model does not have")
+	}
+	var me *MappingError
+	want := `output "nope" asked for by step 1 (scale): model scale has no output "nope" (its outputs: y, norm)`
+	if !errors.As(s.err, &me) || len(me.Problems) != 1 || me.Problems[0] != want {
+		t.Fatalf("Serve returned %v, want a *MappingError with [%q]", s.err, want)
+	}
+}

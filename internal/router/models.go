@@ -98,6 +98,12 @@ func (r *Router) mappingProblems() []string {
 	var problems []string
 	for _, s := range r.steps {
 		model := s.model.Load()
+		for _, name := range s.outputs {
+			if !hasOutput(model, name) {
+				problems = append(problems, fmt.Sprintf("output %q asked for by %s: model %s has no output %q (its outputs: %s)",
+					name, s.label(), model.Name, name, tensorNames(model.Outputs)))
+			}
+		}
 		for _, in := range s.inputs {
 			want, ok := model.Input(in.name)
 			if !ok {

@@ -122,7 +122,7 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
 			}
 		}
-		st.openInference, st.metadataURL = s.Protocol == config.ProtocolOpenInference, s.MetadataURL
+		st.openInference, st.metadataURL, st.outputs = s.Protocol == config.ProtocolOpenInference, s.MetadataURL, s.Outputs
 		for _, in := range s.Inputs {
 			source := 0
 			if in.Step != "" {

@@ -55,6 +55,8 @@ type step struct {
 	// inputs are its mapped inputs: its request is made of them. nil: it gets the previous
 	// step's answer.
 	inputs []input
+	// outputs are the outputs of its model its request asks for; nil: every output.
+	outputs []string
 }
 
 // payload is a body on its way to a step, or back from one.

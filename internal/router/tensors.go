@@ -187,7 +187,7 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		sources = append(sources, in.source)
 	}
 	p, err := fl.write(r.budget, inputs, sources, func(w io.Writer, binary bool) (bool, error) {
-		return oip.WriteRequest(w, inputs, binary)
+		return oip.WriteRequest(w, inputs, s.outputs, binary)
 	})
 	switch {
 	case errors.Is(err, bodies.ErrBudgetExceeded):

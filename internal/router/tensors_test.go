@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -93,7 +94,8 @@ func (m *modelServer) infer(w http.ResponseWriter, r *http.Request) {
 	}
 	m.requests.Store(string(doc))
 	var req struct {
-		Inputs     []wireTensor   `json:"inputs"`
+		Inputs     []wireTensor `json:"inputs"`
+		Outputs    []struct{ Name string }
 		Parameters map[string]any `json:"parameters"`
 	}
 	if err := json.Unmarshal(doc, &req); err != nil {
@@ -123,6 +125,10 @@ func (m *modelServer) infer(w http.ResponseWriter, r *http.Request) {
 	outputs := []wireTensor{}
 	var tail []byte
 	for _, o := range m.outputs {
+		// A request that names outputs gets those alone.
+		if len(req.Outputs) > 0 && !slices.ContainsFunc(req.Outputs, func(r struct{ Name string }) bool { return r.Name == o.Name }) {
+			continue
+		}
 		wt := wireTensor{Name: o.Name, Datatype: "FP32", Shape: []int64{1, int64(len(out[o.Name]))}}
 		if binaryOut {
 			for _, f := range out[o.Name] {
@@ -399,6 +405,16 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 		{"tensors of a plain step", func(c *config.Config) {
 			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/", StopWhen: "size(tensors) > 0"})
 		}, "steps[2]: stopWhen: reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"},
+		{"outputs without inputs", func(c *config.Config) {
+			c.Steps = append(c.Steps, config.Step{Name: "last", URL: "http://127.0.0.1:1/", Protocol: config.ProtocolOpenInference,
+				MetadataURL: "http://127.0.0.1:1/m", Outputs: []string{"y"}})
+		}, "steps[2]: outputs: only a step with mapped inputs asks for outputs"},
+		{"an input the step before does not ask for", func(c *config.Config) { c.Steps[0].Outputs = []string{"norm"} },
+			`steps[1].inputs[0].tensor: step "scale" asks its model only for the outputs norm`},
+		{"an answer's tensor the step does not ask for", func(c *config.Config) {
+			c.Steps[0].Outputs = []string{"y"}
+			c.Outputs = []config.TensorOutput{{Name: "norm", Step: "scale", Tensor: "norm"}}
+		}, `outputs[0].tensor: step "scale" asks its model only for the outputs y`},
 		{"an answer of no step", func(c *config.Config) { c.Outputs = []config.TensorOutput{{Name: "y", Step: "scal", Tensor: "y"}} },
 			`outputs[0].step: "scal" is not a step`},
 		{"an answer of a plain step", func(c *config.Config) {

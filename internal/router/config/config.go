@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,6 +128,10 @@ type Step struct {
 	// steps' answers, under the names the step's model expects. Without inputs the step gets
 	// the previous step's answer (the pipeline's request for the first step) as it is.
 	Inputs []TensorInput `json:"inputs,omitempty"`
+	// outputs are the outputs of the step's model its request asks for (the request's
+	// "outputs"): the model answers those alone. Only with inputs; without outputs the model
+	// answers every output.
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // ProtocolOpenInference is the protocol of a step that speaks the Open Inference Protocol
@@ -255,6 +260,8 @@ func (c Config) Validate() error {
 		for j, in := range s.Inputs {
 			if err := c.validateSource(in.Step, seen, "an earlier step"); err != nil {
 				errs = append(errs, fmt.Errorf("steps[%d].inputs[%d].step: %w", i, j, err))
+			} else if err := c.askedFor(in.Step, in.Tensor, seen); err != nil {
+				errs = append(errs, fmt.Errorf("steps[%d].inputs[%d].tensor: %w", i, j, err))
 			}
 		}
 		if _, ok := seen[s.Name]; ok {
@@ -279,6 +286,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("outputs[%d].step: required", j))
 		} else if err := c.validateSource(out.Step, seen, "a step"); err != nil {
 			errs = append(errs, fmt.Errorf("outputs[%d].step: %w", j, err))
+		} else if err := c.askedFor(out.Step, out.Tensor, seen); err != nil {
+			errs = append(errs, fmt.Errorf("outputs[%d].tensor: %w", j, err))
 		}
 	}
 	for i, h := range c.PropagateHeaders {
@@ -356,6 +365,19 @@ func (s Step) validateTensors() error {
 	if len(s.Inputs) > 0 && (s.Protocol != ProtocolOpenInference || s.MetadataURL == "") {
 		errs = append(errs, fmt.Errorf("inputs: only a step of protocol %s with a metadataURL has mapped inputs", ProtocolOpenInference))
 	}
+	if len(s.Outputs) > 0 && len(s.Inputs) == 0 {
+		errs = append(errs, errors.New("outputs: only a step with mapped inputs asks for outputs"))
+	}
+	asked := make(map[string]bool, len(s.Outputs))
+	for j, name := range s.Outputs {
+		switch {
+		case name == "":
+			errs = append(errs, fmt.Errorf("outputs[%d]: empty", j))
+		case asked[name]:
+			errs = append(errs, fmt.Errorf("outputs[%d]: %q is asked for twice", j, name))
+		}
+		asked[name] = true
+	}
 	names := make(map[string]bool, len(s.Inputs))
 	for j, in := range s.Inputs {
 		if in.Name == "" {
@@ -386,6 +408,19 @@ func (c Config) validateSource(step string, known map[string]int, notKnown strin
 		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", step, ProtocolOpenInference)
 	}
 	return nil
+}
+
+// askedFor checks that the answer of step (empty: the pipeline's request; among known, by
+// name) can have tensor: a step whose request names its outputs gets those alone.
+func (c Config) askedFor(step, tensor string, known map[string]int) error {
+	if step == "" {
+		return nil
+	}
+	asked := c.Steps[known[step]].Outputs
+	if len(asked) == 0 || slices.Contains(asked, tensor) {
+		return nil
+	}
+	return fmt.Errorf("step %q asks its model only for the outputs %s", step, strings.Join(asked, ", "))
 }
 
 func validateStepURL(raw string) error {

@@ -83,7 +83,7 @@ func Find(tensors []Tensor, name string) (*Tensor, bool) {
 // answer's tensors as binary data.
 func AppendRequest(dst []byte, inputs []Tensor, binaryOutput bool) ([]byte, bool) {
 	w := appender{b: dst}
-	binary, _ := WriteRequest(&w, inputs, binaryOutput)
+	binary, _ := WriteRequest(&w, inputs, nil, binaryOutput)
 	return w.b, binary
 }
 
@@ -97,11 +97,23 @@ func (a *appender) Write(p []byte) (int, error) {
 
 // WriteRequest writes to w the JSON document AppendRequest makes, in pieces: it holds no more of
 // it than a few hundred bytes besides what w holds (the tensors' data and parameters go to w
-// as they are).
-func WriteRequest(w io.Writer, inputs []Tensor, binaryOutput bool) (bool, error) {
+// as they are). When outputs are named the request asks for those alone.
+func WriteRequest(w io.Writer, inputs []Tensor, outputs []string, binaryOutput bool) (bool, error) {
 	d := docWriter{w: w, buf: make([]byte, 0, docBuffer)}
 	d.text(`{"inputs":`)
 	binary := d.tensors(inputs)
+	if len(outputs) > 0 {
+		d.text(`,"outputs":[`)
+		for i, name := range outputs {
+			if i > 0 {
+				d.text(",")
+			}
+			d.text(`{"name":`)
+			d.string(name)
+			d.text("}")
+		}
+		d.text("]")
+	}
 	if binaryOutput {
 		d.text(`,"parameters":{"binary_data_output":true}`)
 	}

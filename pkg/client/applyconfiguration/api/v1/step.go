@@ -151,6 +151,12 @@ type StepApplyConfiguration struct {
 	// inputs the step gets the previous step's answer as it is (the pipeline's request for the
 	// first).
 	Inputs []StepTensorInputApplyConfiguration `json:"inputs,omitempty"`
+	// outputs name the outputs of the step's model that its request asks for (the "outputs" of
+	// the Open Inference Protocol request the router makes of inputs): the model then answers
+	// those alone. The router checks them against the model's metadata before it is ready; a
+	// later step's inputs and the pipeline's outputs may take from this step only these.
+	// Without outputs the model answers every output. Requires inputs.
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // StepApplyConfiguration constructs a declarative configuration of the Step type for use with
@@ -424,6 +430,16 @@ func (b *StepApplyConfiguration) WithInputs(values ...*StepTensorInputApplyConfi
 			panic("nil value passed to WithInputs")
 		}
 		b.Inputs = append(b.Inputs, *values[i])
+	}
+	return b
+}
+
+// WithOutputs adds the given value to the Outputs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Outputs field.
+func (b *StepApplyConfiguration) WithOutputs(values ...string) *StepApplyConfiguration {
+	for i := range values {
+		b.Outputs = append(b.Outputs, values[i])
 	}
 	return b
 }
