@@ -92,11 +92,11 @@ type execution struct {
 
 // run carries a request through the steps and returns the response to answer with and the
 // name of the step that gave it: the last step's (or, with outputs, the answer made of them,
-// named after the last step), a 4xx, or the response of the step whose stopWhen held. Each step starts once what it waits for has arrived, so that independent
-// steps run at the same time; a step that fails, answers a 4xx or stops ends the request, and
-// the steps still running are cancelled (their bodies released once they return). A step with
-// mapped inputs gets a request made of them; the bodies steps read are held until the last of
-// them is done. It releases in.
+// named after the last step), a 4xx, or the response of the step whose stopWhen held. Each step
+// starts once what it waits for has arrived, so that independent steps run at the same time; a
+// step that fails, answers a 4xx or stops ends the request, and the steps still running are
+// cancelled (their bodies released once they return). A step with mapped inputs gets a request
+// made of them; the bodies steps read are held until the last of them is done. It releases in.
 func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

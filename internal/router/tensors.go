@@ -170,7 +170,7 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 	for _, in := range s.inputs {
 		from := r.sourceLabel(in.source)
 		t, what, err := fl.tensor(in.source, in.tensor, from)
-		if err != nil && errors.Is(err, errBudget) {
+		if errors.Is(err, errBudget) {
 			return payload{}, s.budgetFull("the request of "+s.label()+" could not be made", err)
 		}
 		if what != "" {
@@ -207,7 +207,7 @@ func (r *Router) answer(fl *flow) (*stepResponse, *failure) {
 	for _, out := range r.outputs {
 		s := r.steps[out.source-1]
 		t, what, err := fl.tensor(out.source, out.tensor, r.sourceLabel(out.source))
-		if err != nil && errors.Is(err, errBudget) {
+		if errors.Is(err, errBudget) {
 			return nil, s.budgetFull("the pipeline's answer could not be made", err)
 		}
 		if what != "" {
