@@ -67,10 +67,11 @@ var importRules = []importRule{
 const spoke = "api/v1beta1"
 
 // spokeImporters are the only packages that may import the spoke themselves: the generated client,
-// the registration of the manager's scheme and of the conversion webhook, and the samples, which
-// give the tests the v1beta1 seed users hold (and the test environment that registers it). Every
-// other package works in api/v1.
-var spokeImporters = []string{spoke, "pkg/client", "internal/manager", "internal/admission", "config/samples", "internal/testenv"}
+// the registration of the manager's scheme and of the conversion webhook, the kubectl plugin
+// (which reads a server of an older release, serving only v1beta1, through the conversion), and
+// the samples, which give the tests the v1beta1 seed users hold (and the test environment that
+// registers it). Every other package works in api/v1.
+var spokeImporters = []string{spoke, "pkg/client", "internal/manager", "internal/admission", "internal/plugin", "config/samples", "internal/testenv"}
 
 // under reports whether path is dir or a package under it; "" is every package.
 func under(path, dir string) bool {
@@ -155,8 +156,8 @@ func modulePackages(t *testing.T) []goPackage {
 // Imports flow one way, as architecture.md says: the router and nodes import nothing of the
 // operator, the router's step client and bodies nothing of its engine, the builders, apply,
 // status and problem nothing of the controllers or the manager's assembly, nothing imports a
-// command, and only the generated client, the scheme and conversion registrations and the
-// samples import api/v1beta1.
+// command, and only the generated client, the scheme and conversion registrations, the plugin
+// and the samples import api/v1beta1.
 func TestImportsFlowOneWay(t *testing.T) {
 	pkgs := modulePackages(t)
 	for _, want := range []string{"cmd", "cmd/router", "internal/router", "internal/router/stepclient", "internal/router/bodies",

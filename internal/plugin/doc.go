@@ -2,13 +2,14 @@
 // Pipeline's status, pausing, resuming and manual failback, the logs of a step and what the
 // router logged about one request (docs/plugin.md).
 //
-// It reads Pipelines as unstructured objects in the version the cluster serves (v1, or v1beta1
-// alone on a cluster of an operator before 0.2.0) and maps the fields of each version onto one
-// summary (Pipeline), so that it imports neither API package's types: it works against the
-// servers of older and newer releases alike. The files, one concern each:
+// It reads Pipelines in the version the cluster serves (v1, or v1beta1 alone on a cluster of an
+// operator before 0.2.0) into the API's v1 types, a v1beta1 one through the API's own
+// conversion, and maps them onto one summary (Pipeline). Fields a newer release added are
+// dropped, not refused: it reads the servers of older and newer releases alike. The files, one
+// concern each:
 //
 //	document.go  the summary and the versioned JSON document of `status -o json`
-//	mapping.go   an unstructured Pipeline of v1 or v1beta1 to the summary
+//	mapping.go   a Pipeline read in v1 or v1beta1, through the API's types, to the summary
 //	render.go    the tree of `status`, coloured or not
 //	server.go    which versions the cluster serves (discovery), and the clients
 //	actions.go   pause, resume and failback: the patch each version takes
