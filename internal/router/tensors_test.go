@@ -281,6 +281,23 @@ func TestTensorMappingBinaryData(t *testing.T) {
 	}
 }
 
+// refusedByMetadata serves cfg, which the models' metadata refuse, and returns the problems the
+// router stops with.
+func refusedByMetadata(t *testing.T, cfg config.Config) []string {
+	t.Helper()
+	s := serveRouter(t, cfg, 0)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router still serves what the models refuse")
+	}
+	var me *MappingError
+	if !errors.As(s.err, &me) {
+		t.Fatalf("Serve returned %v, want a *MappingError", s.err)
+	}
+	return me.Problems
+}
+
 func TestTensorMappingRefusedByMetadata(t *testing.T) {
 	for _, tc := range []struct {
 		name, yName, bType, want string
@@ -299,18 +316,8 @@ func TestTensorMappingRefusedByMetadata(t *testing.T) {
 				cfg.Steps[1].Inputs[1] = config.TensorInput{Name: "b", Step: "scale", Tensor: "y"}
 				tc.want = `input "b" of step 2 (add): output "y" of step 1 (scale) has datatype FP32, the input is INT64`
 			}
-			s := serveRouter(t, cfg, 0)
-			select {
-			case <-s.done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the router still serves a mapping the models refuse")
-			}
-			var me *MappingError
-			if !errors.As(s.err, &me) {
-				t.Fatalf("Serve returned %v, want a *MappingError", s.err)
-			}
-			if len(me.Problems) != 1 || me.Problems[0] != tc.want {
-				t.Fatalf("problems = %q, want [%q]", me.Problems, tc.want)
+			if problems := refusedByMetadata(t, cfg); len(problems) != 1 || problems[0] != tc.want {
+				t.Fatalf("problems = %q, want [%q]", problems, tc.want)
 			}
 		})
 	}
