@@ -270,50 +270,13 @@ func (c Config) Validate() error {
 			seen[s.Name] = i
 		}
 	}
-	names := make(map[string]bool, len(c.Outputs))
-	for j, out := range c.Outputs {
-		switch {
-		case out.Name == "":
-			errs = append(errs, fmt.Errorf("outputs[%d].name: required", j))
-		case names[out.Name]:
-			errs = append(errs, fmt.Errorf("outputs[%d].name: %q is in the answer twice", j, out.Name))
-		}
-		names[out.Name] = true
-		if out.Tensor == "" {
-			errs = append(errs, fmt.Errorf("outputs[%d].tensor: required", j))
-		}
-		if out.Step == "" {
-			errs = append(errs, fmt.Errorf("outputs[%d].step: required", j))
-		} else if err := c.validateSource(out.Step, seen, "a step"); err != nil {
-			errs = append(errs, fmt.Errorf("outputs[%d].step: %w", j, err))
-		} else if err := c.askedFor(out.Step, out.Tensor, seen); err != nil {
-			errs = append(errs, fmt.Errorf("outputs[%d].tensor: %w", j, err))
-		}
-	}
+	errs = append(errs, c.validateOutputs(seen)...)
 	for i, h := range c.PropagateHeaders {
 		if err := CheckPropagatedHeader(h); err != nil {
 			errs = append(errs, fmt.Errorf("propagateHeaders[%d]: %w", i, err))
 		}
 	}
-	if c.RequestTimeoutSeconds < 0 || c.RequestTimeoutSeconds > MaxRequestTimeoutSeconds {
-		errs = append(errs, fmt.Errorf("requestTimeoutSeconds: must be between 0 and %d, got %g",
-			MaxRequestTimeoutSeconds, c.RequestTimeoutSeconds))
-	}
-	if c.MaxBodyBytes < 0 {
-		errs = append(errs, fmt.Errorf("maxBodyBytes: must not be negative, got %d", c.MaxBodyBytes))
-	}
-	if c.MaxTensors < 0 || c.MaxTensors > MaxMaxTensors {
-		errs = append(errs, fmt.Errorf("maxTensors: must be between 0 and %d, got %d", MaxMaxTensors, c.MaxTensors))
-	}
-	if c.MaxTensorRank < 0 || c.MaxTensorRank > MaxMaxTensorRank {
-		errs = append(errs, fmt.Errorf("maxTensorRank: must be between 0 and %d, got %d", MaxMaxTensorRank, c.MaxTensorRank))
-	}
-	if c.MaxBufferedBytes < 0 {
-		errs = append(errs, fmt.Errorf("maxBufferedBytes: must not be negative, got %d", c.MaxBufferedBytes))
-	} else if c.MaxBodyBytes >= 0 && c.BufferLimit() < 2*c.BodyLimit() {
-		errs = append(errs, fmt.Errorf("maxBufferedBytes: must be at least twice maxBodyBytes (%d), got %d",
-			2*c.BodyLimit(), c.MaxBufferedBytes))
-	}
+	errs = append(errs, c.validateLimits()...)
 	return errors.Join(errs...)
 }
 
@@ -408,6 +371,57 @@ func (c Config) validateSource(step string, known map[string]int, notKnown strin
 		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", step, ProtocolOpenInference)
 	}
 	return nil
+}
+
+// validateLimits checks the deadline and the bounds of bodies and tensors.
+func (c Config) validateLimits() []error {
+	var errs []error
+	if c.RequestTimeoutSeconds < 0 || c.RequestTimeoutSeconds > MaxRequestTimeoutSeconds {
+		errs = append(errs, fmt.Errorf("requestTimeoutSeconds: must be between 0 and %d, got %g",
+			MaxRequestTimeoutSeconds, c.RequestTimeoutSeconds))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxBodyBytes: must not be negative, got %d", c.MaxBodyBytes))
+	}
+	if c.MaxTensors < 0 || c.MaxTensors > MaxMaxTensors {
+		errs = append(errs, fmt.Errorf("maxTensors: must be between 0 and %d, got %d", MaxMaxTensors, c.MaxTensors))
+	}
+	if c.MaxTensorRank < 0 || c.MaxTensorRank > MaxMaxTensorRank {
+		errs = append(errs, fmt.Errorf("maxTensorRank: must be between 0 and %d, got %d", MaxMaxTensorRank, c.MaxTensorRank))
+	}
+	if c.MaxBufferedBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxBufferedBytes: must not be negative, got %d", c.MaxBufferedBytes))
+	} else if c.MaxBodyBytes >= 0 && c.BufferLimit() < 2*c.BodyLimit() {
+		errs = append(errs, fmt.Errorf("maxBufferedBytes: must be at least twice maxBodyBytes (%d), got %d",
+			2*c.BodyLimit(), c.MaxBufferedBytes))
+	}
+	return errs
+}
+
+// validateOutputs checks the tensors of the pipeline's answer, of the steps named in steps.
+func (c Config) validateOutputs(steps map[string]int) []error {
+	var errs []error
+	names := make(map[string]bool, len(c.Outputs))
+	for j, out := range c.Outputs {
+		switch {
+		case out.Name == "":
+			errs = append(errs, fmt.Errorf("outputs[%d].name: required", j))
+		case names[out.Name]:
+			errs = append(errs, fmt.Errorf("outputs[%d].name: %q is in the answer twice", j, out.Name))
+		}
+		names[out.Name] = true
+		if out.Tensor == "" {
+			errs = append(errs, fmt.Errorf("outputs[%d].tensor: required", j))
+		}
+		if out.Step == "" {
+			errs = append(errs, fmt.Errorf("outputs[%d].step: required", j))
+		} else if err := c.validateSource(out.Step, steps, "a step"); err != nil {
+			errs = append(errs, fmt.Errorf("outputs[%d].step: %w", j, err))
+		} else if err := c.askedFor(out.Step, out.Tensor, steps); err != nil {
+			errs = append(errs, fmt.Errorf("outputs[%d].tensor: %w", j, err))
+		}
+	}
+	return errs
 }
 
 // askedFor checks that the answer of step (empty: the pipeline's request; among known, by
