@@ -28,7 +28,15 @@ type hostState struct {
 	MadeHostPaths []string `json:"madeHostPaths"`
 	// Cgroups are the cgroup directories made for the nodes, parents first, in every hierarchy.
 	Cgroups []string `json:"cgroups"`
+	// NetnsDirUnmounted is true when netnsDir was not a mount point before: `ip netns add`
+	// makes it one (a shared bind mount of itself) and leaves it; down undoes that once no
+	// network namespace is left in it. NetnsDirMade is true when it did not exist.
+	NetnsDirUnmounted bool `json:"netnsDirUnmounted"`
+	NetnsDirMade      bool `json:"netnsDirMade"`
 }
+
+// netnsDir is where `ip netns` keeps the named network namespaces.
+const netnsDir = "/run/netns"
 
 // kubeletSysctls are the kernel settings the kubelet sets at start (its container manager's
 // defaults), global to the machine.
@@ -62,6 +70,13 @@ func (c *cluster) recordHostState() error {
 			h.MadeHostPaths = append(h.MadeHostPaths, p)
 		}
 	}
+	_, err := os.Lstat(netnsDir)
+	h.NetnsDirMade = errors.Is(err, os.ErrNotExist)
+	mounts, err := mountsUnder(netnsDir)
+	if err != nil {
+		return err
+	}
+	h.NetnsDirUnmounted = !slices.Contains(mounts, netnsDir)
 	return c.saveHostState()
 }
 
@@ -300,6 +315,24 @@ func unmountAll(dirs ...string) error {
 	return errors.Join(errs...)
 }
 
+// restoreNetnsDir unmounts netnsDir, and removes it, when the cluster made it a mount point, and
+// made it, and no network namespace is left in it (another user's stays, and so does the mount).
+func restoreNetnsDir(h *hostState) error {
+	if !h.NetnsDirUnmounted {
+		return nil
+	}
+	if entries, err := os.ReadDir(netnsDir); err != nil || len(entries) > 0 {
+		return nil
+	}
+	if err := syscall.Unmount(netnsDir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("unmount %s: %w", netnsDir, err)
+	}
+	if h.NetnsDirMade {
+		return os.Remove(netnsDir)
+	}
+	return nil
+}
+
 // processesUsing lists the processes whose command line names any of words (a directory of the
 // cluster, a socket of its containerd): the shims containerd leaves running on their own.
 func processesUsing(words ...string) []int {
@@ -352,6 +385,9 @@ func (c *cluster) restoreHost(h *hostState) error {
 				errs = append(errs, fmt.Errorf("delete network namespace %s: %w: %s", h.Netns, err, out))
 			}
 		}
+	}
+	if err := restoreNetnsDir(h); err != nil {
+		errs = append(errs, err)
 	}
 	for _, p := range h.MadeHostPaths {
 		if err := os.RemoveAll(p); err != nil {

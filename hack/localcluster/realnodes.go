@@ -65,7 +65,7 @@ func netnsName(dir string) string {
 	return "localcluster-" + hex.EncodeToString(sum[:4])
 }
 
-func netnsPath(name string) string { return filepath.Join("/run/netns", name) }
+func netnsPath(name string) string { return filepath.Join(netnsDir, name) }
 
 // command is bin with args, run inside the cluster's network namespace when it has one.
 // nsenter keeps the root mount namespace, which the kubelet and containerd must share (ip
