@@ -72,11 +72,14 @@ type outcome struct {
 // execution is one request through the graph. Only the goroutine of run touches it: the
 // goroutines that call steps get their request and give back their outcome.
 type execution struct {
-	r      *Router
+	r *Router
+	// ctx is the request's; once a step runs beside another, a context of its own that cancel
+	// ends (nil before: nothing runs beside the step that ends the request).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	header http.Header
-	fl     *flow
+	// fl is the bodies steps read.
+	fl flow
 	// pending[i] counts the sources step i still waits for.
 	pending []int
 	// ready are the steps whose sources have all arrived, not started yet.
@@ -98,11 +101,17 @@ type execution struct {
 // cancelled (their bodies released once they return). A step with mapped inputs gets a request
 // made of them; the bodies steps read are held until the last of them is done. It releases in.
 func (r *Router) run(ctx context.Context, header http.Header, in payload) (*stepResponse, string, *failure) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	x := &execution{r: r, ctx: ctx, cancel: cancel, header: header, fl: r.graph.newFlow(r.reader),
-		pending: make([]int, len(r.steps))}
+	n := len(r.steps)
+	// Each step is ready once: pending and ready share one array.
+	counts := make([]int, 2*n)
+	x := &execution{r: r, ctx: ctx, header: header, pending: counts[:n], ready: counts[n:n]}
+	r.graph.startFlow(&x.fl, r.reader)
 	defer x.fl.release()
+	defer func() {
+		if x.cancel != nil {
+			x.cancel(nil)
+		}
+	}()
 	for i, needs := range r.graph.needs {
 		x.pending[i] = len(needs)
 	}
@@ -116,7 +125,7 @@ func (r *Router) run(ctx context.Context, header http.Header, in payload) (*step
 	}
 	if x.fail == nil && !x.ended && r.outputs != nil {
 		// Every step answered: the answer is made of their tensors.
-		x.answer, x.fail = r.answer(x.fl)
+		x.answer, x.fail = r.answer(&x.fl)
 	}
 	if x.fail != nil {
 		if x.answer != nil {
@@ -155,6 +164,7 @@ func (x *execution) start() {
 		}
 		if x.results == nil {
 			x.results = make(chan outcome, len(x.r.steps))
+			x.ctx, x.cancel = context.WithCancelCause(x.ctx)
 		}
 		x.running++
 		go func() { x.results <- x.r.execute(x.ctx, i, x.header, send, owned) }()
@@ -169,7 +179,7 @@ func (x *execution) request(i int) (payload, bool, bool) {
 	if s.inputs == nil {
 		return x.fl.sources[i].body, false, true
 	}
-	built, f := x.r.request(x.fl, s)
+	built, f := x.r.request(&x.fl, s)
 	// The request is made of copies: what it was made of is released before the call.
 	for _, k := range x.r.graph.needs[i] {
 		x.fl.use(k)
@@ -237,5 +247,7 @@ func (x *execution) end(resp *stepResponse, last string, f *failure) {
 	}
 	x.answer, x.last, x.fail = resp, last, f
 	x.ready = nil
-	x.cancel(errRequestEnded)
+	if x.cancel != nil {
+		x.cancel(errRequestEnded)
+	}
 }

@@ -66,13 +66,13 @@ type source struct {
 	held int64
 }
 
-// newFlow is the flow of one request, reading tensors with rd (which charges its budget).
-func (g *graph) newFlow(rd oip.Reader) *flow {
-	fl := &flow{g: g, sources: make([]source, len(g.users)), reader: rd}
+// startFlow makes fl the flow of one request, reading tensors with rd (which charges its
+// budget).
+func (g *graph) startFlow(fl *flow, rd oip.Reader) {
+	*fl = flow{g: g, sources: make([]source, len(g.users)), reader: rd}
 	for k := range fl.sources {
 		fl.sources[k].uses = g.users[k]
 	}
-	return fl
 }
 
 // keep holds p, the body of source k, for the steps that read it (released at once when none
