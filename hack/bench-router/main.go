@@ -150,8 +150,13 @@ func bench(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("graph: %w", err)
 	}
+	reading, err := measureJSONReading([]int{o.body, 64 << 10, 1 << 20})
+	if err != nil {
+		return fmt.Errorf("reading answers for stopWhen: %w", err)
+	}
 	env.finish(time.Since(start))
-	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs, mapping: mapping, graph: graph}
+	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs, mapping: mapping, graph: graph,
+		reading: reading}
 	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
 	}

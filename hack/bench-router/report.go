@@ -42,6 +42,7 @@ type report struct {
 	profiles []*profile
 	mapping  *mappingBench
 	graph    *graphBench
+	reading  *jsonReading
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -121,6 +122,9 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	}
 	if r.mapping != nil {
 		b.WriteString(r.mapping.markdown())
+	}
+	if r.reading != nil {
+		b.WriteString(r.reading.markdown())
 	}
 	b.WriteString("\nReproduce with `make bench-router` (options: `BENCH_ROUTER_ARGS='-rounds 5 -duration 3s'`).\n")
 	return b.String()

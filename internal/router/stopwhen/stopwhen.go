@@ -60,7 +60,7 @@ type Expr struct {
 
 // Input is what a stopWhen expression sees of a step's response.
 type Input struct {
-	// Response is the JSON body, decoded into Go values or a CEL value read lazily (package jsonview); nil
+	// Response is the JSON body, decoded into Go values or a CEL value read lazily (package celjson); nil
 	// when the body is not JSON.
 	Response any
 	// Tensors are the output tensors of an Open Inference Protocol answer, by name, each a flat
