@@ -136,39 +136,47 @@ func bench(ctx context.Context, o options) error {
 		slow = &o.slow
 		measureSlowCallers(ctx, ours, variants[1], body, slow, o.slowDuration)
 	}
-	mapping, mprocs, err := measureMapping(ctx, o, steps.urls)
-	for _, p := range mprocs {
+	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs}
+	procs, err := measureOneCaller(ctx, o, steps.urls, &rep)
+	for _, p := range procs {
 		defer p.stop()
 	}
 	if err != nil {
-		return fmt.Errorf("tensor mapping: %w", err)
-	}
-	graph, gprocs, err := measureGraph(ctx, o, steps.urls)
-	for _, p := range gprocs {
-		defer p.stop()
-	}
-	if err != nil {
-		return fmt.Errorf("graph: %w", err)
-	}
-	reading, err := measureJSONReading([]int{o.body, 64 << 10, 1 << 20})
-	if err != nil {
-		return fmt.Errorf("reading answers for stopWhen: %w", err)
+		return err
 	}
 	env.finish(time.Since(start))
-	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs, mapping: mapping, graph: graph,
-		reading: reading}
 	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, ">> wrote %s\n", o.out)
 	errs := []error{failures(variants)}
-	for _, v := range mapping.variants {
+	for _, v := range rep.mapping.variants {
 		errs = append(errs, v.failed(v.name))
 	}
-	for _, v := range graph.variants {
+	for _, v := range rep.graph.variants {
 		errs = append(errs, v.failed(v.name))
 	}
 	return errors.Join(errs...)
+}
+
+// measureOneCaller measures, into rep, what one caller sees of tensor mapping and of a graph of
+// steps, and what reading an answer for stopWhen costs; it returns the routers it started.
+func measureOneCaller(ctx context.Context, o options, stepURLs []string, rep *report) ([]*process, error) {
+	mapping, procs, err := measureMapping(ctx, o, stepURLs)
+	if err != nil {
+		return procs, fmt.Errorf("tensor mapping: %w", err)
+	}
+	graph, gprocs, err := measureGraph(ctx, o, stepURLs)
+	procs = append(procs, gprocs...)
+	if err != nil {
+		return procs, fmt.Errorf("graph: %w", err)
+	}
+	reading, err := measureJSONReading([]int{o.body, 64 << 10, 1 << 20})
+	if err != nil {
+		return procs, fmt.Errorf("reading answers for stopWhen: %w", err)
+	}
+	rep.mapping, rep.graph, rep.reading = mapping, graph, reading
+	return procs, nil
 }
 
 // measureRounds measures every variant at every concurrency, o.rounds times.
