@@ -44,7 +44,8 @@ type PipelineSpec struct {
 	ModelStorage ModelStorage `json:"modelStorage,omitzero"`
 
 	// dataPath says how a request travels from step to step: the steps forward it themselves
-	// (Chain, the default) or the router calls them in order (Router).
+	// (Chain, the default) or the router calls them (Router), in order, or at the same time
+	// where their inputs do not wait for one another.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Data Path"
 	DataPath *DataPath `json:"dataPath,omitempty"`
@@ -616,8 +617,8 @@ const (
 	// NEXT_STEP_URL; the first step is the entry.
 	DataPathModeChain DataPathMode = "Chain"
 	// DataPathModeRouter runs the pipeline router (a ConfigMap, a Deployment and a Service
-	// named <pipeline>-router) as the entry: it calls the steps in order and passes each
-	// answer on to the next. Every step's NEXT_STEP_URL is then empty: none forwards by itself.
+	// named <pipeline>-router) as the entry: it calls the steps, each once the answers its
+	// inputs name have arrived (the one before, without inputs), and passes them on. Every step's NEXT_STEP_URL is then empty: none forwards by itself.
 	DataPathModeRouter DataPathMode = "Router"
 )
 
@@ -626,7 +627,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.router) || self.mode == 'Router'",message="dataPath.router configures the router, which runs only with dataPath.mode Router: set mode to Router, or remove router"
 type DataPath struct {
 	// mode is Chain (each step forwards to the next itself) or Router (the router calls the
-	// steps in order).
+	// steps, in order or as their inputs allow).
 	// +optional
 	// +unionDiscriminator
 	// +kubebuilder:default=Chain
@@ -646,8 +647,9 @@ type DataPath struct {
 type HeaderName string
 
 // Router is the pipeline router: a Deployment of the router (shipped in the operator's image)
-// that calls the steps in order, passes each answer on to the next step, retries, enforces
-// per-step deadlines and exports per-step metrics.
+// that calls the steps (in order, or at the same time where their inputs do not wait for one
+// another), passes each answer on to the steps that take it, retries, enforces per-step
+// deadlines and exports per-step metrics.
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="router.fallbackLocations needs router.location: a router that is not pinned to a node has nothing to fail over from"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="router.fallbackLocations must not repeat router.location: list only the other nodes the router may move to"
 type Router struct {

@@ -28,7 +28,7 @@ import (
 // DataPath says how a request travels from step to step.
 type DataPathApplyConfiguration struct {
 	// mode is Chain (each step forwards to the next itself) or Router (the router calls the
-	// steps in order).
+	// steps, in order or as their inputs allow).
 	Mode *apiv1.DataPathMode `json:"mode,omitempty"`
 	// router configures the router of mode Router; without it the router runs with its
 	// defaults.

@@ -29,7 +29,8 @@ type PipelineSpecApplyConfiguration struct {
 	// storage, named by type.
 	ModelStorage *ModelStorageApplyConfiguration `json:"modelStorage,omitempty"`
 	// dataPath says how a request travels from step to step: the steps forward it themselves
-	// (Chain, the default) or the router calls them in order (Router).
+	// (Chain, the default) or the router calls them (Router), in order, or at the same time
+	// where their inputs do not wait for one another.
 	DataPath *DataPathApplyConfiguration `json:"dataPath,omitempty"`
 	// expose says how the pipeline's entry (the first step, or the router with dataPath.mode
 	// Router) is reached from outside the cluster. Without it every step has a ClusterIP

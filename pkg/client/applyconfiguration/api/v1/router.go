@@ -27,8 +27,9 @@ import (
 // with apply.
 //
 // Router is the pipeline router: a Deployment of the router (shipped in the operator's image)
-// that calls the steps in order, passes each answer on to the next step, retries, enforces
-// per-step deadlines and exports per-step metrics.
+// that calls the steps (in order, or at the same time where their inputs do not wait for one
+// another), passes each answer on to the steps that take it, retries, enforces per-step
+// deadlines and exports per-step metrics.
 type RouterApplyConfiguration struct {
 	// location is the name of the node the router must run on, resolved and pinned as a
 	// step's location is. Without it the scheduler chooses.
