@@ -186,8 +186,9 @@ func (r *Router) request(fl *flow, s *step) (payload, *failure) {
 		inputs = append(inputs, mapped)
 		sources = append(sources, in.source)
 	}
-	p, err := fl.write(r.budget, inputs, sources, func(w io.Writer, binary bool) (bool, error) {
-		return oip.WriteRequest(w, inputs, s.outputs, binary)
+	p, err := fl.write(r.budget, inputs, sources, func(w io.Writer, binary bool) error {
+		_, err := oip.WriteRequest(w, inputs, s.outputs, binary)
+		return err
 	})
 	switch {
 	case errors.Is(err, bodies.ErrBudgetExceeded):
@@ -218,8 +219,9 @@ func (r *Router) answer(fl *flow) (*stepResponse, *failure) {
 		outputs = append(outputs, picked)
 		sources = append(sources, out.source)
 	}
-	p, err := fl.write(r.budget, outputs, sources, func(w io.Writer, _ bool) (bool, error) {
-		return oip.WriteResponse(w, r.modelName, outputs)
+	p, err := fl.write(r.budget, outputs, sources, func(w io.Writer, _ bool) error {
+		_, err := oip.WriteResponse(w, r.modelName, outputs)
+		return err
 	})
 	switch {
 	case errors.Is(err, bodies.ErrBudgetExceeded):
@@ -274,10 +276,10 @@ func (fl *flow) tensor(k int, name, from string) (*oip.Tensor, string, error) {
 // told whether a tensor is binary, into a new buffer counted against bg: the bytes of binary
 // tensors are copied after it from the bodies they are in. Each block is counted before it is
 // filled.
-func (fl *flow) write(bg *bodies.Budget, tensors []oip.Tensor, sources []int, doc func(io.Writer, bool) (bool, error)) (payload, error) {
+func (fl *flow) write(bg *bodies.Budget, tensors []oip.Tensor, sources []int, doc func(io.Writer, bool) error) (payload, error) {
 	binary := slices.ContainsFunc(tensors, func(t oip.Tensor) bool { return t.Binary })
 	out := bodies.NewBuffer(bg)
-	hasBinary, err := doc(out, binary)
+	err := doc(out, binary)
 	docLength := out.Len()
 	for i := 0; err == nil && i < len(tensors); i++ {
 		if t := &tensors[i]; t.Binary {
@@ -290,7 +292,7 @@ func (fl *flow) write(bg *bodies.Budget, tensors []oip.Tensor, sources []int, do
 		return payload{}, err
 	}
 	p := payload{body: out, contentType: "application/json"}
-	if hasBinary {
+	if binary {
 		p.contentType = "application/octet-stream"
 		p.inferenceHeader = strconv.FormatInt(docLength, 10)
 	}
