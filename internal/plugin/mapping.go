@@ -137,22 +137,14 @@ func stepsOf(p *pipelinev1.Pipeline) []Step {
 // failoverOf is p's spec.failover with its defaults, and whether a manual failback is
 // requested: failbackNow (v1), or the annotation (both).
 func failoverOf(p *pipelinev1.Pipeline, annotations map[string]string, version string) Failover {
-	out := Failover{Failback: string(pipelinev1.DefaultFailback), AfterSeconds: pipelinev1.DefaultFailoverAfterSeconds,
-		FailbackAfterSeconds: pipelinev1.DefaultFailbackAfterSeconds}
-	if f := p.Spec.Failover; f != nil {
-		if f.Failback != "" {
-			out.Failback = string(f.Failback)
-		}
-		if f.AfterSeconds != nil {
-			out.AfterSeconds = *f.AfterSeconds
-		}
-		if f.FailbackAfterSeconds != nil {
-			out.FailbackAfterSeconds = *f.FailbackAfterSeconds
-		}
-		out.FailbackRequested = version == VersionV1 && f.FailbackNow != nil && *f.FailbackNow
+	f := p.Spec.Failover
+	return Failover{
+		Failback:             string(f.EffectiveFailback()),
+		AfterSeconds:         f.EffectiveAfterSeconds(),
+		FailbackAfterSeconds: f.EffectiveFailbackAfterSeconds(),
+		FailbackRequested: (version == VersionV1 && f != nil && f.FailbackNow != nil && *f.FailbackNow) ||
+			annotations[FailbackAnnotation] == "true",
 	}
-	out.FailbackRequested = out.FailbackRequested || annotations[FailbackAnnotation] == "true"
-	return out
 }
 
 // placementOf is where a step or the router with location and fallbacks runs, node being what
