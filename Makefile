@@ -130,9 +130,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) crd paths="$(CRD_PATHS)" output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(CODEGEN_DIR)/client-gen ## Generate DeepCopy code and the Go client (pkg/client).
+generate: $(CONTROLLER_GEN) $(CODEGEN_DIR)/client-gen ## Generate DeepCopy code, the Go client (pkg/client) and the Open Inference Protocol's gRPC code (internal/router/oip/inferencepb).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="$(MARKER_PATHS)"
 	hack/update-codegen.sh $(CODEGEN_DIR)
+	hack/protogen.sh
 
 .PHONY: fmt
 fmt: ## Run go fmt.

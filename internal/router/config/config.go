@@ -115,10 +115,14 @@ type Step struct {
 	// idempotent tells whether the step may get the same request twice (true when absent).
 	// When false, only an attempt that sent nothing (the connection was not made) is retried.
 	Idempotent *bool `json:"idempotent,omitempty"`
-	// protocol is ProtocolOpenInference for a step that speaks the Open Inference Protocol;
-	// empty for any other HTTP server. Only such a step may have inputs, have its outputs
-	// mapped by a later step, and have stopWhen read its tensors.
+	// protocol is ProtocolOpenInference for a step that speaks the Open Inference Protocol's
+	// REST API, ProtocolOpenInferenceGRPC for one that speaks its gRPC service; empty for any
+	// other HTTP server. Only such a step may have inputs, have its outputs mapped by a later
+	// step, and have stopWhen read its tensors.
 	Protocol string `json:"protocol,omitempty"`
+	// model is the model a step of protocol ProtocolOpenInferenceGRPC names in its calls
+	// (ModelInfer, ModelMetadata); required for such a step, and only for it.
+	Model string `json:"model,omitempty"`
 	// metadataURL is where the model metadata of an Open Inference Protocol step is read
 	// (GET /v2/models/<name>): before it is ready, the router checks there every mapping to
 	// or from the step. Required for such a step that has inputs or whose outputs a later
@@ -134,9 +138,28 @@ type Step struct {
 	Outputs []string `json:"outputs,omitempty"`
 }
 
-// ProtocolOpenInference is the protocol of a step that speaks the Open Inference Protocol
-// (KServe v2).
-const ProtocolOpenInference = "OpenInferenceProtocol"
+// The protocols of a step that speaks the Open Inference Protocol (KServe v2).
+const (
+	// ProtocolOpenInference is its REST API: url is where requests are posted
+	// (/v2/models/<name>/infer).
+	ProtocolOpenInference = "OpenInferenceProtocol"
+	// ProtocolOpenInferenceGRPC is its gRPC service, inference.GRPCInferenceService, over
+	// HTTP/2 without TLS: url is grpc://host:port, and the model's metadata is read with
+	// ModelMetadata (the step has no metadataURL).
+	ProtocolOpenInferenceGRPC = "OpenInferenceProtocolGRPC"
+)
+
+// OpenInference reports whether the step speaks the Open Inference Protocol, over REST or gRPC.
+func (s Step) OpenInference() bool {
+	return s.Protocol == ProtocolOpenInference || s.Protocol == ProtocolOpenInferenceGRPC
+}
+
+// GRPC reports whether the step is called over the Open Inference Protocol's gRPC service.
+func (s Step) GRPC() bool { return s.Protocol == ProtocolOpenInferenceGRPC }
+
+// HasMetadata reports whether the router reads the step's model metadata: its metadataURL, or
+// ModelMetadata for a gRPC step.
+func (s Step) HasMetadata() bool { return s.MetadataURL != "" || s.GRPC() }
 
 // TensorInput is one input tensor of a step's request.
 type TensorInput struct {
@@ -288,7 +311,7 @@ func (s Step) validate() error {
 	case len(s.Name) > MaxStepNameLength:
 		errs = append(errs, fmt.Errorf("name: at most %d characters", MaxStepNameLength))
 	}
-	if err := validateStepURL(s.URL); err != nil {
+	if err := validateStepURL(s.URL, s.GRPC()); err != nil {
 		errs = append(errs, fmt.Errorf("url: %w", err))
 	}
 	if s.TimeoutSeconds < 0 || s.TimeoutSeconds > MaxTimeoutSeconds {
@@ -302,8 +325,9 @@ func (s Step) validate() error {
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("stopWhen: %w", err))
-		case sw.ReadsTensors() && s.Protocol != ProtocolOpenInference:
-			errs = append(errs, fmt.Errorf("stopWhen: reads tensors, which only the answer of a step of protocol %s has", ProtocolOpenInference))
+		case sw.ReadsTensors() && !s.OpenInference():
+			errs = append(errs, fmt.Errorf("stopWhen: reads tensors, which only the answer of a step of protocol %s or %s has",
+				ProtocolOpenInference, ProtocolOpenInferenceGRPC))
 		}
 	}
 	return errors.Join(append(errs, s.validateTensors())...)
@@ -313,20 +337,27 @@ func (s Step) validate() error {
 func (s Step) validateTensors() error {
 	var errs []error
 	switch s.Protocol {
-	case "", ProtocolOpenInference:
+	case "", ProtocolOpenInference, ProtocolOpenInferenceGRPC:
 	default:
-		errs = append(errs, fmt.Errorf("protocol: %q is not %q", s.Protocol, ProtocolOpenInference))
+		errs = append(errs, fmt.Errorf("protocol: %q is neither %q nor %q", s.Protocol, ProtocolOpenInference, ProtocolOpenInferenceGRPC))
+	}
+	switch {
+	case s.GRPC() && s.Model == "":
+		errs = append(errs, fmt.Errorf("model: required for a step of protocol %s", ProtocolOpenInferenceGRPC))
+	case !s.GRPC() && s.Model != "":
+		errs = append(errs, fmt.Errorf("model: only a step of protocol %s names its model", ProtocolOpenInferenceGRPC))
 	}
 	if s.MetadataURL != "" {
 		if s.Protocol != ProtocolOpenInference {
-			errs = append(errs, fmt.Errorf("metadataURL: only a step of protocol %s has model metadata", ProtocolOpenInference))
+			errs = append(errs, fmt.Errorf("metadataURL: only a step of protocol %s has a metadataURL", ProtocolOpenInference))
 		}
-		if err := validateStepURL(s.MetadataURL); err != nil {
+		if err := validateStepURL(s.MetadataURL, false); err != nil {
 			errs = append(errs, fmt.Errorf("metadataURL: %w", err))
 		}
 	}
-	if len(s.Inputs) > 0 && (s.Protocol != ProtocolOpenInference || s.MetadataURL == "") {
-		errs = append(errs, fmt.Errorf("inputs: only a step of protocol %s with a metadataURL has mapped inputs", ProtocolOpenInference))
+	if len(s.Inputs) > 0 && !s.HasMetadata() {
+		errs = append(errs, fmt.Errorf("inputs: only a step of protocol %s with a metadataURL, or of protocol %s, has mapped inputs",
+			ProtocolOpenInference, ProtocolOpenInferenceGRPC))
 	}
 	if len(s.Outputs) > 0 && len(s.Inputs) == 0 {
 		errs = append(errs, errors.New("outputs: only a step with mapped inputs asks for outputs"))
@@ -367,8 +398,9 @@ func (c Config) validateSource(step string, known map[string]int, notKnown strin
 	switch {
 	case !ok:
 		return fmt.Errorf("%q is not %s", step, notKnown)
-	case c.Steps[i].MetadataURL == "":
-		return fmt.Errorf("step %q has no metadataURL: only the outputs of a step of protocol %s are mapped", step, ProtocolOpenInference)
+	case !c.Steps[i].HasMetadata():
+		return fmt.Errorf("step %q has no model metadata: only the outputs of a step of protocol %s with a metadataURL, or of protocol %s, are mapped",
+			step, ProtocolOpenInference, ProtocolOpenInferenceGRPC)
 	}
 	return nil
 }
@@ -437,7 +469,8 @@ func (c Config) askedFor(step, tensor string, known map[string]int) error {
 	return fmt.Errorf("step %q asks its model only for the outputs %s", step, strings.Join(asked, ", "))
 }
 
-func validateStepURL(raw string) error {
+// validateStepURL checks a step's URL: http or https, or grpc://host:port for a gRPC step.
+func validateStepURL(raw string, grpc bool) error {
 	if raw == "" {
 		return errors.New("required")
 	}
@@ -455,7 +488,12 @@ func validateStepURL(raw string) error {
 		// step that needs them is passed the caller's header (propagateHeaders).
 		return fmt.Errorf("%s://%s: credentials (user:password@) are not allowed in a step URL", u.Scheme, u.Host)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
+	switch {
+	case grpc && u.Scheme != "grpc":
+		return fmt.Errorf("%q: the scheme of a step of protocol %s must be grpc", raw, ProtocolOpenInferenceGRPC)
+	case grpc && (u.Port() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != ""):
+		return fmt.Errorf("%q: a gRPC step's URL is grpc://host:port, with no path or query", raw)
+	case !grpc && u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("%q: the scheme must be http or https", raw)
 	}
 	if u.Host == "" {
