@@ -1,7 +1,8 @@
 // Command router is a Pipeline's data path: it carries each request through the pipeline's
-// steps in order (see docs/router.md).
+// steps, each once what its inputs name has arrived (see docs/router.md), over HTTP and, with
+// --grpc-listen, the Open Inference Protocol's gRPC service.
 //
-//	router --config FILE --listen ADDR --metrics-listen ADDR
+//	router --config FILE --listen ADDR --metrics-listen ADDR [--grpc-listen ADDR]
 package main
 
 import (
@@ -71,9 +72,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		configFile      = fs.String("config", "", "The router's configuration, a JSON file (docs/router.md). Required.")
-		listen          = fs.String("listen", ":8080", "Address the pipeline is served on.")
-		metricsListen   = fs.String("metrics-listen", ":9090", "Address of /metrics, /healthz and /readyz.")
+		configFile    = fs.String("config", "", "The router's configuration, a JSON file (docs/router.md). Required.")
+		listen        = fs.String("listen", ":8080", "Address the pipeline is served on.")
+		metricsListen = fs.String("metrics-listen", ":9090", "Address of /metrics, /healthz and /readyz.")
+		grpcListen    = fs.String("grpc-listen", "",
+			"Address the pipeline is also served on as the Open Inference Protocol's gRPC service (none when empty).")
 		shutdownDelay   = fs.Duration("shutdown-delay", 0, "How long to keep serving after SIGTERM while /readyz fails.")
 		shutdownTimeout = fs.Duration("shutdown-timeout", 0,
 			"How long requests in flight may take to finish after SIGTERM (0: as long as a request may take).")
@@ -134,10 +137,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		_ = ln.Close()
 		return fmt.Errorf("metrics listen: %w", err)
 	}
-	log.Info("router serving", "version", version.Version, "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
-		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String())
 	srv := &router.Server{Router: rt, ShutdownDelay: *shutdownDelay, ShutdownTimeout: *shutdownTimeout,
 		MaxInFlight: *maxInFlight, MinBodyRate: *minBodyRate, WriteTimeout: *writeTimeout, Profiling: *profiling}
+	grpcAddr := ""
+	if *grpcListen != "" {
+		if srv.GRPC, err = net.Listen("tcp", *grpcListen); err != nil {
+			_ = ln.Close()
+			_ = adminLn.Close()
+			return fmt.Errorf("grpc listen: %w", err)
+		}
+		grpcAddr = srv.GRPC.Addr().String()
+	}
+	log.Info("router serving", "version", version.Version, "pipeline", cfg.Pipeline, "steps", len(cfg.Steps),
+		"listen", ln.Addr().String(), "metricsListen", adminLn.Addr().String(), "grpcListen", grpcAddr)
 	start := time.Now()
 	err = srv.Serve(ctx, ln, adminLn)
 	log.Info("router stopped", "served", time.Since(start).Round(time.Millisecond).String(), "error", err)

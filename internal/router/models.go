@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/status"
 	"io"
 	"net/http"
 	"strings"
@@ -53,7 +54,7 @@ func (r *Router) CheckModels(ctx context.Context) error {
 			if s.model.Load() != nil {
 				continue
 			}
-			m, err := readMetadata(ctx, client, s.metadataURL)
+			m, err := s.readModel(ctx, client)
 			if err != nil {
 				waiting = append(waiting, fmt.Sprintf("%s: %v", s.label(), err))
 				continue
@@ -181,4 +182,19 @@ func readMetadata(ctx context.Context, client *http.Client, url string) (*oip.Mo
 		return nil, fmt.Errorf("answered more than %d bytes", maxMetadataBytes)
 	}
 	return oip.ParseModelMetadata(data)
+}
+
+// readModel reads the step's model metadata: with ModelMetadata for a gRPC step, else at its
+// metadataURL.
+func (s *step) readModel(ctx context.Context, client *http.Client) (*oip.ModelMetadata, error) {
+	if s.grpc == nil {
+		return readMetadata(ctx, client, s.metadataURL)
+	}
+	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+	defer cancel()
+	m, err := grpcMetadata(ctx, s.grpc)
+	if err != nil {
+		return nil, fmt.Errorf("ModelMetadata: %s", status.Convert(err).Message())
+	}
+	return m, nil
 }

@@ -122,7 +122,12 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 				return nil, fmt.Errorf("step %q stopWhen: %w", s.Name, err)
 			}
 		}
-		st.openInference, st.metadataURL, st.outputs = s.Protocol == config.ProtocolOpenInference, s.MetadataURL, s.Outputs
+		st.openInference, st.metadataURL, st.outputs = s.OpenInference(), s.MetadataURL, s.Outputs
+		if s.GRPC() {
+			if st.grpc, err = newGRPCStep(s.URL, s.Model, r.bodyLimit); err != nil {
+				return nil, fmt.Errorf("step %q url: %w", s.Name, err)
+			}
+		}
 		for _, in := range s.Inputs {
 			source := 0
 			if in.Step != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
@@ -40,6 +41,10 @@ type Server struct {
 	// WriteTimeout bounds the writing of one answer, from its first byte
 	// (config.DefaultWriteTimeout when 0).
 	WriteTimeout time.Duration
+	// GRPC, when set, is the listener the pipeline is also served on as the Open Inference
+	// Protocol's gRPC service (inference.GRPCInferenceService), under the same limits: one count
+	// of requests in flight for both, messages of at most maxBodyBytes.
+	GRPC net.Listener
 	// Profiling serves Go's profiles (net/http/pprof) at /debug/pprof/ on the admin listener.
 	// Off by default: a profile shows the program's internals to whoever reaches that port.
 	Profiling bool
@@ -60,8 +65,13 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	main := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: config.BodyReadTimeout, IdleTimeout: 120 * time.Second}
 	admin := &http.Server{Handler: s.adminHandler(s.Router.Gatherer()), ReadHeaderTimeout: 10 * time.Second}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- serve(main, ln, "pipeline") }()
+	var grpcServer *grpc.Server
+	if s.GRPC != nil {
+		grpcServer = s.newGRPCServer(g)
+		go func() { errc <- serveGRPC(grpcServer, s.GRPC) }()
+	}
 	go func() { errc <- serve(admin, adminLn, "metrics") }()
 	// Ready at once, or once the models' metadata admits every tensor mapping; a mapping the
 	// metadata refuses stops the server with its *MappingError.
@@ -113,6 +123,22 @@ func (s *Server) Serve(ctx context.Context, ln, adminLn net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	if grpcServer != nil {
+		// Both servers drain at once, gRPC's cut at the same deadline.
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			grpcServer.GracefulStop()
+		}()
+		defer func() {
+			select {
+			case <-drained:
+			case <-sctx.Done():
+				grpcServer.Stop()
+				<-drained
+			}
+		}()
+	}
 	if serr := main.Shutdown(sctx); serr != nil {
 		_ = main.Close()
 		err = errors.Join(err, fmt.Errorf("requests in flight after %s were cut: %w", timeout, serr))

@@ -46,8 +46,10 @@ type step struct {
 	budget     *retryBudget
 	stopWhen   *stopwhen.Expr
 	metrics    stepMetrics
-	// openInference is true for a step that speaks the Open Inference Protocol.
+	// openInference is true for a step that speaks the Open Inference Protocol (REST or gRPC).
 	openInference bool
+	// grpc is how a step of the protocol's gRPC service is called; nil for a REST step.
+	grpc *grpcStep
 	// metadataURL is where its model's metadata is read; model is that metadata once read
 	// (nil before: its inputs are then not checked against it).
 	metadataURL string
@@ -123,6 +125,9 @@ type attemptError struct {
 
 // attempt makes one call to the step under its deadline and reads the response.
 func (r *Router) attempt(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
+	if s.grpc != nil {
+		return r.attemptGRPC(ctx, s, header, in)
+	}
 	// The attempt ends at the step's timeout or at the request's deadline (ctx's), whichever
 	// is first.
 	res, err := r.client.Post(ctx, &s.target, s.timeout, header, in.forStep())
@@ -244,6 +249,8 @@ func (s *step) fail(reason, message string, err error) *failure {
 		status = http.StatusServiceUnavailable
 	case ReasonCanceled:
 		status = statusClientClosedRequest
+	case ReasonBadRequest:
+		status = http.StatusBadRequest
 	}
 	return &failure{step: s.name, index: s.index, url: s.url, reason: reason, status: status, message: message, err: err}
 }

@@ -402,7 +402,7 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 		want string
 	}{
 		{"inputs of a plain step", func(c *config.Config) { c.Steps[1].Protocol, c.Steps[1].MetadataURL = "", "" },
-			"steps[1]: inputs: only a step of protocol OpenInferenceProtocol with a metadataURL has mapped inputs"},
+			"steps[1]: inputs: only a step of protocol OpenInferenceProtocol with a metadataURL, or of protocol OpenInferenceProtocolGRPC, has mapped inputs"},
 		{"a later step", func(c *config.Config) { c.Steps[0].Inputs[0].Step = "add" },
 			`steps[0].inputs[0].step: "add" is not an earlier step`},
 		{"itself", func(c *config.Config) { c.Steps[1].Inputs[0].Step = "add" },
@@ -411,7 +411,22 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 			`steps[1]: inputs[1].name: "a" is mapped twice`},
 		{"tensors of a plain step", func(c *config.Config) {
 			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/", StopWhen: "size(tensors) > 0"})
-		}, "steps[2]: stopWhen: reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"},
+		}, "steps[2]: stopWhen: reads tensors, which only the answer of a step of protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC has"},
+		{"a gRPC step without its model", func(c *config.Config) {
+			c.Steps[1] = config.Step{Name: "add", URL: "grpc://127.0.0.1:2", Protocol: config.ProtocolOpenInferenceGRPC, Inputs: c.Steps[1].Inputs}
+		}, "steps[1]: model: required for a step of protocol OpenInferenceProtocolGRPC"},
+		{"a gRPC step of an http URL", func(c *config.Config) {
+			c.Steps[1] = config.Step{Name: "add", URL: "http://127.0.0.1:2", Protocol: config.ProtocolOpenInferenceGRPC, Model: "add"}
+		}, `steps[1]: url: "http://127.0.0.1:2": the scheme of a step of protocol OpenInferenceProtocolGRPC must be grpc`},
+		{"a gRPC step's URL with a path", func(c *config.Config) {
+			c.Steps[1] = config.Step{Name: "add", URL: "grpc://127.0.0.1:2/v2/models/add", Protocol: config.ProtocolOpenInferenceGRPC, Model: "add"}
+		}, `steps[1]: url: "grpc://127.0.0.1:2/v2/models/add": a gRPC step's URL is grpc://host:port, with no path or query`},
+		{"a gRPC step with a metadataURL", func(c *config.Config) {
+			c.Steps[1] = config.Step{Name: "add", URL: "grpc://127.0.0.1:2", Protocol: config.ProtocolOpenInferenceGRPC, Model: "add",
+				MetadataURL: "http://127.0.0.1:2/m"}
+		}, "steps[1]: metadataURL: only a step of protocol OpenInferenceProtocol has a metadataURL"},
+		{"a model named by a REST step", func(c *config.Config) { c.Steps[1].Model = "add" },
+			"steps[1]: model: only a step of protocol OpenInferenceProtocolGRPC names its model"},
 		{"outputs without inputs", func(c *config.Config) {
 			c.Steps = append(c.Steps, config.Step{Name: "last", URL: "http://127.0.0.1:1/", Protocol: config.ProtocolOpenInference,
 				MetadataURL: "http://127.0.0.1:1/m", Outputs: []string{"y"}})
@@ -427,7 +442,7 @@ func TestTensorMappingConfigRefused(t *testing.T) {
 		{"an answer of a plain step", func(c *config.Config) {
 			c.Steps = append(c.Steps, config.Step{Name: "plain", URL: "http://127.0.0.1:1/"})
 			c.Outputs = []config.TensorOutput{{Name: "y", Step: "plain", Tensor: "y"}}
-		}, `outputs[0].step: step "plain" has no metadataURL`},
+		}, `outputs[0].step: step "plain" has no model metadata`},
 		{"an answer naming a tensor twice", func(c *config.Config) {
 			c.Outputs = []config.TensorOutput{{Name: "y", Step: "scale", Tensor: "y"}, {Name: "y", Step: "add", Tensor: "sum"}}
 		}, `outputs[1].name: "y" is in the answer twice`},

@@ -77,14 +77,24 @@ func Decode(t *Tensor, binary []byte, maxElements int64) ([]any, error) {
 // decodeJSON reads the elements of a JSON tensor token by token, so that data longer than its
 // shape is refused at its first element too many, with no more than n elements held.
 func decodeJSON(t *Tensor, n int64) ([]any, error) {
+	out := make([]any, 0, n)
+	err := eachJSON(t, n, func(e any) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// eachJSON gives f the n elements of a JSON tensor one by one, decoded as Decode does: data
+// longer than its shape is refused at its first element too many.
+func eachJSON(t *Tensor, n int64, f func(any) error) error {
 	dec := json.NewDecoder(bytes.NewReader(t.Data))
 	dec.UseNumber()
-	out := make([]any, 0, n)
-	depth := 0
+	depth, seen := 0, int64(0)
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("data: %w", err)
+			return fmt.Errorf("data: %w", err)
 		}
 		switch tok {
 		case json.Delim('['):
@@ -92,28 +102,31 @@ func decodeJSON(t *Tensor, n int64) ([]any, error) {
 		case json.Delim(']'):
 			depth--
 		case json.Delim('{'), json.Delim('}'):
-			return nil, fmt.Errorf("data: an object is not a %s element", t.Datatype)
+			return fmt.Errorf("data: an object is not a %s element", t.Datatype)
 		default:
-			if int64(len(out)) == n {
-				return nil, fmt.Errorf("data has more than the %d elements of shape %s", n, FormatShape(t.Shape))
+			if seen == n {
+				return fmt.Errorf("data has more than the %d elements of shape %s", n, FormatShape(t.Shape))
 			}
 			e, err := jsonElement(t.Datatype, tok)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out = append(out, e)
+			if err := f(e); err != nil {
+				return err
+			}
+			seen++
 		}
 		if depth == 0 {
 			break
 		}
 	}
 	if dec.More() {
-		return nil, errors.New("data: more than one JSON value")
+		return errors.New("data: more than one JSON value")
 	}
-	if int64(len(out)) != n {
-		return nil, fmt.Errorf("data has %d elements, shape %s has %d", len(out), FormatShape(t.Shape), n)
+	if seen != n {
+		return fmt.Errorf("data has %d elements, shape %s has %d", seen, FormatShape(t.Shape), n)
 	}
-	return out, nil
+	return nil
 }
 
 // jsonElement is one decoded element of datatype.
@@ -152,40 +165,55 @@ func jsonElement(datatype string, v any) (any, error) {
 }
 
 func decodeBinary(t *Tensor, data []byte, n int64) ([]any, error) {
+	out := make([]any, 0, n)
+	_, err := eachBinary(t, data, n, func(e any) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// eachBinary gives f the n elements of a binary tensor's data one by one, decoded as Decode
+// does, and reports how many there were: data that holds other than n is refused.
+func eachBinary(t *Tensor, data []byte, n int64, f func(any) error) (int64, error) {
 	if t.Datatype == "BYTES" {
 		// Each element is its length (4 bytes, little-endian) and its bytes.
-		out := make([]any, 0, n)
+		seen := int64(0)
 		for len(data) > 0 {
-			if int64(len(out)) == n {
-				return nil, fmt.Errorf("more than the %d elements of shape %s", n, FormatShape(t.Shape))
+			if seen == n {
+				return seen, fmt.Errorf("more than the %d elements of shape %s", n, FormatShape(t.Shape))
 			}
 			if len(data) < 4 {
-				return nil, fmt.Errorf("%d bytes left where an element's length is", len(data))
+				return seen, fmt.Errorf("%d bytes left where an element's length is", len(data))
 			}
 			l := binary.LittleEndian.Uint32(data)
 			if int64(l) > int64(len(data)-4) {
-				return nil, fmt.Errorf("an element of %d bytes, %d are left", l, len(data)-4)
+				return seen, fmt.Errorf("an element of %d bytes, %d are left", l, len(data)-4)
 			}
-			out = append(out, string(data[4:4+l]))
+			if err := f(string(data[4 : 4+l])); err != nil {
+				return seen, err
+			}
+			seen++
 			data = data[4+l:]
 		}
-		if int64(len(out)) != n {
-			return nil, fmt.Errorf("%d elements, shape %s has %d", len(out), FormatShape(t.Shape), n)
+		if seen != n {
+			return seen, fmt.Errorf("%d elements, shape %s has %d", seen, FormatShape(t.Shape), n)
 		}
-		return out, nil
+		return seen, nil
 	}
 	el, ok := elements[t.Datatype]
 	if !ok {
-		return nil, fmt.Errorf("datatype %q is not one of the protocol's", t.Datatype)
+		return 0, fmt.Errorf("datatype %q is not one of the protocol's", t.Datatype)
 	}
 	if int64(len(data)) != n*int64(el.size) {
-		return nil, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(el.size))
+		return 0, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(el.size))
 	}
-	out := make([]any, n)
-	for i := range out {
-		out[i] = el.read(data[i*el.size : (i+1)*el.size])
+	for i := range n {
+		if err := f(el.read(data[i*int64(el.size) : (i+1)*int64(el.size)])); err != nil {
+			return i, err
+		}
 	}
-	return out, nil
+	return n, nil
 }
 
 // halfToFloat is the IEEE 754 half-precision number h.

@@ -1,0 +1,303 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/bodies"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
+)
+
+// grpcStep is how a step of protocol OpenInferenceProtocolGRPC is called: its service, over
+// one HTTP/2 connection without TLS (gRPC multiplexes every call on it), and the model its
+// calls name.
+type grpcStep struct {
+	client inferencepb.GRPCInferenceServiceClient
+	model  string
+}
+
+// newGRPCStep makes the client of the step at rawURL (grpc://host:port). No connection is made
+// before the first call.
+func newGRPCStep(rawURL, model string, bodyLimit int64) (*grpcStep, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(min(bodyLimit, int64(maxGRPCMessage)))
+	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+		grpc.WithUserAgent("pipeline-router"))
+	if err != nil {
+		return nil, err
+	}
+	return &grpcStep{client: inferencepb.NewGRPCInferenceServiceClient(conn), model: model}, nil
+}
+
+// maxGRPCMessage is the largest message gRPC is asked to take: its sizes are ints.
+const maxGRPCMessage = 1<<31 - 1
+
+// attemptGRPC makes one ModelInfer call to step s with in, a REST body of the Open Inference
+// Protocol made into the call's message, and makes its answer a REST body again: the rest of the
+// router (tensor mapping, stopWhen, the pipeline's answer) reads it as it reads any step's.
+func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
+	req, aerr := r.inferRequest(s, in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	res, err := s.grpc.client.ModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, classify(ctx, err, s.timeout)
+		}
+		return r.grpcFailure(s, err)
+	}
+	out, aerr := r.restAnswer(s, res.GetModelName(), res.GetOutputs(), res.GetRawOutputContents())
+	if aerr != nil {
+		return nil, aerr
+	}
+	return out, nil
+}
+
+// inferRequest is the ModelInfer request of step s made of in. A body that is not an Open
+// Inference Protocol request is the caller's error when it is the pipeline's request as it came
+// (the first step's, without inputs), else a failure to map tensors.
+func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferRequest, *attemptError) {
+	refuse := func(what string, err error) *attemptError {
+		reason := ReasonTensorMapping
+		if s.index == 1 && s.inputs == nil {
+			reason = ReasonBadRequest
+		}
+		return &attemptError{reason: reason, what: "could not be called over gRPC: its request " + what,
+			err: fmt.Errorf("make the ModelInfer request of %s: %w", s.url, err)}
+	}
+	if in.contentEncoding != "" {
+		return nil, refuse("is encoded (Content-Encoding "+strconv.Quote(in.contentEncoding)+")", errors.New("encoded body"))
+	}
+	length, err := oip.ParseHeaderLength(in.inferenceHeader)
+	if err != nil {
+		return nil, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
+	}
+	// The body is copied, not joined: another step may be sending it at the same time.
+	size := in.body.Len()
+	if !r.budget.TryAcquire(size) {
+		return nil, &attemptError{reason: ReasonBufferBudget, what: "could not be called: the router holds maxBufferedBytes of bodies already",
+			err: bodies.ErrBudgetExceeded}
+	}
+	defer r.budget.Release(size)
+	data := make([]byte, 0, size)
+	w := sliceWriter{b: data}
+	if _, err := in.body.WriteTo(&w); err != nil {
+		return nil, refuse("could not be read", err)
+	}
+	doc, binary, err := oip.Split(w.b, length)
+	if err != nil {
+		return nil, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
+	}
+	tensors, held, err := r.reader.Request(doc, int64(len(binary)))
+	defer r.budget.Release(held)
+	if err != nil {
+		return nil, refuse("is not an Open Inference Protocol request", err)
+	}
+	inputs, raw, err := oip.ToGRPC(tensors, binary)
+	if err != nil {
+		return nil, refuse("has a tensor gRPC cannot carry", err)
+	}
+	req := &inferencepb.ModelInferRequest{ModelName: s.grpc.model, RawInputContents: raw}
+	for _, t := range inputs {
+		req.Inputs = append(req.Inputs, &inferencepb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype,
+			Shape: t.Shape, Parameters: t.Parameters, Contents: t.Contents})
+	}
+	for _, name := range s.outputs {
+		req.Outputs = append(req.Outputs, &inferencepb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
+	}
+	return req, nil
+}
+
+// sliceWriter appends what is written to b.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// restAnswer is the answer of a ModelInfer call as a REST answer of the Open Inference
+// Protocol: typed contents as JSON data, raw contents as binary data after the document.
+func (r *Router) restAnswer(s *step, model string, outputs []*inferencepb.ModelInferResponse_InferOutputTensor,
+	raw [][]byte) (*stepResponse, *attemptError) {
+	tensors := make([]oip.GRPCTensor, len(outputs))
+	for i, o := range outputs {
+		tensors[i] = oip.GRPCTensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape(),
+			Parameters: o.GetParameters(), Contents: o.GetContents()}
+	}
+	body, binary, err := r.restBody(tensors, raw, func(w *bodies.Buffer, ts []oip.Tensor) error {
+		_, err := oip.WriteResponse(w, model, ts)
+		return err
+	})
+	switch {
+	case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
+		return nil, &attemptError{reason: ReasonBufferBudget, what: "answered while the router holds maxBufferedBytes of bodies already",
+			err: fmt.Errorf("read the ModelInfer answer of %s: %w", s.url, err)}
+	case err != nil:
+		return nil, &attemptError{reason: ReasonServerError, status: http.StatusBadGateway,
+			what: "answered a ModelInfer response that is not a valid one",
+			err:  fmt.Errorf("read the ModelInfer answer of %s: %w", s.url, err)}
+	}
+	return &stepResponse{payload: body.payload(binary), status: http.StatusOK, header: http.Header{}}, nil
+}
+
+// restDoc is a REST body made of gRPC tensors: its buffer and the length of its JSON document.
+type restDoc struct {
+	buf       *bodies.Buffer
+	docLength int64
+}
+
+// payload is the body as one the steps are sent.
+func (d restDoc) payload(binary bool) payload {
+	p := payload{body: d.buf, contentType: "application/json"}
+	if binary {
+		p.contentType = "application/octet-stream"
+		p.inferenceHeader = strconv.FormatInt(d.docLength, 10)
+	}
+	return p
+}
+
+// restBody writes the document of tensors (a request's or an answer's, with doc) and the raw
+// contents after it into a new buffer counted against the router's budget, and reports whether
+// the body is binary.
+func (r *Router) restBody(tensors []oip.GRPCTensor, raw [][]byte, doc func(*bodies.Buffer, []oip.Tensor) error) (restDoc, bool, error) {
+	ts, held, err := r.reader.FromGRPC(tensors, raw)
+	if err != nil {
+		return restDoc{}, false, err
+	}
+	defer r.budget.Release(held)
+	out := bodies.NewBuffer(r.budget)
+	err = doc(out, ts)
+	d := restDoc{buf: out, docLength: out.Len()}
+	for i := 0; err == nil && i < len(raw); i++ {
+		err = out.Append(raw[i])
+	}
+	if err != nil {
+		out.Release()
+		return restDoc{}, false, err
+	}
+	return d, len(raw) > 0, nil
+}
+
+// grpcFailure is a ModelInfer call that failed with err: a status the router passes back as a
+// client error (a stepResponse of the HTTP status gRPC's own mapping gives it, its message in
+// the body as {"error": ...}), or an attempt that failed.
+func (r *Router) grpcFailure(s *step, err error) (*stepResponse, *attemptError) {
+	st := status.Convert(err)
+	detail := fmt.Errorf("ModelInfer of %s: %w", s.url, err)
+	code := httpStatusOf(st.Code())
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return nil, &attemptError{reason: ReasonTimeout, retryable: true, what: "timed out after " + s.timeout.String(), err: detail}
+	case codes.Unavailable:
+		return nil, &attemptError{reason: ReasonConnection, retryable: true, what: "could not be reached (gRPC " + grpcCodeName(st.Code()) + ")", err: detail}
+	case codes.ResourceExhausted:
+		if strings.HasPrefix(st.Message(), "grpc: received message larger than max") {
+			return nil, &attemptError{reason: ReasonResponseTooLarge,
+				what: fmt.Sprintf("answered more than maxBodyBytes (%d bytes)", r.bodyLimit), err: detail}
+		}
+	}
+	if code >= 500 {
+		return nil, &attemptError{reason: ReasonServerError, status: code,
+			what: "answered gRPC " + grpcCodeName(st.Code()), err: detail}
+	}
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{st.Message()})
+	buf := bodies.NewBuffer(r.budget)
+	if err := buf.Append(body); err != nil {
+		buf.Release()
+		return nil, &attemptError{reason: ReasonBufferBudget, what: "answered while the router holds maxBufferedBytes of bodies already", err: err}
+	}
+	h := http.Header{"Grpc-Status": {strconv.Itoa(int(st.Code()))}}
+	return &stepResponse{payload: payload{body: buf, contentType: "application/json"}, status: code, header: h}, nil
+}
+
+// grpcCodeName is a gRPC status code as the protocol writes it (UNAVAILABLE).
+func grpcCodeName(c codes.Code) string {
+	var b strings.Builder
+	for i, ch := range c.String() {
+		if i > 0 && ch >= 'A' && ch <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(ch)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// httpStatusOf is the HTTP status of a gRPC status code, as gRPC's HTTP mapping gives it.
+func httpStatusOf(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.Canceled:
+		return statusClientClosedRequest
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// outgoingMetadata is the headers passed on to a step as gRPC metadata.
+func outgoingMetadata(h http.Header) metadata.MD {
+	md := make(metadata.MD, len(h))
+	for k, v := range h {
+		if k == "User-Agent" {
+			continue
+		}
+		md[strings.ToLower(k)] = v
+	}
+	return md
+}
+
+// grpcMetadata reads the model metadata of a gRPC step with ModelMetadata.
+func grpcMetadata(ctx context.Context, g *grpcStep) (*oip.ModelMetadata, error) {
+	res, err := g.client.ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
+	if err != nil {
+		return nil, err
+	}
+	m := &oip.ModelMetadata{Name: res.GetName()}
+	for _, t := range res.GetInputs() {
+		m.Inputs = append(m.Inputs, oip.TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	for _, t := range res.GetOutputs() {
+		m.Outputs = append(m.Outputs, oip.TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	return m, nil
+}
