@@ -113,6 +113,13 @@ func (s *Step) EffectivePort() int32 {
 	return DefaultPort
 }
 
+// OpenInference reports whether the protocol is the Open Inference Protocol, over REST
+// (OpenInferenceProtocol) or gRPC (OpenInferenceProtocolGRPC): the answer has output tensors and
+// the model has metadata.
+func (p StepProtocol) OpenInference() bool {
+	return p == StepProtocolOpenInference || p == StepProtocolOpenInferenceGRPC
+}
+
 // EffectiveReplicas is the number of pods of the step.
 func (s *Step) EffectiveReplicas() int32 {
 	if s.Replicas != nil {

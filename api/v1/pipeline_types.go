@@ -77,9 +77,9 @@ type PipelineSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || size(self.fallbackLocations) == 0 || has(self.location)",message="fallbackLocations needs location: a step that is not pinned to a node has nothing to fail over from"
 // +kubebuilder:validation:XValidation:rule="!has(self.fallbackLocations) || !has(self.location) || !(self.location in self.fallbackLocations)",message="fallbackLocations must not repeat location: list only the other nodes the step may move to"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.replicas)",message="set replicas or autoscaling, not both: with autoscaling the HorizontalPodAutoscaler sets the number of pods between autoscaling.minReplicas and autoscaling.maxReplicas (remove replicas)"
-// +kubebuilder:validation:XValidation:rule="!has(self.inputs) || size(self.inputs) == 0 || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol')",message="inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol, or remove inputs"
+// +kubebuilder:validation:XValidation:rule="!has(self.inputs) || size(self.inputs) == 0 || (has(self.protocol) && self.protocol in ['OpenInferenceProtocol', 'OpenInferenceProtocolGRPC'])",message="inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol or OpenInferenceProtocolGRPC, or remove inputs"
 // +kubebuilder:validation:XValidation:rule="!has(self.outputs) || size(self.outputs) == 0 || (has(self.inputs) && size(self.inputs) > 0)",message="outputs are asked for in the request the router makes of inputs: add inputs, or remove outputs"
-// +kubebuilder:validation:XValidation:rule="!has(self.modelLoadTimeoutSeconds) || (has(self.protocol) && self.protocol == 'OpenInferenceProtocol' && !has(self.startupProbe))",message="modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol: set protocol to OpenInferenceProtocol and declare no startupProbe, or remove modelLoadTimeoutSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.modelLoadTimeoutSeconds) || (has(self.protocol) && self.protocol in ['OpenInferenceProtocol', 'OpenInferenceProtocolGRPC'] && !has(self.startupProbe))",message="modelLoadTimeoutSeconds is the patience of the default startup probe of protocols OpenInferenceProtocol and OpenInferenceProtocolGRPC: set protocol to one of them and declare no startupProbe, or remove modelLoadTimeoutSeconds"
 type Step struct {
 	// name identifies the step: it names the step's Deployment and Service
 	// (<pipeline>-<name>) and is its STEP_NAME. Unique among the steps.
@@ -299,30 +299,37 @@ type Step struct {
 	// protocol is what the step's server speaks. HTTP (the default) is any HTTP server: the
 	// router posts each request to the root of the step's Service and passes the answer on as
 	// it is, and the step has only the probes it declares. OpenInferenceProtocol is the Open
-	// Inference Protocol (KServe v2: Triton, MLServer, KServe runtimes): where the step declares
-	// no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a liveness probe
-	// on /v2/health/live and a startup probe on /v2/models/<name>/ready patient for
-	// modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
-	// POST /v2/models/<name>/infer.
+	// Inference Protocol's REST API (KServe v2: Triton, MLServer, KServe runtimes): where the
+	// step declares no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a
+	// liveness probe on /v2/health/live and a startup probe on /v2/models/<name>/ready patient
+	// for modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
+	// POST /v2/models/<name>/infer. OpenInferenceProtocolGRPC is the same protocol's gRPC
+	// service (inference.GRPCInferenceService) on port, over HTTP/2 without TLS: the router
+	// calls ModelInfer for model <name>, and reads its ModelMetadata before it is ready; where
+	// the step declares no probe of its own, it gets TCP readiness, liveness and startup probes
+	// on port, the startup probe patient for modelLoadTimeoutSeconds. Kubernetes' grpc probes
+	// speak the standard gRPC health service (grpc.health.v1), which not every model server
+	// implements: a step whose server does may declare grpc probes of its own.
 	// +optional
 	Protocol StepProtocol `json:"protocol,omitempty"`
 
 	// modelLoadTimeoutSeconds is how long the default startup probe of protocol
-	// OpenInferenceProtocol waits for the model to load before the container is restarted
-	// (600 when unset). Only with protocol OpenInferenceProtocol and no startupProbe of the step's.
+	// OpenInferenceProtocol or OpenInferenceProtocolGRPC waits for the model to load before the
+	// container is restarted (600 when unset). Only with one of those protocols and no
+	// startupProbe of the step's.
 	// +optional
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=86400
 	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"` //nolint:kubeapilinter // optionalfields: absent means the default patience.
 
-	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol with
-	// dataPath.mode Router: the router takes each from the pipeline's request or from an
-	// earlier step's answer and gives it to the step's model under the input's name, after
-	// checking every mapping against the models' metadata (see docs/router.md). A step with
-	// inputs waits only for the steps they name: steps that do not wait for one another run at
-	// the same time, and a step whose inputs name several is where their branches join. Without
-	// inputs the step gets the previous step's answer as it is (the pipeline's request for the
-	// first).
+	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol or
+	// OpenInferenceProtocolGRPC with dataPath.mode Router: the router takes each from the
+	// pipeline's request or from an earlier step's answer and gives it to the step's model under
+	// the input's name, after checking every mapping against the models' metadata (see
+	// docs/router.md). A step with inputs waits only for the steps they name: steps that do not
+	// wait for one another run at the same time, and a step whose inputs name several is where
+	// their branches join. Without inputs the step gets the previous step's answer as it is (the
+	// pipeline's request for the first).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -351,8 +358,8 @@ type StepTensorInput struct {
 	Name string `json:"name,omitempty"`
 
 	// step names the earlier step whose answer has the tensor among its outputs; that step's
-	// protocol must be OpenInferenceProtocol. Without it the tensor is an input of the
-	// pipeline's request.
+	// protocol must be OpenInferenceProtocol or OpenInferenceProtocolGRPC. Without it the
+	// tensor is an input of the pipeline's request.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
@@ -714,10 +721,10 @@ type Router struct {
 	// outputs make the pipeline's answer of tensors of the steps' answers, under the Open
 	// Inference Protocol: {"model_name": <the Pipeline's name>, "outputs": [...]}, each tensor
 	// under its name here, in this order, once every step has answered. Each step named must
-	// have protocol OpenInferenceProtocol; the router checks every tensor against the step's
-	// model metadata before it is ready (see docs/router.md). Without outputs the answer is the
-	// last step's answer as it is. A step that answers a 4xx, or whose stopWhen holds, still
-	// answers with its own answer.
+	// have protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC; the router checks every
+	// tensor against the step's model metadata before it is ready (see docs/router.md). Without
+	// outputs the answer is the last step's answer as it is. A step that answers a 4xx, or whose
+	// stopWhen holds, still answers with its own answer.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -1015,14 +1022,17 @@ type StepStatus struct {
 }
 
 // StepProtocol is what a step's server speaks.
-// +kubebuilder:validation:Enum=HTTP;OpenInferenceProtocol
+// +kubebuilder:validation:Enum=HTTP;OpenInferenceProtocol;OpenInferenceProtocolGRPC
 type StepProtocol string
 
 const (
 	// StepProtocolHTTP is any HTTP server, called at the root of its Service.
 	StepProtocolHTTP StepProtocol = "HTTP"
-	// StepProtocolOpenInference is the Open Inference Protocol (KServe v2).
+	// StepProtocolOpenInference is the Open Inference Protocol's REST API (KServe v2).
 	StepProtocolOpenInference StepProtocol = "OpenInferenceProtocol"
+	// StepProtocolOpenInferenceGRPC is the Open Inference Protocol's gRPC service,
+	// inference.GRPCInferenceService, over HTTP/2 without TLS.
+	StepProtocolOpenInferenceGRPC StepProtocol = "OpenInferenceProtocolGRPC"
 )
 
 // StepState says whether a step serves.

@@ -268,7 +268,8 @@ func v1FillFuncs() []any {
 			}
 		},
 		func(p *pipelinev1.StepProtocol, c randfill.Continue) {
-			*p = pick(c, []pipelinev1.StepProtocol{"", pipelinev1.StepProtocolHTTP, pipelinev1.StepProtocolOpenInference})
+			*p = pick(c, []pipelinev1.StepProtocol{"", pipelinev1.StepProtocolHTTP, pipelinev1.StepProtocolOpenInference,
+				pipelinev1.StepProtocolOpenInferenceGRPC})
 		},
 		func(in *[]pipelinev1.StepTensorInput, c randfill.Continue) {
 			seen := map[string]bool{}

@@ -318,3 +318,20 @@ func TestConvertV1beta1StepGivenModelServerFieldsInV1(t *testing.T) {
 		t.Errorf("leading env %v, want the former arg listenPort", lead)
 	}
 }
+
+// A v1 step of protocol OpenInferenceProtocolGRPC, which v1beta1 cannot show, keeps its protocol
+// through v1beta1 in the conversion data.
+func TestConvertV1GRPCStep(t *testing.T) {
+	in := toV1(t, seedPipeline())
+	delete(in.Annotations, ConversionDataAnnotation)
+	s := &in.Spec.Steps[1]
+	s.Protocol, s.ModelLoadTimeoutSeconds = pipelinev1.StepProtocolOpenInferenceGRPC, ptrTo[int32](1200)
+
+	spoke := fromV1(t, in)
+	if data := spoke.Annotations[ConversionDataAnnotation]; !strings.Contains(data, `"OpenInferenceProtocolGRPC"`) {
+		t.Errorf("the protocol is not kept in the conversion data: %s", data)
+	}
+	if out := toV1(t, spoke); !apiequality.Semantic.DeepEqual(out, in) {
+		t.Errorf("written back unchanged (-want +got):\n%s", cmp.Diff(in, out))
+	}
+}

@@ -36,9 +36,9 @@ func validateTensorInputs(p *pipelinev1.Pipeline, stepsPath *field.Path, n field
 				errs = append(errs, field.Invalid(sp, in.Step, "a step cannot take an input from its own answer: name an earlier step"))
 			case !ok:
 				errs = append(errs, field.Invalid(sp, in.Step, "not an earlier step: an input is taken from the answer of a step before this one"))
-			case from.Protocol != pipelinev1.StepProtocolOpenInference:
+			case !from.Protocol.OpenInference():
 				errs = append(errs, field.Invalid(sp, in.Step,
-					"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+					"that step's protocol is neither OpenInferenceProtocol nor OpenInferenceProtocolGRPC: only their answers have output tensors"))
 			default:
 				if err := askedFor(from, in.Tensor, ip.Index(j).Child("tensor")); err != nil {
 					errs = append(errs, err)
@@ -61,9 +61,9 @@ func validateAnswerOutputs(p *pipelinev1.Pipeline, rt *pipelinev1.Router, router
 		switch {
 		case i < 0:
 			errs = append(errs, field.Invalid(sp, out.Step, "not a step of this Pipeline: name the step whose answer has the tensor"))
-		case p.Spec.Steps[i].Protocol != pipelinev1.StepProtocolOpenInference:
+		case !p.Spec.Steps[i].Protocol.OpenInference():
 			errs = append(errs, field.Invalid(sp, out.Step,
-				"that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"))
+				"that step's protocol is neither OpenInferenceProtocol nor OpenInferenceProtocolGRPC: only their answers have output tensors"))
 		default:
 			if err := askedFor(&p.Spec.Steps[i], out.Tensor, routerPath.Child("outputs").Index(j).Child("tensor")); err != nil {
 				errs = append(errs, err)

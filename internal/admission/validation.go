@@ -96,9 +96,9 @@ func validateStep(s *pipelinev1.Step, sp *field.Path) field.ErrorList {
 		switch {
 		case err != nil:
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen, "not a valid CEL condition: "+err.Error()))
-		case sw.ReadsTensors() && s.Protocol != pipelinev1.StepProtocolOpenInference:
+		case sw.ReadsTensors() && !s.Protocol.OpenInference():
 			errs = append(errs, field.Invalid(sp.Child("stopWhen"), s.StopWhen,
-				"reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has"))
+				"reads tensors, which only the answer of a step of protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC has"))
 		}
 	}
 	for k, v := range s.NodeSelector {
@@ -381,7 +381,7 @@ func warnings(p, old *pipelinev1.Pipeline, nodeExists func(string) (bool, error)
 				out = append(out, fmt.Sprintf("step %s: env %s replaces the value the operator sets", name, e.Name))
 			}
 		}
-		if s.Protocol == pipelinev1.StepProtocolOpenInference && i < len(p.Spec.Steps)-1 && !p.Spec.RouterEnabled() {
+		if s.Protocol.OpenInference() && i < len(p.Spec.Steps)-1 && !p.Spec.RouterEnabled() {
 			out = append(out, fmt.Sprintf("step %s speaks the Open Inference Protocol, whose servers answer and do not forward: "+
 				"in dataPath.mode Chain the next step gets no request from it; set dataPath.mode to Router", name))
 		}

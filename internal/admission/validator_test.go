@@ -212,7 +212,7 @@ func TestValidateCompilesStopWhen(t *testing.T) {
 		`response.faces ==`:                    "Syntax error",
 		`status + 1`:                           "must be a bool",
 		`nosuchvariable > 1`:                   "undeclared reference",
-		`tensors.score[0] > 0.5`:               "reads tensors, which only the answer of a step of protocol OpenInferenceProtocol has",
+		`tensors.score[0] > 0.5`:               "reads tensors, which only the answer of a step of protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC has",
 	} {
 		p.Spec.Steps[1].StopWhen = expr
 		errs := ValidatePipeline(p)
@@ -232,13 +232,15 @@ func TestValidateCompilesStopWhen(t *testing.T) {
 	}
 }
 
-// An Open Inference Protocol step's stopWhen may read its answer's tensors.
+// An Open Inference Protocol step's stopWhen may read its answer's tensors, over REST or gRPC.
 func TestValidateStopWhenReadsTensorsOfAnOpenInferenceStep(t *testing.T) {
-	p := sampleV1(t)
-	p.Spec.Steps[1].StopWhen = `tensors.score.exists(s, s > 0.9)`
-	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
-	if errs := ValidatePipeline(p); len(errs) != 0 {
-		t.Fatalf("refused: %v", errs)
+	for _, protocol := range []pipelinev1.StepProtocol{pipelinev1.StepProtocolOpenInference, pipelinev1.StepProtocolOpenInferenceGRPC} {
+		p := sampleV1(t)
+		p.Spec.Steps[1].StopWhen = `tensors.score.exists(s, s > 0.9)`
+		p.Spec.Steps[1].Protocol = protocol
+		if errs := ValidatePipeline(p); len(errs) != 0 {
+			t.Errorf("%s: refused: %v", protocol, errs)
+		}
 	}
 }
 
@@ -603,7 +605,7 @@ func TestStorageChangeWarnings(t *testing.T) {
 // nothing: warned, and not in mode Router or as the last step.
 func TestWarningsOpenInferenceInAChain(t *testing.T) {
 	p := sampleV1(t)
-	p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInference
+	p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC
 	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
 	want := "step step-1 speaks the Open Inference Protocol, whose servers answer and do not forward: " +
 		"in dataPath.mode Chain the next step gets no request from it; set dataPath.mode to Router"
@@ -620,14 +622,13 @@ func TestWarningsOpenInferenceInAChain(t *testing.T) {
 	}
 }
 
-// Inputs from the request and from an earlier Open Inference Protocol step are admitted, and a
-// step may not name itself.
+// Inputs from the request and from an earlier Open Inference Protocol step, over gRPC or REST,
+// are admitted, and a step may not name itself.
 func TestValidateTensorInputs(t *testing.T) {
 	p := sampleV1(t)
 	routerOn(p, nil)
-	for i := range p.Spec.Steps {
-		p.Spec.Steps[i].Protocol = pipelinev1.StepProtocolOpenInference
-	}
+	p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC
+	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
 	first := p.Spec.Steps[0].Name
 	p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "a", Step: first, Tensor: "y"}, {Name: "b", Tensor: "input0"}}
 	if errs := ValidatePipeline(p); len(errs) != 0 {

@@ -270,6 +270,26 @@ var _ = Describe("Pipeline admission", func() {
 		Expect(q.Spec.DataPath.Router.Replicas).To(HaveValue(BeEquivalentTo(2)))
 	})
 
+	It("accepts steps of the Open Inference Protocol's gRPC service wherever it accepts those of its REST API", func(ctx SpecContext) {
+		p := sample(ns)
+		p.Name = "grpc-steps"
+		routerOn(p, nil)
+		first, second := &p.Spec.Steps[0], &p.Spec.Steps[1]
+		first.Protocol, first.ModelLoadTimeoutSeconds = pipelinev1.StepProtocolOpenInferenceGRPC, ptr.To[int32](1800)
+		first.Inputs, first.Outputs = []pipelinev1.StepTensorInput{{Name: "pixels", Tensor: "image"}}, []string{"boxes"}
+		first.StopWhen = "size(tensors.boxes) == 0"
+		second.Protocol = pipelinev1.StepProtocolOpenInferenceGRPC
+		second.Inputs = []pipelinev1.StepTensorInput{{Name: "boxes", Step: first.Name, Tensor: "boxes"}}
+		p.Spec.DataPath.Router = &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{
+			{Name: "boxes", Step: first.Name, Tensor: "boxes"}, {Name: "labels", Step: second.Name, Tensor: "labels"}}}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		got := &pipelinev1.Pipeline{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Spec.Steps[0].Protocol).To(Equal(pipelinev1.StepProtocolOpenInferenceGRPC))
+		Expect(got.Spec.Steps[0].ModelLoadTimeoutSeconds).To(HaveValue(BeEquivalentTo(1800)))
+	})
+
 	It("accepts every storage type", func(ctx SpecContext) {
 		byClass := storageClass("fast-rwx")
 		byClass.StorageClass.Capacity = ptr.To(resource.MustParse("20Gi"))
@@ -422,7 +442,7 @@ var _ = Describe("Pipeline admission", func() {
 		}, "spec.steps[0]", "fallbackLocations needs location"),
 		Entry("modelLoadTimeoutSeconds without the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[1].ModelLoadTimeoutSeconds = ptr.To[int32](900)
-		}, "spec.steps[1]", "modelLoadTimeoutSeconds is the patience of the default startup probe of protocol OpenInferenceProtocol"),
+		}, "spec.steps[1]", "modelLoadTimeoutSeconds is the patience of the default startup probe of protocols OpenInferenceProtocol and OpenInferenceProtocolGRPC"),
 		Entry("modelLoadTimeoutSeconds beside the step's own startupProbe", func(p *pipelinev1.Pipeline) {
 			s := &p.Spec.Steps[1]
 			s.Protocol, s.ModelLoadTimeoutSeconds = pipelinev1.StepProtocolOpenInference, ptr.To[int32](900)
@@ -431,7 +451,7 @@ var _ = Describe("Pipeline admission", func() {
 		Entry("inputs without the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
 			routerOn(p, nil)
 			p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "x", Tensor: "input0"}}
-		}, "spec.steps[1]", "inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol, or remove inputs"),
+		}, "spec.steps[1]", "inputs map tensors of the Open Inference Protocol: set protocol to OpenInferenceProtocol or OpenInferenceProtocolGRPC, or remove inputs"),
 		Entry("inputs in mode Chain", func(p *pipelinev1.Pipeline) {
 			s := &p.Spec.Steps[1]
 			s.Protocol, s.Inputs = pipelinev1.StepProtocolOpenInference, []pipelinev1.StepTensorInput{{Name: "x", Tensor: "input0"}}
@@ -448,7 +468,7 @@ var _ = Describe("Pipeline admission", func() {
 			s := &p.Spec.Steps[1]
 			s.Protocol = pipelinev1.StepProtocolOpenInference
 			s.Inputs = []pipelinev1.StepTensorInput{{Name: "x", Step: p.Spec.Steps[0].Name, Tensor: "y"}}
-		}, "spec.steps[1].inputs[0].step", "that step's protocol is not OpenInferenceProtocol"),
+		}, "spec.steps[1].inputs[0].step", "that step's protocol is neither OpenInferenceProtocol nor OpenInferenceProtocolGRPC"),
 		Entry("an input mapped twice", func(p *pipelinev1.Pipeline) {
 			routerOn(p, nil)
 			s := &p.Spec.Steps[1]
@@ -460,7 +480,7 @@ var _ = Describe("Pipeline admission", func() {
 		}, "spec.dataPath.router.outputs[0].step", "not a step of this Pipeline: name the step whose answer has the tensor"),
 		Entry("an answer's tensor from a step that is not of the Open Inference Protocol", func(p *pipelinev1.Pipeline) {
 			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "y", Step: p.Spec.Steps[0].Name, Tensor: "y"}}})
-		}, "spec.dataPath.router.outputs[0].step", "that step's protocol is not OpenInferenceProtocol: only its answer has output tensors"),
+		}, "spec.dataPath.router.outputs[0].step", "that step's protocol is neither OpenInferenceProtocol nor OpenInferenceProtocolGRPC: only their answers have output tensors"),
 		Entry("an answer naming a tensor twice", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInference
 			name := p.Spec.Steps[0].Name
@@ -486,7 +506,7 @@ var _ = Describe("Pipeline admission", func() {
 			routerOn(p, &pipelinev1.Router{Outputs: []pipelinev1.PipelineTensorOutput{{Name: "z", Step: first.Name, Tensor: "z"}}})
 		}, "spec.dataPath.router.outputs[0].tensor", "asks its model only for the outputs y: add the tensor to its outputs"),
 		Entry("an unknown protocol", func(p *pipelinev1.Pipeline) { p.Spec.Steps[0].Protocol = "gRPC" },
-			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol"`),
+			"spec.steps[0].protocol", `supported values: "HTTP", "OpenInferenceProtocol", "OpenInferenceProtocolGRPC"`),
 		Entry("fallbackLocations repeating location", func(p *pipelinev1.Pipeline) {
 			p.Spec.Steps[0].FallbackLocations = []string{p.Spec.Steps[0].Location}
 		}, "spec.steps[0]", "fallbackLocations must not repeat location"),

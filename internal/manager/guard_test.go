@@ -188,6 +188,10 @@ var _ = Describe("The guard on the operator's identity", Ordered, func() {
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "model-registry"}, Key: "token"}}}}
 		Expect(create(ctx, resources.StepDeployment(served, 0, "", "node-a", ""))).To(Succeed())
 		Expect(create(ctx, resources.StepDeployment(served, 1, "", "", ""))).To(Succeed())
+		grpc := p.DeepCopy()
+		grpc.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC // TCP default probes, an h2c Service port
+		Expect(create(ctx, resources.StepDeployment(grpc, 1, "", "", ""))).To(Succeed())
+		Expect(create(ctx, resources.StepService(grpc, 1))).To(Succeed())
 
 		By("the other children: Services of every type expose asks for, the Ingress, ConfigMap, claim, autoscaler and disruption budgets")
 		for _, t := range []pipelinev1.ServiceType{pipelinev1.ServiceTypeClusterIP, pipelinev1.ServiceTypeNodePort, pipelinev1.ServiceTypeLoadBalancer} {

@@ -178,6 +178,19 @@ func TestDesiredStepService(t *testing.T) {
 	if svc.Labels["step"] != "1" || svc.Labels["pipeline"] != "facedetection-pipeline" || len(svc.OwnerReferences) != 1 {
 		t.Errorf("labels %v owners %v", svc.Labels, svc.OwnerReferences)
 	}
+
+	// The port of a step of the Open Inference Protocol's gRPC service says it speaks HTTP/2
+	// without TLS; a REST step's says nothing.
+	p.Spec.Steps[0].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC
+	p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInference
+	svc = testenv.Typed[corev1.Service](t, StepService(p, 0))
+	want[0].AppProtocol = ptr.To("kubernetes.io/h2c")
+	if diff := cmp.Diff(want, svc.Spec.Ports); diff != "" {
+		t.Errorf("gRPC step ports (-want +got):\n%s", diff)
+	}
+	if rest := testenv.Typed[corev1.Service](t, StepService(p, 1)); rest.Spec.Ports[0].AppProtocol != nil {
+		t.Errorf("a REST step's port has appProtocol %q", *rest.Spec.Ports[0].AppProtocol)
+	}
 }
 
 func TestDesiredStorage(t *testing.T) {

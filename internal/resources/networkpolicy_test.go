@@ -73,6 +73,15 @@ func TestDesiredStepsNetworkPolicy(t *testing.T) {
 		from:     routerPods,
 		ports:    tcp(80, 9080),
 	}, {
+		// The router calls a gRPC step at its Service's port, as any other.
+		name: "router: a step of the Open Inference Protocol's gRPC service, on its port",
+		edits: []func(*pipelinev1.Pipeline){router, port(1, 8001), func(p *pipelinev1.Pipeline) {
+			p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC
+		}},
+		selected: metav1.LabelSelector{MatchLabels: stepPods},
+		from:     routerPods,
+		ports:    tcp(8001, 9080),
+	}, {
 		name:     "router: a single step is not the entry either",
 		edits:    []func(*pipelinev1.Pipeline){router, func(p *pipelinev1.Pipeline) { p.Spec.Steps = p.Spec.Steps[:1] }},
 		selected: metav1.LabelSelector{MatchLabels: stepPods},

@@ -13,7 +13,7 @@ import (
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 )
 
-// The default probes of a step of protocol OpenInferenceProtocol.
+// The default probes of a step of protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC.
 const (
 	// DefaultModelLoadTimeoutSeconds is how long the default startup probe waits for a model to
 	// load when modelLoadTimeoutSeconds is unset.
@@ -26,9 +26,15 @@ const (
 	oipLivePath                    = "/v2/health/live"
 )
 
-// OpenInference reports whether step i of p speaks the Open Inference Protocol.
+// OpenInference reports whether step i of p speaks the Open Inference Protocol, over REST or
+// gRPC.
 func OpenInference(p *pipelinev1.Pipeline, i int) bool {
-	return p.Spec.Steps[i].Protocol == pipelinev1.StepProtocolOpenInference
+	return p.Spec.Steps[i].Protocol.OpenInference()
+}
+
+// GRPC reports whether step i of p speaks the Open Inference Protocol's gRPC service.
+func GRPC(p *pipelinev1.Pipeline, i int) bool {
+	return p.Spec.Steps[i].Protocol == pipelinev1.StepProtocolOpenInferenceGRPC
 }
 
 // ServedModelName is the name under which the server of step i serves its model in the Open
@@ -44,8 +50,12 @@ func oipModelPath(p *pipelinev1.Pipeline, i int, suffix string) string {
 }
 
 // InferPath is the path the router posts a request to at step i: the root of its Service, or
-// for the Open Inference Protocol /v2/models/<name>/infer.
+// for the Open Inference Protocol's REST API /v2/models/<name>/infer. A gRPC step has none: the
+// router calls its service at the Service's address.
 func InferPath(p *pipelinev1.Pipeline, i int) string {
+	if GRPC(p, i) {
+		return ""
+	}
 	if OpenInference(p, i) {
 		return oipModelPath(p, i, "/infer")
 	}
@@ -53,30 +63,49 @@ func InferPath(p *pipelinev1.Pipeline, i int) string {
 }
 
 // StepProbes are the readiness, liveness and startup probes of step i's container: those the
-// step declares, and for a step of protocol OpenInferenceProtocol the protocol's where it
-// declares none. nil is no probe.
+// step declares, and for a step of the Open Inference Protocol the protocol's where it declares
+// none. nil is no probe.
+//
+// The defaults of protocol OpenInferenceProtocol GET the model's readiness and the server's
+// liveness. Those of OpenInferenceProtocolGRPC open a TCP connection to the port: Kubernetes'
+// grpc probes speak the standard gRPC health service (grpc.health.v1), which not every model
+// server implements, and a step whose server does may declare grpc probes of its own. The
+// router still reads the model's metadata before it is ready.
 func StepProbes(p *pipelinev1.Pipeline, i int) (readiness, liveness, startup *corev1.Probe) {
 	s := &p.Spec.Steps[i]
 	readiness, liveness, startup = s.ReadinessProbe, s.LivenessProbe, s.StartupProbe
 	if !OpenInference(p, i) {
 		return readiness, liveness, startup
 	}
-	port := StepPort(p, i)
+	port := intstr.FromInt32(StepPort(p, i))
+	// Each probe gets its own handler: none shares a pointer with another.
+	ready := func() corev1.ProbeHandler {
+		if GRPC(p, i) {
+			return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}
+		}
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: oipModelPath(p, i, "/ready"), Port: port}}
+	}
+	live := func() corev1.ProbeHandler {
+		if GRPC(p, i) {
+			return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}
+		}
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: oipLivePath, Port: port}}
+	}
 	if readiness == nil {
-		readiness = httpProbe(oipModelPath(p, i, "/ready"), port, oipReadinessPeriod, oipFailureThreshold)
+		readiness = defaultProbe(ready(), oipReadinessPeriod, oipFailureThreshold)
 	}
 	if liveness == nil {
-		liveness = httpProbe(oipLivePath, port, oipLivenessPeriod, oipFailureThreshold)
+		liveness = defaultProbe(live(), oipLivenessPeriod, oipFailureThreshold)
 	}
 	if startup == nil {
 		patience := ptr.Deref(s.ModelLoadTimeoutSeconds, DefaultModelLoadTimeoutSeconds)
-		startup = httpProbe(oipModelPath(p, i, "/ready"), port, oipStartupPeriod, (patience+oipStartupPeriod-1)/oipStartupPeriod)
+		startup = defaultProbe(ready(), oipStartupPeriod, (patience+oipStartupPeriod-1)/oipStartupPeriod)
 	}
 	return readiness, liveness, startup
 }
 
 // StartupPatience is how long step i's startup probe (its own, or the default of protocol
-// OpenInferenceProtocol, which modelLoadTimeoutSeconds sets) lets a container start and load its
+// OpenInferenceProtocol or OpenInferenceProtocolGRPC, which modelLoadTimeoutSeconds sets) lets a container start and load its
 // model before the kubelet restarts it: initialDelaySeconds and failureThreshold × periodSeconds,
 // with Kubernetes' defaults. Zero without a startup probe.
 func StartupPatience(p *pipelinev1.Pipeline, i int) time.Duration {
@@ -88,11 +117,11 @@ func StartupPatience(p *pipelinev1.Pipeline, i int) time.Duration {
 	return time.Duration(startup.InitialDelaySeconds+period*failures) * time.Second
 }
 
-// httpProbe is a probe that GETs path on port every period seconds, and fails after failures
+// defaultProbe is a probe that runs handler every period seconds, and fails after failures
 // failures in a row.
-func httpProbe(path string, port, period, failures int32) *corev1.Probe {
+func defaultProbe(handler corev1.ProbeHandler, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}},
+		ProbeHandler:     handler,
 		PeriodSeconds:    period,
 		TimeoutSeconds:   oipProbeTimeout,
 		SuccessThreshold: 1,

@@ -46,6 +46,13 @@ const (
 	routerReadinessDelay = int32(1)
 )
 
+// routerGRPCPort is the port of the router's Open Inference Protocol gRPC service (HTTP/2
+// without TLS), on its container and its Service alike: the port named grpc.
+const (
+	routerGRPCPort = int32(8081)
+	routerGRPCName = "grpc"
+)
+
 // A router pod that is replaced keeps serving for routerShutdownDelay after SIGTERM while its
 // readiness fails (endpoints and proxies stop sending it requests), then gives the requests in
 // flight up to RouterDrainTimeout; its grace period covers both, and routerGraceMargin more.
@@ -124,7 +131,8 @@ func RouterSelector(p *pipelinev1.Pipeline) map[string]string {
 // RouterConfig is the router's configuration: every step in order, called at
 // InferPath of its Service (named in the cluster's DNS domain, domain) with its timeout,
 // retries and stopWhen; for an Open Inference Protocol step also where its model's metadata is
-// read, and its mapped inputs.
+// read, and its mapped inputs. A step of the protocol's gRPC service is called at
+// grpc://<host>:<port> of its Service, naming its model.
 func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Config {
 	cfg := routerconfig.Config{
 		Pipeline: p.Namespace + "/" + p.Name,
@@ -160,7 +168,14 @@ func RouterConfig(p *pipelinev1.Pipeline, domain ClusterDomain) routerconfig.Con
 		if s.Retries != nil {
 			step.Retries = int(*s.Retries)
 		}
-		if OpenInference(p, i) {
+		switch {
+		case GRPC(p, i):
+			// The router calls ModelInfer and ModelMetadata naming the model, at the Service's
+			// address: no path, no metadata URL.
+			step.Protocol = routerconfig.ProtocolOpenInferenceGRPC
+			step.URL = stepGRPCURL(p, i, domain)
+			step.Model = ServedModelName(p, i)
+		case OpenInference(p, i):
 			step.Protocol = routerconfig.ProtocolOpenInference
 			step.MetadataURL = StepURL(p, i, domain) + oipModelPath(p, i, "")
 		}
@@ -214,12 +229,14 @@ func RouterDeployment(p *pipelinev1.Pipeline, image, config, node string) *appsv
 		WithArgs(
 			"--config="+path.Join(routerConfigDir, RouterConfigKey),
 			"--listen=:"+strconv.Itoa(int(routerPort)),
+			"--grpc-listen=:"+strconv.Itoa(int(routerGRPCPort)),
 			"--metrics-listen=:"+strconv.Itoa(int(routerMetricsPort)),
 			"--shutdown-delay="+routerShutdownDelay.String(),
 			"--shutdown-timeout="+drain.String(),
 		).
 		WithPorts(
 			corev1ac.ContainerPort().WithName(portName).WithContainerPort(routerPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName(routerGRPCName).WithContainerPort(routerGRPCPort).WithProtocol(corev1.ProtocolTCP),
 			corev1ac.ContainerPort().WithName(routerMetricsName).WithContainerPort(routerMetricsPort).WithProtocol(corev1.ProtocolTCP),
 		).
 		WithVolumeMounts(corev1ac.VolumeMount().
@@ -285,9 +302,11 @@ func routerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 }
 
 // RouterService is the Service in front of the router's pods: http (port 80) to the
-// router's listen port. It is the Pipeline's entry, so its type is spec.expose.serviceType.
-// The metrics port stays off it: a NodePort or LoadBalancer Service would publish it outside
-// the cluster, and Prometheus scrapes the pods (config/prometheus/router-monitor.yaml).
+// router's listen port, and grpc (port 8081) to its Open Inference Protocol gRPC service,
+// HTTP/2 without TLS (appProtocol kubernetes.io/h2c). It is the Pipeline's entry, so its type
+// is spec.expose.serviceType. The metrics port stays off it: a NodePort or LoadBalancer Service
+// would publish it outside the cluster, and Prometheus scrapes the pods
+// (config/prometheus/router-monitor.yaml).
 func RouterService(p *pipelinev1.Pipeline) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(RouterObjectName(p), p.Namespace).
 		WithLabels(routerLabels(p)).
@@ -295,11 +314,18 @@ func RouterService(p *pipelinev1.Pipeline) *corev1ac.ServiceApplyConfiguration {
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(EntryServiceType(p)).
 			WithSelector(RouterSelector(p)).
-			WithPorts(corev1ac.ServicePort().
-				WithName(portName).
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(RouterServicePort).
-				WithTargetPort(intstr.FromString(portName))))
+			WithPorts(
+				corev1ac.ServicePort().
+					WithName(portName).
+					WithProtocol(corev1.ProtocolTCP).
+					WithPort(RouterServicePort).
+					WithTargetPort(intstr.FromString(portName)),
+				corev1ac.ServicePort().
+					WithName(routerGRPCName).
+					WithProtocol(corev1.ProtocolTCP).
+					WithAppProtocol(AppProtocolH2C).
+					WithPort(routerGRPCPort).
+					WithTargetPort(intstr.FromString(routerGRPCName))))
 }
 
 // RouterPDB is the router's PodDisruptionBudget: one router pod at a time may be evicted, so

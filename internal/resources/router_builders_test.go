@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,23 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 						{Name: "attention_mask", Tensor: "attention_mask"}}},
 			}},
 		},
+		"a step of the Open Inference Protocol's gRPC service, and a REST one mapping a tensor of its answer": {
+			mutate: func(p *pipelinev1.Pipeline) {
+				p.Spec.Steps[0].Protocol, p.Spec.Steps[1].Protocol = pipelinev1.StepProtocolOpenInferenceGRPC, pipelinev1.StepProtocolOpenInference
+				p.Spec.Steps[0].Model = "triton/encoder"
+				p.Spec.Steps[0].StopWhen = ""
+				p.Spec.Steps[1].Model = "triton/classifier"
+				p.Spec.Steps[1].Inputs = []pipelinev1.StepTensorInput{{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"}}
+			},
+			want: routerconfig.Config{Pipeline: "vision/facedetection-pipeline", Steps: []routerconfig.Step{
+				{Name: "step-1", URL: "grpc://facedetection-pipeline-step-1.vision.svc.cluster.local.:9080",
+					TimeoutSeconds: 5, Retries: 2, Protocol: routerconfig.ProtocolOpenInferenceGRPC, Model: "encoder"},
+				{Name: "step-2", URL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier/infer",
+					Protocol:    routerconfig.ProtocolOpenInference,
+					MetadataURL: "http://facedetection-pipeline-step-2.vision.svc.cluster.local.:80/v2/models/classifier",
+					Inputs:      []routerconfig.TensorInput{{Name: "embeddings", Step: "step-1", Tensor: "last_hidden_state"}}},
+			}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testenv.RoutedSample(t)
@@ -91,7 +109,11 @@ func TestRouterConfigParsesAndNamesTheStepServices(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 			for i, s := range cfg.Steps {
-				if want := StepURL(p, i, "") + InferPath(p, i); s.URL != want {
+				want := StepURL(p, i, "") + InferPath(p, i)
+				if GRPC(p, i) {
+					want = "grpc://" + strings.TrimPrefix(StepURL(p, i, ""), "http://")
+				}
+				if s.URL != want {
 					t.Errorf("step %d url %q, want its Service %q", i, s.URL, want)
 				}
 			}
@@ -172,8 +194,8 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	if diff := cmp.Diff([]string{"/router"}, c.Command); diff != "" {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
-	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--metrics-listen=:9090",
-		"--shutdown-delay=5s", "--shutdown-timeout=3m48s"}
+	wantArgs := []string{"--config=/etc/pipeline-router/config.json", "--listen=:8080", "--grpc-listen=:8081",
+		"--metrics-listen=:9090", "--shutdown-delay=5s", "--shutdown-timeout=3m48s"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -201,7 +223,7 @@ func TestDesiredRouterDeployment(t *testing.T) {
 	for _, cp := range c.Ports {
 		ports[cp.Name] = cp.ContainerPort
 	}
-	if diff := cmp.Diff(map[string]int32{"http": 8080, "metrics": 9090}, ports); diff != "" {
+	if diff := cmp.Diff(map[string]int32{"http": 8080, "grpc": 8081, "metrics": 9090}, ports); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 	sc := c.SecurityContext
@@ -306,8 +328,11 @@ func TestDesiredRouterServiceAndEntry(t *testing.T) {
 			if svc.Name != "facedetection-pipeline-router" || svc.Spec.Type != tc.wantType {
 				t.Errorf("router service %s of type %s, want type %s", svc.Name, svc.Spec.Type, tc.wantType)
 			}
+			// The Open Inference Protocol's gRPC service, HTTP/2 without TLS, beside HTTP.
 			wantPorts := []corev1.ServicePort{
 				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")},
+				{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("kubernetes.io/h2c"), Port: 8081,
+					TargetPort: intstr.FromString("grpc")},
 			}
 			if diff := cmp.Diff(wantPorts, svc.Spec.Ports); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)

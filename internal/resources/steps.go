@@ -29,6 +29,10 @@ const (
 	SharedMemoryPath = "/dev/shm"
 )
 
+// AppProtocolH2C is the appProtocol of a Service port that speaks HTTP/2 without TLS (the
+// gRPC services of the router and of OpenInferenceProtocolGRPC steps).
+const AppProtocolH2C = "kubernetes.io/h2c"
+
 // StepPortName is the name of the port of a step's container (and of its Service): a probe of
 // the step names its port so.
 const StepPortName = portName
@@ -38,6 +42,12 @@ const StepPortName = portName
 // ClusterDomain.ServiceHost).
 func StepURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
 	return fmt.Sprintf("http://%s:%d", domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
+}
+
+// stepGRPCURL is the address at which the router calls the gRPC service of step i:
+// grpc://<service>.<namespace>.svc.<domain>.:<port>, the host and port of StepURL.
+func stepGRPCURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
+	return fmt.Sprintf("grpc://%s:%d", domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
 }
 
 // nextStepURL is the URL step i forwards to: the next step's Service; empty for the last step,
@@ -233,20 +243,26 @@ func userPodMetadata(m map[string]string, reserved func(string) bool) map[string
 
 // StepService is the Service in front of step i's pods: ClusterIP, or for the entry
 // step the type spec.expose asks for. Node ports are left to the apiserver, which allocates
-// them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP.
+// them for NodePort and LoadBalancer and drops them when the type returns to ClusterIP. The
+// port of a step of protocol OpenInferenceProtocolGRPC says it speaks HTTP/2 without TLS
+// (appProtocol kubernetes.io/h2c), for the proxies and meshes that read it.
 func StepService(p *pipelinev1.Pipeline, i int) *corev1ac.ServiceApplyConfiguration {
 	port := StepPort(p, i)
+	sp := corev1ac.ServicePort().
+		WithName(portName).
+		WithProtocol(corev1.ProtocolTCP).
+		WithPort(port).
+		WithTargetPort(intstr.FromInt32(port))
+	if GRPC(p, i) {
+		sp.WithAppProtocol(AppProtocolH2C)
+	}
 	return corev1ac.Service(StepObjectName(p, i), p.Namespace).
 		WithLabels(StepLabels(p, i)).
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(stepServiceType(p, i)).
 			WithSelector(StepSelector(p, i)).
-			WithPorts(corev1ac.ServicePort().
-				WithName(portName).
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(port).
-				WithTargetPort(intstr.FromInt32(port))))
+			WithPorts(sp))
 }
 
 // Convert turns an API value into the apply configuration of the same shape.

@@ -58,10 +58,10 @@ type RouterApplyConfiguration struct {
 	// outputs make the pipeline's answer of tensors of the steps' answers, under the Open
 	// Inference Protocol: {"model_name": <the Pipeline's name>, "outputs": [...]}, each tensor
 	// under its name here, in this order, once every step has answered. Each step named must
-	// have protocol OpenInferenceProtocol; the router checks every tensor against the step's
-	// model metadata before it is ready (see docs/router.md). Without outputs the answer is the
-	// last step's answer as it is. A step that answers a 4xx, or whose stopWhen holds, still
-	// answers with its own answer.
+	// have protocol OpenInferenceProtocol or OpenInferenceProtocolGRPC; the router checks every
+	// tensor against the step's model metadata before it is ready (see docs/router.md). Without
+	// outputs the answer is the last step's answer as it is. A step that answers a 4xx, or whose
+	// stopWhen holds, still answers with its own answer.
 	Outputs []PipelineTensorOutputApplyConfiguration `json:"outputs,omitempty"`
 }
 

@@ -132,24 +132,31 @@ type StepApplyConfiguration struct {
 	// protocol is what the step's server speaks. HTTP (the default) is any HTTP server: the
 	// router posts each request to the root of the step's Service and passes the answer on as
 	// it is, and the step has only the probes it declares. OpenInferenceProtocol is the Open
-	// Inference Protocol (KServe v2: Triton, MLServer, KServe runtimes): where the step declares
-	// no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a liveness probe
-	// on /v2/health/live and a startup probe on /v2/models/<name>/ready patient for
-	// modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
-	// POST /v2/models/<name>/infer.
+	// Inference Protocol's REST API (KServe v2: Triton, MLServer, KServe runtimes): where the
+	// step declares no probe of its own, it gets a readiness probe on /v2/models/<name>/ready, a
+	// liveness probe on /v2/health/live and a startup probe on /v2/models/<name>/ready patient
+	// for modelLoadTimeoutSeconds, <name> being the last element of model; and the router calls
+	// POST /v2/models/<name>/infer. OpenInferenceProtocolGRPC is the same protocol's gRPC
+	// service (inference.GRPCInferenceService) on port, over HTTP/2 without TLS: the router
+	// calls ModelInfer for model <name>, and reads its ModelMetadata before it is ready; where
+	// the step declares no probe of its own, it gets TCP readiness, liveness and startup probes
+	// on port, the startup probe patient for modelLoadTimeoutSeconds. Kubernetes' grpc probes
+	// speak the standard gRPC health service (grpc.health.v1), which not every model server
+	// implements: a step whose server does may declare grpc probes of its own.
 	Protocol *apiv1.StepProtocol `json:"protocol,omitempty"`
 	// modelLoadTimeoutSeconds is how long the default startup probe of protocol
-	// OpenInferenceProtocol waits for the model to load before the container is restarted
-	// (600 when unset). Only with protocol OpenInferenceProtocol and no startupProbe of the step's.
+	// OpenInferenceProtocol or OpenInferenceProtocolGRPC waits for the model to load before the
+	// container is restarted (600 when unset). Only with one of those protocols and no
+	// startupProbe of the step's.
 	ModelLoadTimeoutSeconds *int32 `json:"modelLoadTimeoutSeconds,omitempty"`
-	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol with
-	// dataPath.mode Router: the router takes each from the pipeline's request or from an
-	// earlier step's answer and gives it to the step's model under the input's name, after
-	// checking every mapping against the models' metadata (see docs/router.md). A step with
-	// inputs waits only for the steps they name: steps that do not wait for one another run at
-	// the same time, and a step whose inputs name several is where their branches join. Without
-	// inputs the step gets the previous step's answer as it is (the pipeline's request for the
-	// first).
+	// inputs make the step's request of tensors, under protocol OpenInferenceProtocol or
+	// OpenInferenceProtocolGRPC with dataPath.mode Router: the router takes each from the
+	// pipeline's request or from an earlier step's answer and gives it to the step's model under
+	// the input's name, after checking every mapping against the models' metadata (see
+	// docs/router.md). A step with inputs waits only for the steps they name: steps that do not
+	// wait for one another run at the same time, and a step whose inputs name several is where
+	// their branches join. Without inputs the step gets the previous step's answer as it is (the
+	// pipeline's request for the first).
 	Inputs []StepTensorInputApplyConfiguration `json:"inputs,omitempty"`
 	// outputs name the outputs of the step's model that its request asks for (the "outputs" of
 	// the Open Inference Protocol request the router makes of inputs): the model then answers

@@ -26,8 +26,8 @@ type StepTensorInputApplyConfiguration struct {
 	// name is the input of the step's model that gets the tensor.
 	Name *string `json:"name,omitempty"`
 	// step names the earlier step whose answer has the tensor among its outputs; that step's
-	// protocol must be OpenInferenceProtocol. Without it the tensor is an input of the
-	// pipeline's request.
+	// protocol must be OpenInferenceProtocol or OpenInferenceProtocolGRPC. Without it the
+	// tensor is an input of the pipeline's request.
 	Step *string `json:"step,omitempty"`
 	// tensor is the tensor's name in that answer, or in the pipeline's request.
 	Tensor *string `json:"tensor,omitempty"`
