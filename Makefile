@@ -227,11 +227,12 @@ test-realnodes: local-tools node-tools local-images build-installer $(HELM) $(PR
 	go test ./test/realnodes/ -count=1 -timeout 25m -v
 
 .PHONY: test-fuzz
-test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders, the router's JSON decoding and its reading by stopWhen (-fuzztime $(FUZZTIME)).
+test-fuzz: manifests ## Fuzz defaulting, admission (CRD schema, CEL, webhook), the child builders, the router's JSON decoding, its reading by stopWhen and its gRPC messages (-fuzztime $(FUZZTIME)).
 	go test ./internal/controller/pipeline/ -run '^$$' -fuzz FuzzPipeline -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzDecodeJSON -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONDecodeCost -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 	go test ./internal/router/celjson/ -run '^$$' -fuzz FuzzJSONValue -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
+	go test ./internal/router/oip/ -run '^$$' -fuzz FuzzGRPCRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 # A duration for each target, starting from the corpus in internal/router/celjson/testdata/fuzz;
 # a new input is minimized for 10s at most, so that the time goes to fuzzing.

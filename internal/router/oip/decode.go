@@ -205,6 +205,9 @@ func eachBinary(t *Tensor, data []byte, n int64, f func(any) error) (int64, erro
 	if !ok {
 		return 0, fmt.Errorf("datatype %q is not one of the protocol's", t.Datatype)
 	}
+	if n > math.MaxInt64/int64(el.size) {
+		return 0, fmt.Errorf("%d bytes, shape %s of %s has more than any body", len(data), FormatShape(t.Shape), t.Datatype)
+	}
 	if int64(len(data)) != n*int64(el.size) {
 		return 0, fmt.Errorf("%d bytes, shape %s of %s has %d", len(data), FormatShape(t.Shape), t.Datatype, n*int64(el.size))
 	}

@@ -80,7 +80,7 @@ func (r Reader) FromGRPC(tensors []GRPCTensor, raw [][]byte) (out []Tensor, held
 // checkRaw checks that data holds n elements of t's datatype.
 func checkRaw(t *Tensor, data []byte, n int64) error {
 	if t.Datatype != "BYTES" {
-		if el, ok := elements[t.Datatype]; ok && int64(len(data)) == n*int64(el.size) {
+		if el, ok := elements[t.Datatype]; ok && n <= math.MaxInt64/int64(el.size) && int64(len(data)) == n*int64(el.size) {
 			return nil
 		}
 	}

@@ -145,6 +145,8 @@ func TestFromGRPCRefuses(t *testing.T) {
 			"tensor x: shape [-1] is not a size"},
 		"raw of the wrong size": {[]GRPCTensor{{Name: "x", Datatype: "FP32", Shape: []int64{2}}}, [][]byte{{1, 2, 3}},
 			"tensor x: 3 bytes, shape [2] of FP32 has 8"},
+		"a shape whose bytes overflow": {[]GRPCTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1 << 62}}}, [][]byte{{}},
+			"tensor x: 0 bytes, shape [4611686018427387904] of FP32 has more than any body"},
 		"raw beside contents": {[]GRPCTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: f32(1)}}, [][]byte{{0, 0, 0, 0}},
 			"tensor x: has contents besides the message's raw contents"},
 		"raw for some tensors": {[]GRPCTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1}}, {Name: "y", Datatype: "FP32", Shape: []int64{1}}},
