@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -338,5 +339,47 @@ func TestGRPCStepFailures(t *testing.T) {
 	if e := a.errorBody(t); a.status != http.StatusBadRequest ||
 		e.Error != "step 1 (echo) could not be called over gRPC: its request is not an Open Inference Protocol request" {
 		t.Fatalf("plain text: %d %s", a.status, a.body)
+	}
+}
+
+// HTTP and gRPC requests share one count of requests in flight: over --max-in-flight a gRPC
+// call is refused UNAVAILABLE before its message is read.
+func TestGRPCSharesTheInFlightLimit(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	step := newStep(t, func(w http.ResponseWriter, _ *http.Request) {
+		first.Do(func() { close(arrived) })
+		<-release
+		_, _ = w.Write([]byte(`{}`))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveRouterWith(t, config.Config{Pipeline: "ns/p", Steps: []config.Step{{Name: "slow", URL: step.URL}}},
+		func(s *Server) { s.GRPC, s.MaxInFlight = ln, 1 })
+	done := make(chan answer)
+	go func() { done <- post(t, s.url, "application/json", "{}", nil) }()
+	<-arrived
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = inferencepb.NewGRPCInferenceServiceClient(conn).ModelInfer(context.Background(), &inferencepb.ModelInferRequest{ModelName: "p",
+		Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{fp32Input("x", 1)}})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != errBusy {
+		t.Fatalf("a gRPC call over the limit: %v, want UNAVAILABLE %q", err, errBusy)
+	}
+	close(release)
+	if a := <-done; a.status != http.StatusOK {
+		t.Fatalf("the HTTP request: %d %s", a.status, a.body)
+	}
+	// Once the HTTP request is done, the gRPC call is served (the step answers {} now, which is
+	// no Open Inference Protocol answer: the error says so).
+	_, err = inferencepb.NewGRPCInferenceServiceClient(conn).ModelInfer(context.Background(), &inferencepb.ModelInferRequest{ModelName: "p",
+		Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{fp32Input("x", 1)}})
+	if st := status.Convert(err); st.Code() == codes.Unavailable {
+		t.Fatalf("a gRPC call under the limit: %v", err)
 	}
 }

@@ -39,33 +39,39 @@ type grpcService struct {
 }
 
 // newGRPCServer is the gRPC server of the pipeline, under the same limits as its HTTP server:
-// messages of at most maxBodyBytes, and the requests in flight (HTTP and gRPC together) at most
-// the guard's, refused before their message is read.
+// messages of at most maxBodyBytes; one count of requests in flight for HTTP and gRPC together,
+// a call counted from its headers to its end and refused over the count before its message is
+// read; and a call that lasts longer than a request may (LongestRequest: its message sent
+// slowly, say) ended.
 func (s *Server) newGRPCServer(g *guard) *grpc.Server {
 	limit := int(min(s.Router.bodyLimit, int64(maxGRPCMessage)))
+	longest := s.LongestRequest()
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
 		grpc.MaxConcurrentStreams(uint32(min(g.maxInFlight, 1<<20))),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
-			if g.inFlight.Load() >= g.maxInFlight {
-				return ctx, status.Error(codes.Unavailable, errBusy)
-			}
-			return ctx, nil
-		}),
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if g.inFlight.Add(1) > g.maxInFlight {
 				g.inFlight.Add(-1)
-				return nil, status.Error(codes.Unavailable, errBusy)
+				return ctx, status.Error(codes.Unavailable, errBusy)
 			}
-			defer g.inFlight.Add(-1)
-			return h(ctx, req)
+			// The stream's context ends with the stream, or at the deadline: either way the
+			// call is no longer counted.
+			ctx, cancel := context.WithTimeoutCause(ctx, longest, errCallTooLong)
+			context.AfterFunc(ctx, func() {
+				cancel()
+				g.inFlight.Add(-1)
+			})
+			return ctx, nil
 		}),
 	)
 	inferencepb.RegisterGRPCInferenceServiceServer(srv, &grpcService{r: s.Router, ready: s.ready.Load})
 	return srv
 }
+
+// errCallTooLong ends a gRPC call that lasted longer than any request may.
+var errCallTooLong = errors.New("the call lasted longer than a request may")
 
 // errBusy is the message of a request over the router's in-flight limit.
 const errBusy = "the router serves as many requests as it may at once: try again"
