@@ -137,7 +137,7 @@ func bench(ctx context.Context, o options) error {
 		measureSlowCallers(ctx, ours, variants[1], body, slow, o.slowDuration)
 	}
 	rep := report{options: o, env: env, variants: variants, slow: slow, profiles: profs}
-	procs, err := measureOneCaller(ctx, o, steps.urls, &rep)
+	procs, err := measureOneCaller(ctx, o, steps, &rep)
 	for _, p := range procs {
 		defer p.stop()
 	}
@@ -156,12 +156,17 @@ func bench(ctx context.Context, o options) error {
 	for _, v := range rep.graph.variants {
 		errs = append(errs, v.failed(v.name))
 	}
+	for _, v := range rep.grpc.variants {
+		errs = append(errs, v.failed(v.name))
+	}
 	return errors.Join(errs...)
 }
 
-// measureOneCaller measures, into rep, what one caller sees of tensor mapping and of a graph of
-// steps, and what reading an answer for stopWhen costs; it returns the routers it started.
-func measureOneCaller(ctx context.Context, o options, stepURLs []string, rep *report) ([]*process, error) {
+// measureOneCaller measures, into rep, what one caller sees of tensor mapping, of a graph of
+// steps and of gRPC, and what reading an answer for stopWhen costs; it returns the routers it
+// started.
+func measureOneCaller(ctx context.Context, o options, steps *stepsProcess, rep *report) ([]*process, error) {
+	stepURLs := steps.urls
 	mapping, procs, err := measureMapping(ctx, o, stepURLs)
 	if err != nil {
 		return procs, fmt.Errorf("tensor mapping: %w", err)
@@ -171,11 +176,16 @@ func measureOneCaller(ctx context.Context, o options, stepURLs []string, rep *re
 	if err != nil {
 		return procs, fmt.Errorf("graph: %w", err)
 	}
+	grpcb, gprocs, err := measureGRPC(ctx, o, steps)
+	procs = append(procs, gprocs...)
+	if err != nil {
+		return procs, fmt.Errorf("gRPC: %w", err)
+	}
 	reading, err := measureJSONReading([]int{o.body, 64 << 10, 1 << 20})
 	if err != nil {
 		return procs, fmt.Errorf("reading answers for stopWhen: %w", err)
 	}
-	rep.mapping, rep.graph, rep.reading = mapping, graph, reading
+	rep.mapping, rep.graph, rep.grpc, rep.reading = mapping, graph, grpcb, reading
 	return procs, nil
 }
 

@@ -221,7 +221,7 @@ func (v *mappingVariant) call(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(outputs) != 1 || oip.Elements(outputs[0].Shape) != tensorElements || outputs[0].Binary != v.bin {
+	if len(outputs) != 1 || outputs[0].Name != "x" || oip.Elements(outputs[0].Shape) != tensorElements || outputs[0].Binary != v.bin {
 		return 0, fmt.Errorf("answered %d outputs, not the tensor x back", len(outputs))
 	}
 	return len(b), nil

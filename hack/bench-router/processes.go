@@ -26,8 +26,11 @@ const kserveAddr = "127.0.0.1:8080"
 // process is a router running as a child process.
 type process struct {
 	url, adminURL string
-	cmd           *exec.Cmd
-	dir           string
+	// grpcAddr is where it serves the Open Inference Protocol's gRPC service, when it does
+	// (--grpc-listen).
+	grpcAddr string
+	cmd      *exec.Cmd
+	dir      string
 	// unknownFlags are the optional flags of the benchmark the binary does not define, and runs
 	// without (a router built from an older revision).
 	unknownFlags []string
@@ -55,8 +58,9 @@ func startRouter(ctx context.Context, bin string, urls []string, stopWhen string
 	return startRouterConfig(ctx, bin, cfg)
 }
 
-// startRouterConfig runs the pipeline router with cfg and returns once it serves.
-func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config) (*process, error) {
+// startRouterConfig runs the pipeline router with cfg, and with flags after the benchmark's
+// own, and returns once it serves.
+func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config, flags ...string) (*process, error) {
 	dir, err := os.MkdirTemp("", "bench-router-")
 	if err != nil {
 		return nil, err
@@ -75,6 +79,7 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 			unknown = append(unknown, f)
 		}
 	}
+	args = append(args, flags...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -84,7 +89,9 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	p := &process{cmd: cmd, dir: dir, unknownFlags: unknown}
-	re := regexp.MustCompile(` listen=(\S+) metricsListen=(\S+)`)
+	// grpcListen is logged as "" when the router serves no gRPC, and not at all by a router from
+	// before it could.
+	re := regexp.MustCompile(` listen=(\S+) metricsListen=(\S+)(?: grpcListen=(\S+))?`)
 	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -96,7 +103,7 @@ func startRouterConfig(ctx context.Context, bin string, cfg routerconfig.Config)
 	}()
 	select {
 	case m := <-found:
-		p.url, p.adminURL = "http://"+m[1]+"/", "http://"+m[2]
+		p.url, p.adminURL, p.grpcAddr = "http://"+m[1]+"/", "http://"+m[2], strings.Trim(m[3], `"`)
 		return p, nil
 	case <-time.After(30 * time.Second):
 		p.stop()

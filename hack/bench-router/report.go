@@ -42,6 +42,7 @@ type report struct {
 	profiles []*profile
 	mapping  *mappingBench
 	graph    *graphBench
+	grpc     *grpcBench
 	reading  *jsonReading
 }
 
@@ -122,6 +123,9 @@ their own, apart from the callers', as the pods they stand for. The request: a J
 	}
 	if r.mapping != nil {
 		b.WriteString(r.mapping.markdown())
+	}
+	if r.grpc != nil {
+		b.WriteString(r.grpc.markdown())
 	}
 	if r.reading != nil {
 		b.WriteString(r.reading.markdown())

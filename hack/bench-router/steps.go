@@ -29,13 +29,15 @@ type stepServers struct {
 // calling step pods does too.)
 type stepsProcess struct {
 	urls []string
-	cmd  *exec.Cmd
+	// grpcURLs are its gRPC steps (grpc://host:port), grpcSteps of them.
+	grpcURLs []string
+	cmd      *exec.Cmd
 	// stdin is held open: the child serves until it closes.
 	stdin io.Closer
 }
 
-// startStepsProcess runs n steps in a child process (this program, with -serve-steps) and
-// returns once they serve.
+// startStepsProcess runs n steps and grpcSteps gRPC steps in a child process (this program,
+// with -serve-steps) and returns once they serve.
 func startStepsProcess(ctx context.Context, n int) (*stepsProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -56,12 +58,17 @@ func startStepsProcess(ctx context.Context, n int) (*stepsProcess, error) {
 	}
 	p := &stepsProcess{cmd: cmd, stdin: stdin}
 	lines := bufio.NewScanner(stdout)
-	for len(p.urls) < n && lines.Scan() {
-		p.urls = append(p.urls, lines.Text())
+	for len(p.urls)+len(p.grpcURLs) < n+grpcSteps && lines.Scan() {
+		if u := lines.Text(); strings.HasPrefix(u, "grpc://") {
+			p.grpcURLs = append(p.grpcURLs, u)
+		} else {
+			p.urls = append(p.urls, u)
+		}
 	}
-	if len(p.urls) < n {
+	if len(p.urls) < n || len(p.grpcURLs) < grpcSteps {
 		p.stop()
-		return nil, fmt.Errorf("the steps' process gave %d step URLs of %d", len(p.urls), n)
+		return nil, fmt.Errorf("the steps' process gave %d step URLs of %d and %d gRPC step URLs of %d",
+			len(p.urls), n, len(p.grpcURLs), grpcSteps)
 	}
 	return p, nil
 }
@@ -72,15 +79,20 @@ func (p *stepsProcess) stop() {
 	_ = p.cmd.Wait()
 }
 
-// serveSteps is the child's side: n steps, their URLs on standard output, until standard input
-// closes.
+// serveSteps is the child's side: n steps and grpcSteps gRPC steps, their URLs on standard
+// output, until standard input closes.
 func serveSteps(n int) error {
 	steps, err := startSteps(n)
 	if err != nil {
 		return err
 	}
 	defer steps.close()
-	for _, u := range steps.urls {
+	grpcURLs, stop, err := startGRPCSteps(grpcSteps)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, u := range append(steps.urls, grpcURLs...) {
 		fmt.Println(u)
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
