@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/config"
 )
 
 // errRequestEnded cancels the steps still running when another step ended the request: it
@@ -195,6 +197,9 @@ func (x *execution) request(i int) (payload, bool, bool) {
 // success.
 func (r *Router) execute(ctx context.Context, i int, header http.Header, send payload, owned bool) outcome {
 	s := r.steps[i]
+	// Branches run at once: each call gets its own copy of the headers, naming its step.
+	header = header.Clone()
+	header[config.HeaderStep] = []string{s.name}
 	resp, f := r.call(ctx, s, header, send)
 	if owned {
 		send.body.Release()

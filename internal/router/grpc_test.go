@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,6 +42,22 @@ type grpcModel struct {
 	// fail, when set, is the error of the next calls while it returns one.
 	fail func() error
 	addr string
+	// accepted counts the connections the model's server accepted.
+	accepted atomic.Int32
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 func newGRPCModel(t *testing.T, name string, inputs, outputs []modelTensor, compute func(map[string][]float32) map[string][]float32) *grpcModel {
@@ -51,7 +69,7 @@ func newGRPCModel(t *testing.T, name string, inputs, outputs []modelTensor, comp
 	}
 	srv := grpc.NewServer()
 	inferencepb.RegisterGRPCInferenceServiceServer(srv, m)
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(countingListener{ln, &m.accepted}) }()
 	t.Cleanup(srv.Stop)
 	m.addr = ln.Addr().String()
 	return m
@@ -199,8 +217,8 @@ func TestGRPCStepBetweenRESTSteps(t *testing.T) {
 		fmt.Sprint(req.GetInputs()[1].GetContents().GetFp32Contents()) != "[1 2 3 4]" || len(req.GetRawInputContents()) != 0 {
 		t.Fatalf("the gRPC step's request = %v", req)
 	}
-	if md := *add.md.Load(); md.Get("traceparent") == nil || md.Get("x-request-id") == nil {
-		t.Fatalf("the gRPC step's metadata lacks the trace and request id: %v", md)
+	if md := *add.md.Load(); md.Get("traceparent") == nil || md.Get("x-request-id") == nil || fmt.Sprint(md.Get("x-pipeline-step")) != "[add]" {
+		t.Fatalf("the gRPC step's metadata lacks the trace, the request id or its step's name: %v", md)
 	}
 }
 
@@ -381,5 +399,42 @@ func TestGRPCSharesTheInFlightLimit(t *testing.T) {
 		Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{fp32Input("x", 1)}})
 	if st := status.Convert(err); st.Code() == codes.Unavailable {
 		t.Fatalf("a gRPC call under the limit: %v", err)
+	}
+}
+
+// The calls to a gRPC step take several connections in turn, each replaced once a minute old,
+// so that a Service's virtual address spreads them over the step's pods, new ones included.
+func TestGRPCStepCallsSpreadOverConnectionsReplacedWithAge(t *testing.T) {
+	echo := grpcEcho(t)
+	var (
+		mu  sync.Mutex
+		now = time.Unix(1_700_000_000, 0)
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	tr := newTestRouterWith(t, config.Config{Steps: []config.Step{
+		{Name: "echo", URL: echo.url(), Protocol: config.ProtocolOpenInferenceGRPC, Model: "echo"},
+	}}, io.Discard, func(o *Options) { o.Clock = clock })
+	request := `{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":[1]}]}`
+	calls := func() {
+		for range 2 * grpcConnections {
+			if a := post(t, tr.url, "application/json", request, nil); a.status != http.StatusOK {
+				t.Fatalf("answer %d %s", a.status, a.body)
+			}
+		}
+	}
+	calls()
+	if got := echo.accepted.Load(); got != grpcConnections {
+		t.Fatalf("%d calls took %d connections, want %d", 2*grpcConnections, got, grpcConnections)
+	}
+	mu.Lock()
+	now = now.Add(grpcConnectionAge)
+	mu.Unlock()
+	calls()
+	if got := echo.accepted.Load(); got != 2*grpcConnections {
+		t.Fatalf("after a minute, %d connections in all, want %d: every one replaced once", got, 2*grpcConnections)
 	}
 }

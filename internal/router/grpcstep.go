@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,29 +24,78 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
 )
 
-// grpcStep is how a step of protocol OpenInferenceProtocolGRPC is called: its service, over
-// one HTTP/2 connection without TLS (gRPC multiplexes every call on it), and the model its
-// calls name.
+// grpcStep is how a step of protocol OpenInferenceProtocolGRPC is called: its service over
+// grpcConnections HTTP/2 connections without TLS, the calls taking them in turn, and the model
+// its calls name. gRPC carries every call on one connection, which a Service's virtual address
+// gives to one pod: several connections, each replaced once grpcConnectionAge old, spread the
+// calls over a step's pods, new ones included.
 type grpcStep struct {
-	client inferencepb.GRPCInferenceServiceClient
+	target string
 	model  string
+	opts   []grpc.DialOption
+	// drain is how long a replaced connection stays open for the calls still on it: longer
+	// than a call may take.
+	drain time.Duration
+	now   func() time.Time
+	next  atomic.Uint64
+	mu    sync.Mutex
+	conns [grpcConnections]grpcConn
 }
 
-// newGRPCStep makes the client of the step at rawURL (grpc://host:port). No connection is made
-// before the first call.
-func newGRPCStep(rawURL, model string, bodyLimit int64) (*grpcStep, error) {
+// grpcConn is one connection to a gRPC step and when it was made.
+type grpcConn struct {
+	conn   *grpc.ClientConn
+	client inferencepb.GRPCInferenceServiceClient
+	made   time.Time
+}
+
+// The connections to a gRPC step.
+const (
+	grpcConnections   = 4
+	grpcConnectionAge = time.Minute
+)
+
+// newGRPCStep makes the client of the step at rawURL (grpc://host:port) whose calls take at
+// most timeout. No connection is made before the first call.
+func newGRPCStep(rawURL, model string, bodyLimit int64, timeout time.Duration, now func() time.Time) (*grpcStep, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	limit := int(min(bodyLimit, int64(maxGRPCMessage)))
-	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
-		grpc.WithUserAgent("pipeline-router"))
+	g := &grpcStep{target: u.Host, model: model, drain: timeout + time.Second, now: now,
+		opts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+			grpc.WithUserAgent("pipeline-router")}}
+	// The target is checked once here: a connection made later cannot fail to be made.
+	c, err := grpc.NewClient(g.target, g.opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &grpcStep{client: inferencepb.NewGRPCInferenceServiceClient(conn), model: model}, nil
+	g.conns[0] = grpcConn{conn: c, client: inferencepb.NewGRPCInferenceServiceClient(c), made: now()}
+	return g, nil
+}
+
+// client is the client of the next connection in turn, replacing it first when it is old; the
+// connection replaced is closed once the calls on it are done.
+func (g *grpcStep) client() inferencepb.GRPCInferenceServiceClient {
+	i := g.next.Add(1) % grpcConnections
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := &g.conns[i]
+	if c.conn != nil && g.now().Sub(c.made) < grpcConnectionAge {
+		return c.client
+	}
+	if old := c.conn; old != nil {
+		time.AfterFunc(g.drain, func() { _ = old.Close() })
+	}
+	conn, err := grpc.NewClient(g.target, g.opts...)
+	if err != nil {
+		// The target was made a client of once: keep the old connection rather than none.
+		return c.client
+	}
+	*c = grpcConn{conn: conn, client: inferencepb.NewGRPCInferenceServiceClient(conn), made: g.now()}
+	return c.client
 }
 
 // maxGRPCMessage is the largest message gRPC is asked to take: its sizes are ints.
@@ -59,7 +111,7 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := s.grpc.client.ModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), req)
+	res, err := s.grpc.client().ModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, classify(ctx, err, s.timeout)
@@ -288,7 +340,7 @@ func outgoingMetadata(h http.Header) metadata.MD {
 
 // grpcMetadata reads the model metadata of a gRPC step with ModelMetadata.
 func grpcMetadata(ctx context.Context, g *grpcStep) (*oip.ModelMetadata, error) {
-	res, err := g.client.ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
+	res, err := g.client().ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
 	if err != nil {
 		return nil, err
 	}

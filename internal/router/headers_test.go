@@ -293,3 +293,27 @@ func TestTheOpenInferenceBodyHeaderIsSetByTheRouter(t *testing.T) {
 		t.Fatalf("%s is not among the headers the router sets itself", oip.HeaderInferenceHeaderLength)
 	}
 }
+
+// Each call to a step names the step called, whatever the caller sent under that name.
+func TestEachStepCallNamesItsStep(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	record := func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, strings.Join(r.Header.Values(config.HeaderStep), ","))
+		_, _ = w.Write([]byte("ok"))
+	}
+	one, two := newStep(t, record), newStep(t, record)
+	tr := newTestRouter(t, config.Config{Steps: []config.Step{{Name: "detect", URL: one.URL}, {Name: "classify", URL: two.URL}}})
+	if a := post(t, tr.url, "text/plain", "in", http.Header{config.HeaderStep: {"forged"}}); a.status != http.StatusOK {
+		t.Fatalf("answer %d %q", a.status, a.body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"detect", "classify"}; !slices.Equal(got, want) {
+		t.Fatalf("X-Pipeline-Step of the calls = %q, want %q", got, want)
+	}
+}

@@ -124,7 +124,7 @@ func New(cfg config.Config, opts Options) (*Router, error) {
 		}
 		st.openInference, st.metadataURL, st.outputs = s.OpenInference(), s.MetadataURL, s.Outputs
 		if s.GRPC() {
-			if st.grpc, err = newGRPCStep(s.URL, s.Model, r.bodyLimit); err != nil {
+			if st.grpc, err = newGRPCStep(s.URL, s.Model, r.bodyLimit, s.Timeout(), r.now); err != nil {
 				return nil, fmt.Errorf("step %q url: %w", s.Name, err)
 			}
 		}

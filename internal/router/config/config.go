@@ -534,13 +534,16 @@ const (
 	HeaderRequestID = "X-Request-Id"
 	// HeaderLastStep names, in the router's answer, the step whose response it is.
 	HeaderLastStep = "X-Pipeline-Last-Step"
+	// HeaderStep names, on each call to a step, the step called: what the step, or a proxy in
+	// front of it, logs or traces of the call names the branch it serves.
+	HeaderStep = "X-Pipeline-Step"
 )
 
 // reservedHeader reports whether the router sets the header itself, or drops it on every call
 // to a step, so that propagating it from the caller would be wrong or silently do nothing.
 func reservedHeader(name string) bool {
 	switch name = http.CanonicalHeaderKey(name); name {
-	case HeaderRequestID, HeaderLastStep:
+	case HeaderRequestID, HeaderLastStep, HeaderStep:
 		return true
 	}
 	return FramingHeader(name)
