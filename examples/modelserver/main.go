@@ -7,11 +7,13 @@
 // from the standardized measurements (setosa, versicolor or virginica) with its probabilities.
 // Chained, they classify a flower: [5.1, 3.5, 1.4, 0.2] is a setosa.
 //
-//	modelserver [-listen :8000] [-model NAME] [-model-dir DIR] [-load-delay 2s]
+//	modelserver [-listen :8000] [-model NAME] [-model-dir DIR] [-load-delay 2s] [-grpc]
 //
 // The model is $MODEL_NAME in $MODEL_PATH unless the flags say otherwise (the operator sets
 // both for every step). The server answers the protocol's health, model readiness, metadata and
-// infer paths; it is live at once and ready once the model is loaded, after -load-delay. A model
+// infer paths; with -grpc it serves the protocol's gRPC service on -listen instead
+// (ServerLive, ServerReady, ModelReady, ModelMetadata, ModelInfer). It is live at once and ready
+// once the model is loaded, after -load-delay. A model
 // that cannot be loaded ends the server with exit code 1 and the reason as its termination
 // message.
 package main
@@ -22,11 +24,16 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
 )
 
 // terminationLog is where the kubelet reads a container's termination message.
@@ -37,6 +44,7 @@ func main() {
 	name := flag.String("model", os.Getenv("MODEL_NAME"), "Name of the model to serve (default $MODEL_NAME).")
 	dir := flag.String("model-dir", os.Getenv("MODEL_PATH"), "Directory of the model, holding model.json (default $MODEL_PATH).")
 	delay := flag.Duration("load-delay", 2*time.Second, "How long loading the model takes, as a large model's would.")
+	useGRPC := flag.Bool("grpc", false, "Serve the protocol's gRPC service on -listen instead of its REST paths.")
 	flag.Parse()
 	if *name == "" || *dir == "" {
 		fail(errors.New("no model to serve: set -model and -model-dir, or MODEL_NAME and MODEL_PATH"))
@@ -67,6 +75,10 @@ func main() {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
+	if *useGRPC {
+		serveGRPC(ctx, *listen, s)
+		return
+	}
 	log.Printf("serving the Open Inference Protocol on %s", *listen)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fail(err)
@@ -78,4 +90,22 @@ func fail(err error) {
 	log.Print(err)
 	_ = os.WriteFile(terminationLog, []byte(err.Error()), 0o644)
 	os.Exit(1)
+}
+
+// serveGRPC serves the protocol's gRPC service on listen until ctx ends.
+func serveGRPC(ctx context.Context, listen string, s *server) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fail(err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequest))
+	inferencepb.RegisterGRPCInferenceServiceServer(srv, &grpcServer{s: s})
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	log.Printf("serving the Open Inference Protocol's gRPC service on %s", listen)
+	if err := srv.Serve(ln); err != nil {
+		fail(err)
+	}
 }

@@ -70,6 +70,8 @@ type inferInput struct {
 	Datatype string          `json:"datatype"`
 	Shape    []int64         `json:"shape"`
 	Data     json.RawMessage `json:"data"`
+	// flat is the data as numbers already, when it came over gRPC.
+	flat []float64
 }
 
 func (s *server) infer(w http.ResponseWriter, r *http.Request, m *model) {
@@ -105,9 +107,12 @@ func inputRows(m *model, inputs []inferInput) ([][]float64, error) {
 		if in.Datatype != "FP32" && in.Datatype != "FP64" {
 			return nil, fmt.Errorf("input %s must be FP32, not %s", m.Input, in.Datatype)
 		}
-		flat, err := flatten(in.Data)
-		if err != nil {
-			return nil, fmt.Errorf("input %s: %w", m.Input, err)
+		flat := in.flat
+		if flat == nil {
+			var err error
+			if flat, err = flatten(in.Data); err != nil {
+				return nil, fmt.Errorf("input %s: %w", m.Input, err)
+			}
 		}
 		if int64(len(flat)) != in.Shape[0]*in.Shape[1] {
 			return nil, fmt.Errorf("input %s has %d numbers, its shape %v says %d", m.Input, len(flat), in.Shape, in.Shape[0]*in.Shape[1])
