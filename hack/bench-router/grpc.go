@@ -271,13 +271,14 @@ func (c *grpcCaller) infer(ctx context.Context) ([]byte, error) {
 
 func (gb *grpcBench) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## gRPC\n\nThe tensor of the tensor mapping, x, FP32 of %d elements (1 MiB), sent as binary data over REST "+
-		"(`%s`) and as `raw_input_contents` over gRPC, to steps of a model that answers its input as its output: the REST "+
-		"steps' and, for gRPC, %d servers of the Open Inference Protocol's gRPC service (`inference.GRPCInferenceService`) "+
-		"in the steps' process that answer raw contents back as raw contents. Through the router every step has x mapped "+
-		"(`inputs`): the first from the request, the second from the first's answer; the gRPC steps are of protocol "+
-		"`OpenInferenceProtocolGRPC`, and the gRPC callers call the router's gRPC service (`--grpc-listen`). One caller, "+
-		"on one connection; %d rounds of %s per variant, interleaved; medians of every call.\n\n",
+	fmt.Fprintf(&b, "\n## gRPC\n\nThe tensor mapping's tensor x, FP32 of %d elements (1 MiB), as binary data over REST "+
+		"(`%s`) and as `raw_input_contents` over gRPC. The steps answer their input as their output and take no model "+
+		"time: over REST the steps' model echo, over gRPC %d servers of the Open Inference Protocol's gRPC service "+
+		"(`inference.GRPCInferenceService`) in the steps' process, which answer raw contents back as raw contents. "+
+		"Through the router every step has x mapped (`inputs`): the first from the request, the second from the first's "+
+		"answer; the gRPC steps are of protocol `OpenInferenceProtocolGRPC`, and the gRPC callers call the router's gRPC "+
+		"service (`--grpc-listen`). One caller on one connection; %d rounds of %s per variant, interleaved; medians of "+
+		"every call.\n\n",
 		tensorElements, oip.HeaderInferenceHeaderLength, grpcSteps, gb.rounds, gb.duration)
 	b.WriteString("| variant | calls | median latency | compared |\n|---|---|---|---|\n")
 	med := func(i int) time.Duration { return gb.variants[i].median() }
@@ -296,8 +297,8 @@ func (gb *grpcBench) markdown() string {
 		}
 	}
 	b.WriteString("\nThe router's overhead per hop is the median through the router less the median of the same step called " +
-		"directly: the hop from the router to the step, and what the router does between them. It carries a gRPC " +
-		"request as a REST body of the protocol (raw contents as binary data) and makes each step's ModelInfer of it, and " +
-		"each answer a REST body again. Every answer is checked to be x, of 1 MiB; the first of each variant byte for byte.\n")
+		"directly: the hop from the router to the step, and what the router does between them. The router carries a gRPC " +
+		"request as a REST body of the protocol (raw contents as binary data), and makes each step's ModelInfer of it and " +
+		"each answer a REST body again. Every answer is checked to be x of 1 MiB; the first of each variant, byte for byte.\n")
 	return b.String()
 }
