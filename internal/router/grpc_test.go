@@ -383,7 +383,7 @@ func TestGRPCSharesTheInFlightLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_, err = inferencepb.NewGRPCInferenceServiceClient(conn).ModelInfer(context.Background(), &inferencepb.ModelInferRequest{ModelName: "p",
 		Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{fp32Input("x", 1)}})
 	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != errBusy {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc/status"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/status"
 
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 )

@@ -65,7 +65,7 @@ func TestGRPCTypedContentsRoundTrip(t *testing.T) {
 		{Name: "f32", Datatype: "FP32", Shape: []int64{3}, Contents: c(func(x *inferencepb.InferTensorContents) {
 			x.Fp32Contents = []float32{0.1, -3.4e38, float32(math.SmallestNonzeroFloat32)}
 		})},
-		{Name: "f64", Datatype: "FP64", Shape: []int64{2}, Contents: c(func(x *inferencepb.InferTensorContents) { x.Fp64Contents = []float64{math.Pi, -0.0} })},
+		{Name: "f64", Datatype: "FP64", Shape: []int64{2}, Contents: c(func(x *inferencepb.InferTensorContents) { x.Fp64Contents = []float64{math.Pi, math.Copysign(0, -1)} })},
 		{Name: "s", Datatype: "BYTES", Shape: []int64{2}, Contents: c(func(x *inferencepb.InferTensorContents) {
 			x.BytesContents = [][]byte{[]byte(`say "hi"`), {}}
 		}),
@@ -198,14 +198,14 @@ func FuzzGRPCRequest(f *testing.F) {
 		}
 		r := grpcReader()
 		bg := r.Budget.(*budget)
-		if _, held, err := r.FromGRPC(tensors, req.GetRawInputContents()); err != nil {
+		_, held, err := r.FromGRPC(tensors, req.GetRawInputContents())
+		if err != nil {
 			if held != 0 || bg.used.Load() != 0 {
 				t.Fatalf("a refusal holds %d bytes", bg.used.Load())
 			}
 			return
-		} else {
-			r.Budget.Release(held)
 		}
+		r.Budget.Release(held)
 		got, raw, err := roundTrip(t, r, tensors, req.GetRawInputContents())
 		if err != nil {
 			t.Fatal(err)
