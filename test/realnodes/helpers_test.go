@@ -55,25 +55,27 @@ func resolver() *net.Resolver {
 // clusterHTTP is an HTTP client inside the cluster's network namespace that finds hosts by
 // the cluster's DNS, as a pod would.
 func clusterHTTP() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: clusterDialer(), DisableKeepAlives: true}}
+}
+
+// clusterDialer dials inside the cluster's network namespace, finding hosts by the cluster's DNS.
+func clusterDialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	dial := netns.Dialer(netnsPath)
 	r := resolver()
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if net.ParseIP(host) == nil {
+			ips, err := r.LookupHost(ctx, host)
 			if err != nil {
 				return nil, err
 			}
-			if net.ParseIP(host) == nil {
-				ips, err := r.LookupHost(ctx, host)
-				if err != nil {
-					return nil, err
-				}
-				host = ips[0]
-			}
-			return dial(ctx, network, net.JoinHostPort(host, port))
-		},
-		DisableKeepAlives: true,
-	}}
+			host = ips[0]
+		}
+		return dial(ctx, network, net.JoinHostPort(host, port))
+	}
 }
 
 // eventually polls f every half second until it returns nil, failing the test with f's last
