@@ -350,6 +350,13 @@ func TestGRPCStepFailures(t *testing.T) {
 		t.Fatalf("INTERNAL: %d %s", a.status, a.body)
 	}
 
+	// A call the step cancelled itself is its failure, not an answer to pass back.
+	echo.fail = func() error { return status.Error(codes.Canceled, "shutting down") }
+	a = post(t, tr.url, "application/json", request, nil)
+	if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Error != "step 1 (echo) answered gRPC CANCELLED" {
+		t.Fatalf("CANCELLED: %d %s", a.status, a.body)
+	}
+
 	// A body that is not an Open Inference Protocol request cannot be made a ModelInfer call:
 	// the caller's error when it is the pipeline's request.
 	echo.fail = nil

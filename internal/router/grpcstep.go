@@ -269,7 +269,12 @@ func (r *Router) grpcFailure(s *step, err error) (*stepResponse, *attemptError) 
 				what: fmt.Sprintf("answered more than maxBodyBytes (%d bytes)", r.bodyLimit), err: detail}
 		}
 	}
-	if code >= 500 {
+	if code >= 500 || st.Code() == codes.Canceled {
+		// A call the step cancelled itself (the router's own ends were told apart above) is
+		// the step's failure, not an answer.
+		if code < 500 {
+			code = http.StatusBadGateway
+		}
 		return nil, &attemptError{reason: ReasonServerError, status: code,
 			what: "answered gRPC " + grpcCodeName(st.Code()), err: detail}
 	}
@@ -287,6 +292,9 @@ func (r *Router) grpcFailure(s *step, err error) (*stepResponse, *attemptError) 
 
 // grpcCodeName is a gRPC status code as the protocol writes it (UNAVAILABLE).
 func grpcCodeName(c codes.Code) string {
+	if c == codes.Canceled {
+		return "CANCELLED"
+	}
 	var b strings.Builder
 	for i, ch := range c.String() {
 		if i > 0 && ch >= 'A' && ch <= 'Z' {
