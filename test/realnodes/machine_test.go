@@ -77,6 +77,23 @@ func ownMemoryCgroup() string {
 	return "/"
 }
 
+// othersCgroups reports whether a cgroup belongs to another process of the machine: it is
+// beside the run's own memory cgroup, not in it (the cluster makes its cgroups in the run's
+// own: hack/localcluster), as the cgroups a machine gives each process it starts are.
+func othersCgroups() func(string) bool {
+	own := ownMemoryCgroup()
+	if own == "/" {
+		return func(string) bool { return false }
+	}
+	ownDir := filepath.Join("/sys/fs/cgroup/memory", own)
+	parent := filepath.Dir(ownDir)
+	return func(c string) bool {
+		inParent := strings.HasPrefix(c, parent+"/")
+		inOwn := c == ownDir || strings.HasPrefix(c, ownDir+"/")
+		return inParent && !inOwn
+	}
+}
+
 // cgroupTree lists the cgroups of every hierarchy.
 func cgroupTree() []string {
 	var dirs []string
@@ -113,8 +130,9 @@ func leftovers(before *machine) []string {
 			left = append(left, "mount "+mp)
 		}
 	}
+	others := othersCgroups()
 	for _, c := range after.cgroups {
-		if !slices.Contains(before.cgroups, c) {
+		if !slices.Contains(before.cgroups, c) && !others(c) {
 			left = append(left, "cgroup "+c)
 		}
 	}
