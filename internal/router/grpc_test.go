@@ -445,3 +445,40 @@ func TestGRPCStepCallsSpreadOverConnectionsReplacedWithAge(t *testing.T) {
 		t.Fatalf("after a minute, %d connections in all, want %d: every one replaced once", got, 2*grpcConnections)
 	}
 }
+
+// Concurrent callers each get their own raw answer back, byte for byte: an answer's raw contents
+// are not read from memory another request reuses.
+func TestGRPCRawAnswersOfConcurrentCallsStayTheirs(t *testing.T) {
+	echo := grpcEcho(t)
+	echo.rawOut = true
+	_, c := serveGRPCRouter(t, config.Config{Pipeline: "ns/raw", Steps: []config.Step{
+		{Name: "echo", URL: echo.url(), Protocol: config.ProtocolOpenInferenceGRPC, Model: "echo"},
+	}})
+	errs := make(chan error, 16)
+	for caller := range 16 {
+		go func() {
+			for n := range 20 {
+				var raw []byte
+				for i := range 4 {
+					raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(caller*1000+n*10+i)))
+				}
+				res, err := c.ModelInfer(context.Background(), &inferencepb.ModelInferRequest{ModelName: "raw",
+					Inputs:           []*inferencepb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 4}}},
+					RawInputContents: [][]byte{raw}})
+				if err == nil && (len(res.GetRawOutputContents()) != 1 || !bytes.Equal(res.GetRawOutputContents()[0], raw)) {
+					err = fmt.Errorf("caller %d call %d got %x, sent %x", caller, n, res.GetRawOutputContents(), raw)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

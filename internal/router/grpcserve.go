@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -205,6 +206,9 @@ func (r *Router) infer(ctx context.Context, req *inferencepb.ModelInferRequest, 
 		return refuse(resp.status, answerError(resp))
 	}
 	res, err := r.grpcAnswer(resp)
+	if errors.Is(err, bodies.ErrBudgetExceeded) || errors.Is(err, oip.ErrBudgetExceeded) {
+		return refuse(http.StatusServiceUnavailable, bodies.ErrBudgetExceeded.Error())
+	}
 	if err != nil {
 		r.log.Warn("pipeline answer not carried over gRPC", "pipeline", r.pipeline, "step", last, "requestID", id, "error", err)
 		return refuse(http.StatusBadGateway, fmt.Sprintf("the answer of step %s cannot be carried over gRPC: %v", last, err))
@@ -244,11 +248,18 @@ func (r *Router) grpcAnswer(resp *stepResponse) (*inferencepb.ModelInferResponse
 	if err != nil {
 		return nil, err
 	}
-	// Nothing else reads the answer now: it may be joined.
-	if err := resp.body.Join(); err != nil {
+	// The answer's raw contents are slices of a copy of the body of their own: gRPC writes them
+	// after the handler returned and the body's blocks went to other requests.
+	size := resp.body.Len()
+	if !r.budget.TryAcquire(size) {
+		return nil, bodies.ErrBudgetExceeded
+	}
+	defer r.budget.Release(size)
+	body := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := resp.body.WriteTo(body); err != nil {
 		return nil, err
 	}
-	doc, binary, err := oip.Split(resp.body.Bytes(), length)
+	doc, binary, err := oip.Split(body.Bytes(), length)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,14 +57,14 @@ const (
 )
 
 // newGRPCStep makes the client of the step at rawURL (grpc://host:port) whose calls take at
-// most timeout. No connection is made before the first call.
+// most timeout (a metadata read, metadataTimeout). No connection is made before the first call.
 func newGRPCStep(rawURL, model string, bodyLimit int64, timeout time.Duration, now func() time.Time) (*grpcStep, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	limit := int(min(bodyLimit, int64(maxGRPCMessage)))
-	g := &grpcStep{target: u.Host, model: model, drain: timeout + time.Second, now: now,
+	g := &grpcStep{target: u.Host, model: model, drain: max(timeout, metadataTimeout) + time.Second, now: now,
 		opts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
 			grpc.WithUserAgent("pipeline-router")}}
@@ -105,10 +106,13 @@ const maxGRPCMessage = 1<<31 - 1
 // Protocol made into the call's message, and makes its answer a REST body again: the rest of the
 // router (tensor mapping, stopWhen, the pipeline's answer) reads it as it reads any step's.
 func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, in payload) (*stepResponse, *attemptError) {
-	req, aerr := r.inferRequest(s, in)
+	req, held, aerr := r.inferRequest(s, in)
 	if aerr != nil {
 		return nil, aerr
 	}
+	// What the request holds (a copy of the body, which its raw contents are slices of) is
+	// counted until the call is done.
+	defer r.budget.Release(held)
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	res, err := s.grpc.client().ModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), req)
@@ -125,10 +129,11 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 	return out, nil
 }
 
-// inferRequest is the ModelInfer request of step s made of in. A body that is not an Open
-// Inference Protocol request is the caller's error when it is the pipeline's request as it came
-// (the first step's, without inputs), else a failure to map tensors.
-func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferRequest, *attemptError) {
+// inferRequest is the ModelInfer request of step s made of in, and what it holds of the
+// router's budget, to be released once the call is done. A body that is not an Open Inference
+// Protocol request is the caller's error when it is the pipeline's request as it came (the first
+// step's, without inputs), else a failure to map tensors.
+func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferRequest, int64, *attemptError) {
 	refuse := func(what string, err error) *attemptError {
 		reason := ReasonTensorMapping
 		if s.index == 1 && s.inputs == nil {
@@ -138,36 +143,46 @@ func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferReque
 			err: fmt.Errorf("make the ModelInfer request of %s: %w", s.url, err)}
 	}
 	if in.contentEncoding != "" {
-		return nil, refuse("is encoded (Content-Encoding "+strconv.Quote(in.contentEncoding)+")", errors.New("encoded body"))
+		return nil, 0, refuse("is encoded (Content-Encoding "+strconv.Quote(in.contentEncoding)+")", errors.New("encoded body"))
 	}
 	length, err := oip.ParseHeaderLength(in.inferenceHeader)
 	if err != nil {
-		return nil, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
+		return nil, 0, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
 	}
 	// The body is copied, not joined: another step may be sending it at the same time.
 	size := in.body.Len()
 	if !r.budget.TryAcquire(size) {
-		return nil, &attemptError{reason: ReasonBufferBudget, what: "could not be called: the router holds maxBufferedBytes of bodies already",
-			err: bodies.ErrBudgetExceeded}
+		return nil, 0, &attemptError{reason: ReasonBufferBudget,
+			what: "could not be called: the router holds maxBufferedBytes of bodies already", err: bodies.ErrBudgetExceeded}
 	}
-	defer r.budget.Release(size)
-	data := make([]byte, 0, size)
-	w := sliceWriter{b: data}
-	if _, err := in.body.WriteTo(&w); err != nil {
-		return nil, refuse("could not be read", err)
+	req, held, aerr := r.inferRequestOf(s, in, size, length, refuse)
+	if aerr != nil {
+		r.budget.Release(size)
+		return nil, 0, aerr
 	}
-	doc, binary, err := oip.Split(w.b, length)
+	return req, size + held, nil
+}
+
+// inferRequestOf makes the request of a copy of in's body (size bytes, its JSON document length
+// bytes long, or all of it when length is negative).
+func (r *Router) inferRequestOf(s *step, in payload, size, length int64,
+	refuse func(string, error) *attemptError) (*inferencepb.ModelInferRequest, int64, *attemptError) {
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := in.body.WriteTo(buf); err != nil {
+		return nil, 0, refuse("could not be read", err)
+	}
+	doc, binary, err := oip.Split(buf.Bytes(), length)
 	if err != nil {
-		return nil, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
+		return nil, 0, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
 	}
 	tensors, held, err := r.reader.Request(doc, int64(len(binary)))
-	defer r.budget.Release(held)
 	if err != nil {
-		return nil, refuse("is not an Open Inference Protocol request", err)
+		return nil, 0, refuse("is not an Open Inference Protocol request", err)
 	}
 	inputs, raw, err := oip.ToGRPC(tensors, binary)
 	if err != nil {
-		return nil, refuse("has a tensor gRPC cannot carry", err)
+		r.budget.Release(held)
+		return nil, 0, refuse("has a tensor gRPC cannot carry", err)
 	}
 	req := &inferencepb.ModelInferRequest{ModelName: s.grpc.model, RawInputContents: raw}
 	for _, t := range inputs {
@@ -177,15 +192,7 @@ func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferReque
 	for _, name := range s.outputs {
 		req.Outputs = append(req.Outputs, &inferencepb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
 	}
-	return req, nil
-}
-
-// sliceWriter appends what is written to b.
-type sliceWriter struct{ b []byte }
-
-func (w *sliceWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
+	return req, held, nil
 }
 
 // restAnswer is the answer of a ModelInfer call as a REST answer of the Open Inference
