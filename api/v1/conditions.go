@@ -58,6 +58,10 @@ const (
 	ReasonFailingOver = "FailingOver"
 	// ReasonFailingBack means a step is moving back to a more preferred node that is ready again.
 	ReasonFailingBack = "FailingBack"
+	// ReasonStorageIdentityPending means the identity that names the Pipeline's model storage
+	// is not recorded yet (see Pipeline.StorageIdentityPending): the operator changes nothing
+	// until it is, so that the Pipeline keeps its claim.
+	ReasonStorageIdentityPending = "StorageIdentityPending"
 )
 
 // Reasons of the Degraded condition.

@@ -17,6 +17,13 @@ const (
 	// this one cannot hold, so that converting back gives the object converted. The conversion
 	// writes and removes it; do not edit it.
 	ConversionDataAnnotation = "distri-infer.ndsl.cn/conversion-data"
+	// StorageIdentityAnnotation records the identity of the Pipeline's model storage, which
+	// names its PersistentVolume and claim (see Pipeline.StorageIdentity), as JSON:
+	// {"parts": [...], "storage": "<fingerprint>"}. parts are the identity without the
+	// Pipeline's namespace and name; storage is StorageFingerprint of the spec.modelStorage they
+	// were recorded for: once the storage changes, they no longer apply, and the storage gets
+	// the names of the new spec. The conversion and the operator write it; do not edit it.
+	StorageIdentityAnnotation = "distri-infer.ndsl.cn/storage-identity"
 )
 
 // CleanupFinalizer is the finalizer of every Pipeline: the operator deletes the Pipeline's

@@ -97,6 +97,10 @@ func (p *Pipeline) ConvertTo(dstRaw conversion.Hub) error {
 	if err := putConversionData(&dst.ObjectMeta, lost, isEmptyV1beta1Data(lost)); err != nil {
 		return fmt.Errorf("convert Pipeline %s/%s to v1: %w", p.Namespace, p.Name, err)
 	}
+	if lost.ModelStorage != nil {
+		// The names of the storage hash its identity as v1beta1 says it: recorded in v1.
+		RecordStorageIdentity(dst)
+	}
 	return nil
 }
 
@@ -139,7 +143,34 @@ func (p *Pipeline) ConvertFrom(srcRaw conversion.Hub) error {
 	if err := putConversionData(&p.ObjectMeta, lost, isEmptyV1Data(lost)); err != nil {
 		return fmt.Errorf("convert Pipeline %s/%s to v1beta1: %w", src.Namespace, src.Name, err)
 	}
+	return p.keepStorageIdentity(src)
+}
+
+// keepStorageIdentity leaves on p, converted from src, the storage identity src records
+// (pipelinev1.StorageIdentityAnnotation) unless converting p back to v1 records it again: the
+// identity of storage v1beta1 says otherwise than v1, which the conversion to v1 records. A
+// Pipeline that goes to v1beta1 and back is then the one it was, both ways.
+func (p *Pipeline) keepStorageIdentity(src *pipelinev1.Pipeline) error {
+	recorded, ok := src.Annotations[pipelinev1.StorageIdentityAnnotation]
+	if !ok {
+		return nil
+	}
+	p.Annotations = withoutAnnotation(p.Annotations, pipelinev1.StorageIdentityAnnotation)
+	again := &pipelinev1.Pipeline{}
+	if err := p.DeepCopy().ConvertTo(again); err != nil {
+		return err
+	}
+	if again.Annotations[pipelinev1.StorageIdentityAnnotation] != recorded {
+		setAnnotation(&p.ObjectMeta, pipelinev1.StorageIdentityAnnotation, &recorded)
+	}
 	return nil
+}
+
+// withoutAnnotation is annotations without key, nil when nothing is left.
+func withoutAnnotation(annotations map[string]string, key string) map[string]string {
+	meta := metav1.ObjectMeta{Annotations: annotations}
+	popAnnotation(&meta, key)
+	return meta.Annotations
 }
 
 // convertPart converts the part s of an object with to, whose inverse is back. kept is what

@@ -167,7 +167,9 @@ func commonFillFuncs() []any {
 			}
 		},
 		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI)
+			// As JSON gives it, as the webhook reads it: in the format its string parses to,
+			// so that its string (a part of the storage identity) stays what it is.
+			*q = resource.MustParse(resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI).String())
 		},
 		func(tm *metav1.Time, c randfill.Continue) {
 			*tm = metav1.Unix(c.Int63n(1<<31), 0)

@@ -309,9 +309,12 @@ func TestTrimPipeline(t *testing.T) {
 	p.Finalizers = []string{"distri-infer.ndsl.cn/cleanup", "tenant.example.com/keep"}
 	p.Status.Phase = pipelinev1.PipelinePhaseRunning
 	want := p.DeepCopy()
-	want.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true", pipelinev1.ConversionDataAnnotation: `{"steps":{}}`}
+	identity := `{"parts":["nfs","","1Gi","ReadOnlyMany","extra=` + strings.Repeat("x", 1<<10) + `"],"storage":"f"}`
+	want.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true", pipelinev1.ConversionDataAnnotation: `{"steps":{}}`,
+		pipelinev1.StorageIdentityAnnotation: identity}
 
 	p.Annotations = map[string]string{pipelinev1.PausedAnnotation: "true", pipelinev1.ConversionDataAnnotation: `{"steps":{}}`,
+		pipelinev1.StorageIdentityAnnotation:               identity,
 		pipelinev1.FailbackAnnotation:                      strings.Repeat("t", 1<<10),
 		"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("{}", 100<<10)}
 	p.Labels = map[string]string{"team": "vision"}

@@ -46,9 +46,14 @@ func defaultTransform(obj any) (any, error) {
 }
 
 // pipelineAnnotations are the annotations of a Pipeline the operator reads: v1beta1's pause and
-// failback requests, and the conversion data (the order of a v1beta1 step's environment, its
-// storage).
-var pipelineAnnotations = []string{pipelinev1.PausedAnnotation, pipelinev1.FailbackAnnotation, pipelinev1.ConversionDataAnnotation}
+// failback requests, the conversion data (the order of a v1beta1 step's environment, whether
+// its storage identity may be pending) and the recorded storage identity.
+var pipelineAnnotations = []string{pipelinev1.PausedAnnotation, pipelinev1.FailbackAnnotation, pipelinev1.ConversionDataAnnotation,
+	pipelinev1.StorageIdentityAnnotation}
+
+// unboundedAnnotations are the pipelineAnnotations kept whatever their length: the conversion
+// writes them, and the operator reads all of them.
+var unboundedAnnotations = []string{pipelinev1.ConversionDataAnnotation, pipelinev1.StorageIdentityAnnotation}
 
 // TrimPipeline drops from the metadata of a cached Pipeline what the operator never reads:
 // labels, owner references, managedFields, the name prefix, and every annotation but
@@ -60,6 +65,6 @@ var pipelineAnnotations = []string{pipelinev1.PausedAnnotation, pipelinev1.Failb
 func TrimPipeline(p *pipelinev1.Pipeline) {
 	p.Labels, p.OwnerReferences, p.ManagedFields, p.GenerateName = nil, nil, nil, ""
 	p.Annotations = filtered(p.Annotations, func(k, v string) bool {
-		return slices.Contains(pipelineAnnotations, k) && (k == pipelinev1.ConversionDataAnnotation || len(v) <= maxOwnAnnotationBytes)
+		return slices.Contains(pipelineAnnotations, k) && (slices.Contains(unboundedAnnotations, k) || len(v) <= maxOwnAnnotationBytes)
 	})
 }

@@ -222,6 +222,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 
 		StorageRevocationGrace:     o.StorageRevocationGrace,
 		DisableStepNetworkPolicies: o.DisableStepNetworkPolicies,
+		RecordStorageIdentity:      pipelinev1beta1.RecordStorageIdentity,
 	}
 	if r.RouterImage == "" {
 		log.Info("No router image: Pipelines with dataPath.mode Router get no router until it is set", "env", resources.EnvRouterImage)
@@ -247,7 +248,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create a client without cache: %w", err)
 	}
-	if err := mgr.Add(&storageversion.Migration{Client: direct}); err != nil {
+	if err := mgr.Add(&storageversion.Migration{Client: direct, RecordStorageIdentity: pipelinev1beta1.RecordStorageIdentity}); err != nil {
 		return nil, fmt.Errorf("add the storage version migration: %w", err)
 	}
 	if err := setupOperatorCondition(mgr, direct); err != nil {

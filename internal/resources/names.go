@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -88,30 +87,11 @@ func storageKey(p *pipelinev1.Pipeline) string {
 	return shortHash(storageIdentity(p)...)
 }
 
-// storageIdentity is what identifies the storage of p: its namespace and name, then the storage
-// spec with its defaults, as v1beta1 said it (see storageV1beta1): type, class, capacity, access
-// modes, every csiParameter entry in the order of the keys.
+// storageIdentity is what identifies the storage of p: its namespace and name, then the
+// identity of its storage spec (pipelinev1.Pipeline.StorageIdentity: the one recorded for the
+// current spec, else the recipe's).
 func storageIdentity(p *pipelinev1.Pipeline) []string {
-	s := storageV1beta1(p)
-	size, modes := s.effectiveCapacity(), s.effectiveAccessModes()
-	parts := []string{p.Namespace, p.Name, s.effectiveType(), s.StorageClassName, size.String()}
-	for _, m := range modes {
-		parts = append(parts, string(m))
-	}
-	keys := make([]string, 0, len(s.CSIParameter))
-	for k := range s.CSIParameter {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		parts = append(parts, k+"="+s.CSIParameter[k])
-	}
-	// Only storage of type modelStorageClass names a class (and has no csiParameter): the
-	// identity of the other types stays what it was before the type existed.
-	if s.effectiveType() == v1beta1ModelStorageClass && s.ModelStorageClassName != "" {
-		parts = append(parts, "modelStorageClass="+s.ModelStorageClassName)
-	}
-	return parts
+	return append([]string{p.Namespace, p.Name}, p.StorageIdentity()...)
 }
 
 // PVName names the model PersistentVolume of a new Pipeline, or of one whose storage changed.

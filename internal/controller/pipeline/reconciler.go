@@ -60,6 +60,11 @@ type Reconciler struct {
 	// before, so that any pod may call any step (the manager's --step-network-policies=false).
 	// By default every Pipeline with inner steps gets one (resources.StepsNetworkPolicy).
 	DisableStepNetworkPolicies bool
+	// RecordStorageIdentity records on a Pipeline whose storage identity is pending
+	// (pipelinev1.Pipeline.StorageIdentityPending) the identity its conversion data gives, and
+	// returns whether it changed the Pipeline (the conversion's, set by the manager); nil leaves
+	// such a Pipeline waiting for the storage version migration to record it.
+	RecordStorageIdentity func(*pipelinev1.Pipeline) bool
 }
 
 // +kubebuilder:rbac:groups=distri-infer.ndsl.cn,resources=pipelines,verbs=get;list;watch;patch
@@ -110,6 +115,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 		return ctrl.Result{}, nil
+	}
+	if p.StorageIdentityPending() {
+		return r.awaitStorageIdentity(ctx, p)
 	}
 
 	grant, err := r.checkGrant(ctx, p)

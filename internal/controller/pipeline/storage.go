@@ -10,8 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
@@ -21,6 +24,34 @@ import (
 // claimRecheckInterval is how often a Pipeline that mounts a claim the operator does not own
 // (and so does not watch) looks at it again until it is bound.
 const claimRecheckInterval = 15 * time.Second
+
+// storageIdentityRecheckInterval is how often a Pipeline whose storage identity is pending is
+// looked at again while the operator waits for it to be recorded.
+const storageIdentityRecheckInterval = 5 * time.Second
+
+// awaitStorageIdentity is the pass of a Pipeline whose storage identity is pending
+// (pipelinev1.Pipeline.StorageIdentityPending): the names of its volume and claim may be other
+// than those the recipe gives, so nothing is created, moved or deleted, not even a stale child
+// (the claim the recipe does not name may be the one its steps mount). The identity is recorded
+// (RecordStorageIdentity), and the update of the Pipeline starts the next pass; without a way to
+// record it, the status says the Pipeline waits, and it is looked at again shortly.
+func (r *Reconciler) awaitStorageIdentity(ctx context.Context, p *pipelinev1.Pipeline) (ctrl.Result, error) {
+	if r.RecordStorageIdentity != nil && r.RecordStorageIdentity(p.DeepCopy()) {
+		// The patch carries p's resourceVersion: the identity is recorded from this version.
+		if err := r.patchLocked(ctx, p, func(p *pipelinev1.Pipeline) { r.RecordStorageIdentity(p) }); err != nil {
+			return ctrl.Result{}, fmt.Errorf("record the storage identity: %w", err)
+		}
+		return ctrl.Result{}, nil
+	}
+	st := p.Status.DeepCopy()
+	msg := "The identity that names the model volume and claim is not recorded yet (annotation " +
+		pipelinev1.StorageIdentityAnnotation + "): nothing is changed until the storage version migration records it"
+	for _, t := range []string{pipelinev1.ConditionProgressing, pipelinev1.ConditionReconciling} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue,
+			Reason: pipelinev1.ReasonStorageIdentityPending, ObservedGeneration: p.Generation, Message: msg})
+	}
+	return ctrl.Result{RequeueAfter: storageIdentityRecheckInterval}, r.updateStatus(ctx, p, *st)
+}
 
 // reconcileStorage makes the model PersistentVolume and claim exist, or finds the user's claim.
 // The volume of modelStorageClass storage is made from the class, only while the class exists
