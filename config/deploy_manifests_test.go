@@ -1,14 +1,8 @@
-package manager
+package config
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,13 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	operatormanager "github.com/ndsl-cn/pipeline-operator/internal/manager"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/router"
 	routerconfig "github.com/ndsl-cn/pipeline-operator/internal/router/config"
@@ -39,45 +32,6 @@ import (
 
 // pipelineCRD is the CustomResourceDefinition of Pipelines.
 const pipelineCRD = "pipelines.distri-infer.ndsl.cn"
-
-// deployManifests is what `make deploy` applies: config/default (or the overlay dir under
-// config/) built by kustomize (the binary the Makefile builds, named by $KUSTOMIZE).
-func deployManifests(dir string) []*unstructured.Unstructured {
-	GinkgoHelper()
-	kustomize := os.Getenv("KUSTOMIZE")
-	Expect(kustomize).NotTo(BeEmpty(), "KUSTOMIZE names the kustomize binary: run `make test-integration`")
-	out, err := exec.Command(kustomize, "build", filepath.Join("..", "..", "config", dir)).Output()
-	Expect(err).NotTo(HaveOccurred(), "kustomize build config/%s", dir)
-
-	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		Expect(utilyaml.Unmarshal(doc, &u.Object)).To(Succeed())
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
-}
-
-// the returns the one object of kind named name among objs, as T.
-func the[T any](objs []*unstructured.Unstructured, kind, name string) *T {
-	GinkgoHelper()
-	for _, u := range objs {
-		if u.GetKind() == kind && u.GetName() == name {
-			out := new(T)
-			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)).To(Succeed())
-			return out
-		}
-	}
-	Fail("no " + kind + " " + name + " in the manifests")
-	return nil
-}
 
 var _ = Describe("The manifests of make deploy", Ordered, func() {
 	const ns = "pipeline-operator-system"
@@ -101,9 +55,9 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 			}
 		}
 		for _, u := range objs {
-			// The suite's CRDs and guard webhook point at the suite's server by URL, which a
-			// Service in the same object cannot join: make test-e2e applies these.
-			if u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" || u.GetName() == guardWebhook {
+			// The suite's CRDs point at the suite's server by URL, which a Service in the same
+			// object cannot join: make test-e2e applies these.
+			if u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" {
 				continue
 			}
 			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()),
@@ -160,11 +114,11 @@ var _ = Describe("The manifests of make deploy", Ordered, func() {
 		c := manager.Spec.Template.Spec.Containers[0]
 		var limit *corev1.ResourceFieldSelector
 		for _, e := range c.Env {
-			if e.Name == EnvMemoryLimit && e.ValueFrom != nil {
+			if e.Name == operatormanager.EnvMemoryLimit && e.ValueFrom != nil {
 				limit = e.ValueFrom.ResourceFieldRef
 			}
 		}
-		Expect(limit).NotTo(BeNil(), "%s comes from the container's limit", EnvMemoryLimit)
+		Expect(limit).NotTo(BeNil(), "%s comes from the container's limit", operatormanager.EnvMemoryLimit)
 		Expect(limit.ContainerName).To(Equal(c.Name))
 		Expect(limit.Resource).To(Equal("limits.memory"))
 		Expect(limit.Divisor.IsZero() || limit.Divisor.Value() == 1).To(BeTrue(), "in bytes")

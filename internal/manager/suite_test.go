@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,4 +94,16 @@ func asServiceAccount(namespace, name string) *rest.Config {
 	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
 	return c
+}
+
+// deployManifests is what `make deploy` applies from config/dir (testenv.DeployManifests).
+func deployManifests(dir string) []*unstructured.Unstructured {
+	GinkgoHelper()
+	return testenv.DeployManifests(GinkgoT(), dir)
+}
+
+// the returns the one object of kind named name among objs, as T (testenv.ManifestObject).
+func the[T any](objs []*unstructured.Unstructured, kind, name string) *T {
+	GinkgoHelper()
+	return testenv.ManifestObject[T](GinkgoT(), objs, kind, name)
 }
