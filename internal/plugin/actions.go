@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Action is what pause, resume and failback ask of the operator.
@@ -89,7 +86,11 @@ func (s *Server) Do(ctx context.Context, out io.Writer, action Action, namespace
 	if err != nil {
 		return err
 	}
-	if _, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	c, err := s.client(namespace)
+	if err != nil {
+		return err
+	}
+	if err := c.patch(ctx, name, []byte(patch)); err != nil {
 		return fmt.Errorf("%s %s: %w", action, ref, err)
 	}
 	_, err = fmt.Fprintf(out, "%s %s\n  merge patch of pipelines.%s.%s: %s\n", ref, done, s.Version, Group, patch)

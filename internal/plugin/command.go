@@ -114,17 +114,9 @@ func versionCommand(env Env, flags *genericclioptions.ConfigFlags) *cobra.Comman
 			if all {
 				where = ""
 			}
-			items, err := s.List(cmd.Context(), where)
+			pipelines, err := s.List(cmd.Context(), where)
 			if err != nil {
 				return err
-			}
-			var pipelines []Pipeline
-			for i := range items {
-				p, err := FromUnstructured(&items[i], s.Version)
-				if err != nil {
-					return err
-				}
-				pipelines = append(pipelines, p)
 			}
 			_, err = io.WriteString(env.Out, operatorVersions(pipelines, where))
 			return err
@@ -278,11 +270,7 @@ func (s *Server) read(ctx context.Context, ns string, all bool, args []string) (
 	if err != nil {
 		return nil, err
 	}
-	for i := range list {
-		p, err := FromUnstructured(&list[i], s.Version)
-		if err != nil {
-			return nil, err
-		}
+	for _, p := range list {
 		add(p)
 	}
 	return items, nil
@@ -423,9 +411,9 @@ func completeNames(flags *genericclioptions.ConfigFlags) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveError
 		}
 		var names []cobra.Completion
-		for _, u := range items {
-			if strings.HasPrefix(u.GetName(), toComplete) {
-				names = append(names, u.GetName())
+		for _, p := range items {
+			if strings.HasPrefix(p.Name, toComplete) {
+				names = append(names, p.Name)
 			}
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp

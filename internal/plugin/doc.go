@@ -3,15 +3,16 @@
 // router logged about one request (docs/plugin.md).
 //
 // It reads Pipelines in the version the cluster serves (v1, or v1beta1 alone on a cluster of an
-// operator before 0.2.0) into the API's v1 types, a v1beta1 one through the API's own
-// conversion, and maps them onto one summary (Pipeline). Fields a newer release added are
-// dropped, not refused: it reads the servers of older and newer releases alike. The files, one
-// concern each:
+// operator before 0.2.0) through that version's generated client (pkg/client) into the API's
+// types, converts a v1beta1 one to v1 with the API's own conversion, and maps them onto one
+// summary (Pipeline). Fields a newer release added are dropped, not refused: it reads the
+// servers of older and newer releases alike. The files, one concern each:
 //
 //	document.go  the summary and the versioned JSON document of `status -o json`
-//	mapping.go   a Pipeline read in v1 or v1beta1, through the API's types, to the summary
+//	mapping.go   a Pipeline read in v1 or v1beta1 (the API's types) to the summary
 //	render.go    the tree of `status`, coloured or not
-//	server.go    which versions the cluster serves (discovery), and the clients
+//	server.go    which versions the cluster serves (discovery), and the clients: Pipelines read,
+//	             listed, watched and patched through the generated client of that version
 //	actions.go   pause, resume and failback: the patch each version takes
 //	moves.go     since when a step runs on a fallback node (the operator's events)
 //	logs.go      the logs of a step's pods, and the router's lines about a request id

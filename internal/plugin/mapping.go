@@ -6,8 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
@@ -30,15 +28,25 @@ const (
 	FailbackAnnotation = pipelinev1.FailbackAnnotation
 )
 
-// FromUnstructured maps a Pipeline read in version (VersionV1 or VersionV1beta1) onto the
-// summary. It reads the object into the API's types: a v1beta1 one through the API's own
-// conversion to v1, as the apiserver would serve it in v1. Fields a newer release added are
-// dropped, not refused.
-func FromUnstructured(u *unstructured.Unstructured, version string) (Pipeline, error) {
-	p, err := toV1(u, version)
-	if err != nil {
-		return Pipeline{}, fmt.Errorf("pipeline %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+// FromV1 maps a Pipeline read in v1 onto the summary.
+func FromV1(p *pipelinev1.Pipeline) Pipeline {
+	return summary(p, p.Annotations, VersionV1)
+}
+
+// FromV1beta1 maps a Pipeline read in v1beta1, from a cluster that serves only that version,
+// onto the summary: through the API's own conversion to v1, as the apiserver would serve it in
+// v1.
+func FromV1beta1(p *pipelinev1beta1.Pipeline) (Pipeline, error) {
+	hub := &pipelinev1.Pipeline{}
+	if err := p.ConvertTo(hub); err != nil {
+		return Pipeline{}, fmt.Errorf("pipeline %s/%s: convert from %s: %w", p.Namespace, p.Name, VersionV1beta1, err)
 	}
+	return summary(hub, p.Annotations, VersionV1beta1), nil
+}
+
+// summary is the summary of p, read in version with annotations (those of the object as read,
+// before any conversion).
+func summary(p *pipelinev1.Pipeline, annotations map[string]string, version string) Pipeline {
 	st := &p.Status
 	out := Pipeline{
 		Namespace:          p.Namespace,
@@ -51,10 +59,10 @@ func FromUnstructured(u *unstructured.Unstructured, version string) (Pipeline, e
 		TotalSteps:         st.TotalSteps,
 		URL:                st.URL,
 		OperatorVersion:    st.OperatorVersion,
-		Failover:           failoverOf(p, u.GetAnnotations(), version),
+		Failover:           failoverOf(p, annotations, version),
 		Steps:              stepsOf(p),
 	}
-	out.Paused, out.PausedBy = pausedOf(p, u.GetAnnotations(), version)
+	out.Paused, out.PausedBy = pausedOf(p, annotations, version)
 	for _, c := range st.Conditions {
 		out.Conditions = append(out.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason,
 			Message: c.Message, LastTransitionTime: timeOf(c.LastTransitionTime)})
@@ -67,29 +75,7 @@ func FromUnstructured(u *unstructured.Unstructured, version string) (Pipeline, e
 		}
 		out.Router = &Router{State: string(st.RouterState), Placement: placementOf(loc, fallbacks, st.RouterNode, st.RouterNodeReady)}
 	}
-	return out, nil
-}
-
-// toV1 reads u, a Pipeline in version, as a v1 Pipeline.
-func toV1(u *unstructured.Unstructured, version string) (*pipelinev1.Pipeline, error) {
-	hub := &pipelinev1.Pipeline{}
-	switch version {
-	case VersionV1:
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, hub); err != nil {
-			return nil, fmt.Errorf("not a %s Pipeline: %w", version, err)
-		}
-	case VersionV1beta1:
-		spoke := &pipelinev1beta1.Pipeline{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, spoke); err != nil {
-			return nil, fmt.Errorf("not a %s Pipeline: %w", version, err)
-		}
-		if err := spoke.ConvertTo(hub); err != nil {
-			return nil, fmt.Errorf("convert from %s: %w", version, err)
-		}
-	default:
-		return nil, fmt.Errorf("version %q is neither %s nor %s", version, VersionV1, VersionV1beta1)
-	}
-	return hub, nil
+	return out
 }
 
 // pausedOf says whether p is paused, and by what: spec.paused (v1), or the annotation (both;

@@ -9,14 +9,16 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned"
+	clientv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1"
+	clientv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1beta1"
 )
 
 // resource is the Pipeline's resource name.
@@ -24,8 +26,10 @@ const resource = "pipelines"
 
 // Server is the cluster the plugin talks to, and the version of the Pipeline it speaks there.
 type Server struct {
-	Dynamic dynamic.Interface
-	Core    kubernetes.Interface
+	// Pipelines is the generated clientset of the Pipeline API (pkg/client): its client of
+	// Version reads, watches and patches Pipelines.
+	Pipelines versioned.Interface
+	Core      kubernetes.Interface
 	// Version is the API version Pipelines are read and written in: v1 when the cluster serves
 	// it, else v1beta1.
 	Version string
@@ -53,7 +57,7 @@ func Connect(flags *genericclioptions.ConfigFlags) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	pipelines, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +65,7 @@ func Connect(flags *genericclioptions.ConfigFlags) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{Dynamic: dyn, Core: core, Version: version, Served: served}, nil
+	return &Server{Pipelines: pipelines, Core: core, Version: version, Served: served}, nil
 }
 
 // servedVersions are the versions of the group that serve pipelines, the preferred one first.
@@ -117,46 +121,139 @@ func ChooseVersion(served []string) (string, error) {
 		Group, strings.Join(served, ", "), VersionV1, VersionV1beta1)
 }
 
-// gvr is the Pipeline resource in the server's version.
-func (s *Server) gvr() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: Group, Version: s.Version, Resource: resource}
-}
-
-// Get reads the Pipeline namespace/name, with an error that says so when it does not exist.
-func (s *Server) Get(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
-	u, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("pipeline %q not found in namespace %q", name, namespace)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get pipeline %s/%s: %w", namespace, name, err)
-	}
-	return u, nil
-}
-
-// Pipeline reads the Pipeline namespace/name and maps it from the server's version.
+// Pipeline reads the Pipeline namespace/name in the server's version and summarises it, with an
+// error that says so when it does not exist.
 func (s *Server) Pipeline(ctx context.Context, namespace, name string) (Pipeline, error) {
-	u, err := s.Get(ctx, namespace, name)
+	c, err := s.client(namespace)
 	if err != nil {
 		return Pipeline{}, err
 	}
-	return FromUnstructured(u, s.Version)
+	return c.get(ctx, name)
 }
 
-// List reads the Pipelines of namespace ("" for every namespace), sorted by namespace and name.
-func (s *Server) List(ctx context.Context, namespace string) ([]unstructured.Unstructured, error) {
-	list, err := s.Dynamic.Resource(s.gvr()).Namespace(namespace).List(ctx, metav1.ListOptions{})
+// List reads the Pipelines of namespace ("" for every namespace), summarised and sorted by
+// namespace and name.
+func (s *Server) List(ctx context.Context, namespace string) ([]Pipeline, error) {
+	c, err := s.client(namespace)
 	if err != nil {
-		return nil, fmt.Errorf("list pipelines: %w", err)
+		return nil, err
 	}
-	items := list.Items
-	slices.SortFunc(items, func(a, b unstructured.Unstructured) int {
-		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+	items, _, err := c.list(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(items, func(a, b Pipeline) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 			return c
 		}
-		return strings.Compare(a.GetName(), b.GetName())
+		return strings.Compare(a.Name, b.Name)
 	})
 	return items, nil
+}
+
+// pipelineClient reads, watches and merge-patches the Pipelines of one namespace ("" for every
+// namespace) in one version of the API, through that version's generated client, and
+// summarises what it reads.
+type pipelineClient interface {
+	// get is the Pipeline name, with an error that says so when it does not exist.
+	get(ctx context.Context, name string) (Pipeline, error)
+	// list is the Pipelines that opts select, and the resource version of the list.
+	list(ctx context.Context, opts metav1.ListOptions) (items []Pipeline, resourceVersion string, err error)
+	watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	patch(ctx context.Context, name string, mergePatch []byte) error
+}
+
+// client is the pipelineClient of namespace in the server's version.
+func (s *Server) client(namespace string) (pipelineClient, error) {
+	switch s.Version {
+	case VersionV1:
+		return v1Client{s.Pipelines.DistriInferV1().Pipelines(namespace), namespace}, nil
+	case VersionV1beta1:
+		return v1beta1Client{s.Pipelines.DistriInferV1beta1().Pipelines(namespace), namespace}, nil
+	}
+	return nil, fmt.Errorf("version %q is neither %s nor %s", s.Version, VersionV1, VersionV1beta1)
+}
+
+// v1Client reads Pipelines in v1.
+type v1Client struct {
+	c         clientv1.PipelineInterface
+	namespace string
+}
+
+func (c v1Client) get(ctx context.Context, name string) (Pipeline, error) {
+	p, err := c.c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Pipeline{}, getError(err, c.namespace, name)
+	}
+	return FromV1(p), nil
+}
+
+func (c v1Client) list(ctx context.Context, opts metav1.ListOptions) ([]Pipeline, string, error) {
+	list, err := c.c.List(ctx, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("list pipelines: %w", err)
+	}
+	items := make([]Pipeline, 0, len(list.Items))
+	for i := range list.Items {
+		items = append(items, FromV1(&list.Items[i]))
+	}
+	return items, list.ResourceVersion, nil
+}
+
+func (c v1Client) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.c.Watch(ctx, opts)
+}
+
+func (c v1Client) patch(ctx context.Context, name string, mergePatch []byte) error {
+	_, err := c.c.Patch(ctx, name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
+	return err
+}
+
+// v1beta1Client reads Pipelines in v1beta1, from a cluster that serves only that version.
+type v1beta1Client struct {
+	c         clientv1beta1.PipelineInterface
+	namespace string
+}
+
+func (c v1beta1Client) get(ctx context.Context, name string) (Pipeline, error) {
+	p, err := c.c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Pipeline{}, getError(err, c.namespace, name)
+	}
+	return FromV1beta1(p)
+}
+
+func (c v1beta1Client) list(ctx context.Context, opts metav1.ListOptions) ([]Pipeline, string, error) {
+	list, err := c.c.List(ctx, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("list pipelines: %w", err)
+	}
+	items := make([]Pipeline, 0, len(list.Items))
+	for i := range list.Items {
+		p, err := FromV1beta1(&list.Items[i])
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, p)
+	}
+	return items, list.ResourceVersion, nil
+}
+
+func (c v1beta1Client) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.c.Watch(ctx, opts)
+}
+
+func (c v1beta1Client) patch(ctx context.Context, name string, mergePatch []byte) error {
+	_, err := c.c.Patch(ctx, name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
+	return err
+}
+
+// getError is err, of reading the Pipeline namespace/name, as the plugin says it.
+func getError(err error, namespace, name string) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("pipeline %q not found in namespace %q", name, namespace)
+	}
+	return fmt.Errorf("get pipeline %s/%s: %w", namespace, name, err)
 }
 
 // watch calls show(true), then show(false) each time a Pipeline of namespace ("" for every
@@ -168,10 +265,13 @@ func (s *Server) watch(ctx context.Context, namespace, name string, show func(fi
 	if name != "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
-	resource := s.Dynamic.Resource(s.gvr()).Namespace(namespace)
+	c, err := s.client(namespace)
+	if err != nil {
+		return err
+	}
 	for first := true; ; first = false {
 		// The version the drawing starts from: what changes after it is watched for.
-		list, err := resource.List(ctx, opts)
+		_, resourceVersion, err := c.list(ctx, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -182,8 +282,8 @@ func (s *Server) watch(ctx context.Context, namespace, name string, show func(fi
 			return err
 		}
 		watchOpts := opts
-		watchOpts.ResourceVersion = list.GetResourceVersion()
-		w, err := resource.Watch(ctx, watchOpts)
+		watchOpts.ResourceVersion = resourceVersion
+		w, err := c.watch(ctx, watchOpts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
