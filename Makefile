@@ -160,7 +160,7 @@ test: test-unit test-rules test-bundle test-release test-integration test-faults
 .PHONY: test-unit
 test-unit: vet $(KUSTOMIZE) $(OPERATOR_SDK) $(HELM) ## Every unit test of the tree as it is (no apiserver; the image digests against an in-memory registry on loopback), the import-direction guard and the Helm chart's rendering and lint included.
 	KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) HELM=$(HELM) \
-		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/localcluster/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
+		go test ./api/... ./config/... ./internal/... ./cmd/... ./examples/... ./test/bench/... ./hack/imagedigest/ ./hack/helmchart/ ./hack/localcluster/ ./hack/ociimage/ ./docs/ -skip '^(TestIntegration|FuzzPipeline$$)' -count=1
 	$(MAKE) test-router-platforms
 
 .PHONY: test-router-platforms
@@ -252,7 +252,7 @@ BENCH_BEFORE ?=
 bench: manifests envtest ## Measure convergence against the raw-write floor (operator out of process, webhooks served), where the CPU goes, writes and memory, and the cost of a node event; writes docs/performance.md. BENCH_BEFORE=<revision> measures that revision beside.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_OUTPUT=$(CURDIR)/docs/performance.md BENCH_SIZES=$(BENCH_SIZES) \
 		BENCH_RUNS=$(BENCH_RUNS) BENCH_BEFORE=$(BENCH_BEFORE) \
-		go test ./internal/controller/pipeline/ -run TestBench -count=1 -timeout 120m -v
+		go test ./test/bench/operator/ -run TestBench -count=1 -timeout 120m -v
 
 BENCH_SCALE_N ?= 10000
 BENCH_SCALE_SIDE ?=
@@ -261,7 +261,7 @@ BENCH_SCALE_SIDE ?=
 bench-scale: manifests envtest ## Measure the operator with 10,000 Pipelines against the floor, and a manager's start, resync and heap at that size; writes docs/performance-scale.md (one to three hours on 2 cores; BENCH_SCALE_SIDE=floor or operator measures one side).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) BENCH_SCALE_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_SCALE_N=$(BENCH_SCALE_N) BENCH_SCALE_SIDE=$(BENCH_SCALE_SIDE) \
 		BENCH_OUTPUT=$(CURDIR)/docs/performance-scale.md BENCH_NODE_PIPELINES=$(BENCH_SCALE_N) \
-		go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v
+		go test ./test/bench/operator/ -run 'TestBenchNodeEvents|TestBenchScale' -count=1 -timeout 240m -v
 
 BENCH_ROUTER_ARGS ?=
 BENCH_ROUTER_BEFORE ?=

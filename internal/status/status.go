@@ -68,6 +68,18 @@ type Observed struct {
 	ClusterDomain resources.ClusterDomain
 }
 
+// NewObserved is what a pass has observed before it reads anything, for a Pipeline of steps
+// steps: no child, and an entry per step in every list indexed like spec.steps.
+func NewObserved(steps int) *Observed {
+	return &Observed{
+		Deployments: make([]*appsv1.Deployment, steps),
+		Services:    make([]*corev1.Service, steps),
+		Placements:  make([]Placement, steps),
+		Autoscalers: make([]*autoscalingv2.HorizontalPodAutoscaler, steps),
+		Pods:        make([][]corev1.Pod, steps),
+	}
+}
+
 // StorageAccess is what the ModelStorageClass of a Pipeline grants its namespace.
 type StorageAccess struct {
 	// Authorized is true when the class exists and selects the namespace.

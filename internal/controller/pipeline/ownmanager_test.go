@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -138,4 +139,26 @@ func (m *ownManager) stop() {
 	m.cancel()
 	m.cancel = nil
 	Eventually(m.done, "30s").Should(Receive(Not(HaveOccurred())))
+}
+
+// countingReconciler counts the passes of the reconciler it wraps.
+type countingReconciler struct {
+	*Reconciler
+	passes *atomic.Int64
+}
+
+func (r *countingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.passes.Add(1)
+	return r.Reconciler.Reconcile(ctx, req)
+}
+
+func (r *countingReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1.Pipeline{}))
+	for _, o := range opts {
+		o(b)
+	}
+	return b.Complete(r)
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,13 +60,7 @@ type scope struct {
 }
 
 func newScope(p *pipelinev1.Pipeline) *scope {
-	return &scope{pipeline: p, budgets: make([]bool, len(p.Spec.Steps)), obs: &status.Observed{
-		Deployments: make([]*appsv1.Deployment, len(p.Spec.Steps)),
-		Services:    make([]*corev1.Service, len(p.Spec.Steps)),
-		Placements:  make([]status.Placement, len(p.Spec.Steps)),
-		Autoscalers: make([]*autoscalingv2.HorizontalPodAutoscaler, len(p.Spec.Steps)),
-		Pods:        make([][]corev1.Pod, len(p.Spec.Steps)),
-	}}
+	return &scope{pipeline: p, budgets: make([]bool, len(p.Spec.Steps)), obs: status.NewObserved(len(p.Spec.Steps))}
 }
 
 func (s *scope) addProblem(reason, format string, args ...any) {

@@ -51,8 +51,7 @@ func readyNode(name string, labels map[string]string, edits ...func(*corev1.Node
 func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 	ctx := context.Background()
 	withBudget := func(name string, edit func(*pipelinev1.Step)) *pipelinev1.Pipeline {
-		p := benchPipeline("edge", 0)
-		p.Name = name
+		p := pipelineOnNodes("edge", name, nil, nil, nil, nil)
 		p.Spec.Steps[1].Replicas = ptr.To[int32](2)
 		if edit != nil {
 			edit(&p.Spec.Steps[1])
@@ -65,11 +64,9 @@ func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 		s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
 	})
 	pinned := withBudget("pinned", func(s *pipelinev1.Step) { s.Location = "elsewhere" })
-	single := benchPipeline("edge", 1)
-	single.Name = "single"
+	single := pipelineOnNodes("edge", "single", nil, nil, nil, nil)
 	single.Spec.Steps[1].NodeSelector = map[string]string{"pool": "gpu"}
-	router := benchPipeline("edge", 2)
-	router.Name = "router"
+	router := pipelineOnNodes("edge", "router", nil, nil, nil, nil)
 	router.Spec.DataPath = &pipelinev1.DataPath{Mode: pipelinev1.DataPathModeRouter, Router: &pipelinev1.Router{Replicas: ptr.To[int32](2)}}
 
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(gpu, tolerant, pinned, single, router).
@@ -129,7 +126,7 @@ func TestNodeEventsQueueTheBudgetsTheyMayChange(t *testing.T) {
 }
 
 func TestBudgetNodes(t *testing.T) {
-	p := benchPipeline("edge", 0)
+	p := pipelineOnNodes("edge", "budgets", nil, nil, nil, nil)
 	if got := budgetNodes(p); got != nil {
 		t.Errorf("single pods: %q, want none", got)
 	}

@@ -1,4 +1,12 @@
-package pipeline
+// Package operator holds the operator's benchmarks, which `make bench` and `make bench-scale`
+// run: N Pipelines converged by the manager binary, run out of process with its webhooks served,
+// against the raw-write floor (convergence_test.go; cluster_test.go starts each side's control
+// plane and reads the figures of its processes from /proc and their profiles), the cost of a
+// node event in the operator's process (nodeevents_test.go), and the operator with 10,000
+// Pipelines (scale_test.go). They write docs/performance.md and docs/performance-scale.md, and
+// reach the reconciler through its exported API alone (internal/controller/pipeline's
+// benchmarks.go names what only they use).
+package operator
 
 import (
 	"context"
@@ -20,6 +28,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -30,10 +39,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/metrics"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 	"github.com/ndsl-cn/pipeline-operator/internal/status"
@@ -265,7 +276,7 @@ func floorRound(t *testing.T, c client.Client, ns string, n int) time.Duration {
 	err := parallel(n, func(i int) error {
 		// With the finalizer the defaulting webhook gives a new Pipeline.
 		p := benchPipeline(ns, i)
-		p.Finalizers = []string{Finalizer}
+		p.Finalizers = []string{pipeline.Finalizer}
 		if err := c.Create(ctx, p); err != nil {
 			return err
 		}
@@ -290,7 +301,7 @@ func floorRound(t *testing.T, c client.Client, ns string, n int) time.Duration {
 				return err
 			}
 		}
-		obs := newScope(p).obs
+		obs := status.NewObserved(len(p.Spec.Steps))
 		statusPatch := client.MergeFrom(p.DeepCopy())
 		p.Status = status.Compute(p, obs)
 		return c.Status().Patch(ctx, p, statusPatch)
@@ -315,6 +326,11 @@ type accountingRun struct {
 // requestCounter counts a manager's writes, events apart.
 type requestCounter struct{ writes, events atomic.Int64 }
 
+// roundTripperFunc is a function as an http.RoundTripper.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 func (rc *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method != http.MethodGet {
@@ -329,8 +345,8 @@ func (rc *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 }
 
 // benchManager runs a manager with the operator's cache settings and returns its request
-// counter, its reconcile count and a stop function.
-func benchManager(t *testing.T, cfg *rest.Config, concurrency int, syncPeriod *time.Duration, withEvents bool) (*requestCounter, *atomic.Int64, func()) {
+// counter, a function that counts its passes and a stop function.
+func benchManager(t *testing.T, cfg *rest.Config, concurrency int, syncPeriod *time.Duration, withEvents bool) (*requestCounter, func() int64, func()) {
 	t.Helper()
 	rc := &requestCounter{}
 	mcfg := rest.CopyConfig(cfg)
@@ -347,18 +363,19 @@ func benchManager(t *testing.T, cfg *rest.Config, concurrency int, syncPeriod *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	passes := &atomic.Int64{}
 	var recorder events.EventRecorder = discardEvents{}
 	if withEvents {
 		recorder = mgr.GetEventRecorder("pipeline-operator")
 	}
-	r := &countingReconciler{Reconciler: &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: recorder, Metrics: metrics}, passes: passes}
+	r := &pipeline.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: metrics}
 	if err := r.SetupWithManager(mgr, func(b *builder.Builder) {
 		b.WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)})
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The managers of a run are started one after another, and each counts from its start.
+	before := reconcilePasses(t)
+	passes := func() int64 { return reconcilePasses(t) - before }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -370,32 +387,34 @@ func benchManager(t *testing.T, cfg *rest.Config, concurrency int, syncPeriod *t
 	return rc, passes, func() { cancel(); <-done }
 }
 
+// reconcilePasses is how many passes the Pipeline controllers of this process have finished, as
+// controller-runtime counts them: controller_runtime_reconcile_total{controller="pipeline"}.
+func reconcilePasses(t *testing.T) int64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passes float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "pipeline" {
+					passes += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int64(passes)
+}
+
 // discardEvents records nothing: it measures what events cost.
 type discardEvents struct{}
 
 func (discardEvents) Eventf(apiruntime.Object, apiruntime.Object, string, string, string, string, ...any) {
-}
-
-// countingReconciler counts the passes of the reconciler it wraps.
-type countingReconciler struct {
-	*Reconciler
-	passes *atomic.Int64
-}
-
-func (r *countingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	defer r.passes.Add(1)
-	return r.Reconciler.Reconcile(ctx, req)
-}
-
-func (r *countingReconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
-	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	b := r.watches(ctrl.NewControllerManagedBy(mgr).For(&pipelinev1.Pipeline{}))
-	for _, o := range opts {
-		o(b)
-	}
-	return b.Complete(r)
 }
 
 // benchAccounting counts what the operator writes: it runs the reconciler in this process
@@ -414,7 +433,7 @@ func benchAccounting(t *testing.T, n, concurrency int) accountingRun {
 	// As the defaulting webhook would, which this run does not serve, the creates carry the finalizer.
 	if err := parallel(n, func(i int) error {
 		p := benchPipeline("bench", i)
-		p.Finalizers = []string{Finalizer}
+		p.Finalizers = []string{pipeline.Finalizer}
 		return c.Create(ctx, p)
 	}); err != nil {
 		t.Fatal(err)
@@ -554,12 +573,12 @@ func settle(rc *requestCounter) {
 	}
 }
 
-func waitPasses(t *testing.T, passes *atomic.Int64, n int64) {
+func waitPasses(t *testing.T, passes func() int64, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Minute)
-	for passes.Load() < n {
+	for passes() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d passes", passes.Load(), n)
+			t.Fatalf("only %d of %d passes", passes(), n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -576,8 +595,15 @@ func resourceVersions(t *testing.T, c client.Client) map[string]string {
 		if err := c.List(context.Background(), l); err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range objects(l) {
-			rv[fmt.Sprintf("%T/%s/%s", o, o.GetNamespace(), o.GetName())] = o.GetResourceVersion()
+		if err := meta.EachListItem(l, func(item apiruntime.Object) error {
+			o, err := meta.Accessor(item)
+			if err != nil {
+				return err
+			}
+			rv[fmt.Sprintf("%T/%s/%s", item, o.GetNamespace(), o.GetName())] = o.GetResourceVersion()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return rv

@@ -1,4 +1,4 @@
-package pipeline
+package operator
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
+	"github.com/ndsl-cn/pipeline-operator/internal/controller/pipeline"
 	"github.com/ndsl-cn/pipeline-operator/internal/nodes"
 	"github.com/ndsl-cn/pipeline-operator/internal/resources"
 )
@@ -40,9 +41,9 @@ const (
 )
 
 // TestBenchNodeEvents measures what one node event costs the operator's process with 1 000 (BENCH_NODE_PIPELINES)
-// Pipelines over 200 nodes, with the cache indexes (nodeindex.go, internal/nodes/index.go) and
-// with the scanning implementation they replaced, in the same run against the same informer
-// cache, and writes the figures as their own section of $BENCH_OUTPUT (make bench:
+// Pipelines over 200 nodes, with the cache indexes (internal/controller/pipeline/nodeindex.go,
+// internal/nodes/index.go) and with the scanning implementation they replaced, in the same run
+// against the same informer cache, and writes the figures as their own section of $BENCH_OUTPUT (make bench:
 // docs/performance.md). The figures are ratios of the same run; no assertion is timed.
 func TestBenchNodeEvents(t *testing.T) {
 	out := os.Getenv("BENCH_OUTPUT")
@@ -77,7 +78,7 @@ func TestBenchNodeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setupIndexes(ctx, informers); err != nil {
+	if err := pipeline.SetupIndexes(ctx, informers); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -109,11 +110,11 @@ func TestBenchNodeEvents(t *testing.T) {
 	}
 
 	events := benchNodeEvents(nodeList.Items)
-	r := &Reconciler{Client: reader}
+	r := &pipeline.Reconciler{Client: reader}
 	before := nodeEvent{mapNode: func(ctx context.Context, _, node *corev1.Node) []reconcile.Request {
 		return scanPipelinesOnNode(ctx, reader, node)
 	}, lookup: scanLookup}
-	after := nodeEvent{mapNode: r.pipelinesOnNodeEvent, lookup: resolvedNode}
+	after := nodeEvent{mapNode: r.NodeEventRequests, lookup: resolvedNode}
 
 	// Before either is timed, both queue what they should for every event, and the lookups of
 	// the Pipelines both queue find the same nodes.
@@ -226,7 +227,7 @@ func expectedNodeEvent(items []pipelinev1.Pipeline, node *corev1.Node) (on, budg
 	for i := range items {
 		p := &items[i]
 		key := client.ObjectKeyFromObject(p).String()
-		if slices.Contains(pipelineNodes(p), nodes.Hostname(node)) || slices.Contains(pipelineNodes(p), node.Name) {
+		if names := mayRunOn(p); slices.Contains(names, nodes.Hostname(node)) || slices.Contains(names, node.Name) {
 			on = append(on, key)
 		}
 		for s := range p.Spec.Steps {
@@ -243,6 +244,16 @@ func expectedNodeEvent(items []pipelinev1.Pipeline, node *corev1.Node) (on, budg
 	return on, budgets, all
 }
 
+// mayRunOn is every node name p may run on, as its spec says: each step's location and
+// fallbackLocations, and the router's with dataPath.mode Router.
+func mayRunOn(p *pipelinev1.Pipeline) []string {
+	var out []string
+	for i := range p.Spec.Steps {
+		out = append(out, p.Spec.Steps[i].Locations()...)
+	}
+	return append(out, p.Spec.RouterSettings().Locations()...)
+}
+
 // sortedUnion is the sorted union of a and b.
 func sortedUnion(a, b []string) []string {
 	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
@@ -253,7 +264,7 @@ func sortedUnion(a, b []string) []string {
 // request, what its pass does to place the Pipeline's steps and router and to decide their
 // disruption budgets: read the Pipeline, look up the node of every location, fallback location
 // and router location, and count the nodes that can hold the pods of every step that may get a
-// budget (twoNodesCanHold).
+// budget (Reconciler.TwoNodesCanHold).
 type nodeEvent struct {
 	mapNode func(ctx context.Context, before, after *corev1.Node) []reconcile.Request
 	lookup  func(context.Context, client.Reader, string) (*corev1.Node, error)
@@ -272,7 +283,7 @@ func (e nodeEvent) run(ctx context.Context, r client.Client, ev *benchEvent) (no
 		res.requests = append(res.requests, req.String())
 	}
 	sort.Strings(res.requests)
-	counter := &Reconciler{Client: r}
+	counter := &pipeline.Reconciler{Client: r}
 	for _, key := range res.requests {
 		ns, name, _ := strings.Cut(key, "/")
 		p := &pipelinev1.Pipeline{}
@@ -301,7 +312,7 @@ func (e nodeEvent) run(ctx context.Context, r client.Client, ev *benchEvent) (no
 			if !resources.NeedsDisruptionBudget(p, s) {
 				continue
 			}
-			if _, err := counter.twoNodesCanHold(ctx, p.Spec.Steps[s].NodeSelector, p.Spec.Steps[s].Tolerations); err != nil {
+			if _, err := counter.TwoNodesCanHold(ctx, p.Spec.Steps[s].NodeSelector, p.Spec.Steps[s].Tolerations); err != nil {
 				return res, err
 			}
 		}
@@ -415,7 +426,7 @@ budget (a list of the nodes its nodeSelector picks). An event queues %.1f Pipeli
 which %.1f with a budget (%.1f before). No request reaches the apiserver.
 
 - **before**: the scanning implementation the indexes replaced (kept in
-  internal/controller/pipeline/bench_nodes_test.go as the baseline): the map function lists and
+  test/bench/operator/nodeevents_test.go as the baseline): the map function lists and
   copies every Pipeline, and queues those that may run on the node and every one with a step
   that may get a budget; each lookup lists the nodes with a label selector, which the cache
   answers by matching every node.
@@ -462,7 +473,7 @@ reads (in both rows), the list machinery of each lookup, and the nodes its budge
 `)
 	b.WriteString("\nReproduce with `make bench`, which runs it with the other measurements and keeps this\n" +
 		"section when it rewrites the file; alone, with the apiserver and etcd that `make envtest` builds:\n" +
-		"`KUBEBUILDER_ASSETS=<envtest directory> BENCH_OUTPUT=$PWD/docs/performance.md go test ./internal/controller/pipeline/ -run 'TestBenchNodeEvents$' -v`.\n")
+		"`KUBEBUILDER_ASSETS=<envtest directory> BENCH_OUTPUT=$PWD/docs/performance.md go test ./test/bench/operator/ -run 'TestBenchNodeEvents$' -v`.\n")
 	b.WriteString(nodeEventsEnd + "\n")
 	return b.String()
 }
