@@ -209,7 +209,7 @@ func TestDesiredStorage(t *testing.T) {
 			}
 		},
 	}, {
-		name: "csi with nfs.csi.k8s.io, v1beta1's default driver",
+		name: "csi with nfs.csi.k8s.io, the default driver",
 		storage: pipelinev1.ModelStorage{Type: pipelinev1.ModelStorageTypeCSI,
 			CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver, VolumeAttributes: map[string]string{"server": "nfs.local", "share": "/models"}}},
 		check: func(t *testing.T, pv *corev1.PersistentVolume, _ *corev1.PersistentVolumeClaim) {
@@ -321,7 +321,7 @@ func TestStorageUnderAnEarlierVolumeName(t *testing.T) {
 		t.Run(string(typ), func(t *testing.T) {
 			p := testenv.Sample(t, "default")
 			if typ == pipelinev1.ModelStorageTypeCSI {
-				// The sample's export, as csi storage with v1beta1's default driver.
+				// The sample's export, as csi storage with the default driver.
 				nfs := p.Spec.ModelStorage.NFS
 				p.Spec.ModelStorage = pipelinev1.ModelStorage{Type: typ, CSI: &pipelinev1.CSIStorage{Driver: pipelinev1.DefaultCSIDriver,
 					VolumeAttributes: map[string]string{"server": nfs.Server, "share": nfs.Path}}}

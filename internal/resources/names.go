@@ -58,8 +58,8 @@ func fullHash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// StepName is the name of step i: v1 names every step (v1beta1's unnamed step is
-// step-<1-based index>).
+// StepName is the name of step i: every step has one (the conversion names a step the earlier
+// API version left unnamed step-<1-based index>).
 func StepName(p *pipelinev1.Pipeline, i int) string {
 	return p.Spec.Steps[i].Name
 }

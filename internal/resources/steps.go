@@ -62,10 +62,11 @@ func nextStepURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
 }
 
 // stepEnv is the environment of step i in a cluster whose DNS domain is domain: the env entries
-// that were v1beta1 args (Pipeline.LeadingEnv), in their order, then the variables the operator
-// injects, then the step's other env entries, in their order. A Pipeline made in v1beta1 keeps
-// the order v1beta1 gave its step's container (args sorted by name, the injected variables,
-// env), and with it its pods.
+// the conversion data names as leading (Pipeline.LeadingEnv: the args of the earlier API
+// version), in their order, then the variables the operator injects, then the step's other env
+// entries, in their order. A Pipeline made in the earlier version keeps the order that version
+// gave its step's container (args sorted by name, the injected variables, env), and with it its
+// pods.
 func stepEnv(p *pipelinev1.Pipeline, i int, domain ClusterDomain) []*corev1ac.EnvVarApplyConfiguration {
 	s := p.Spec.Steps[i]
 	leading := p.LeadingEnv(i)
@@ -91,8 +92,8 @@ func stepEnv(p *pipelinev1.Pipeline, i int, domain ClusterDomain) []*corev1ac.En
 	return env
 }
 
-// leadingEnvVar is env entry e of LeadingEnv. One with a value is written as v1beta1 wrote its
-// arg, with the value even when it is empty.
+// leadingEnvVar is env entry e of LeadingEnv. One with a value is written as the earlier API
+// version wrote its arg, with the value even when it is empty.
 func leadingEnvVar(e corev1.EnvVar) *corev1ac.EnvVarApplyConfiguration {
 	if e.ValueFrom != nil {
 		return Convert[corev1ac.EnvVarApplyConfiguration](e)
