@@ -17,7 +17,7 @@ import (
 // PersistentVolume and the claim) hash, after the Pipeline's namespace and name: a Pipeline keeps
 // those names, and with them its claim, for as long as its identity stays the same. A new name
 // is a new claim, and for StorageClass storage a new claim starts empty. The recipe
-// (StorageIdentity.Parts) and its spellings are fixed since the first release: every release
+// (StorageIdentityParts) and its spellings are fixed since the first release: every release
 // must give an unchanged Pipeline the parts an earlier one gave it.
 //
 // The identity of a Pipeline is the recipe applied to its spec.modelStorage (StorageIdentityOf),
@@ -58,69 +58,56 @@ var identityTypes = map[ModelStorageType]string{
 	ModelStorageTypeModelStorageClass: IdentityTypeModelStorageClass,
 }
 
-// StorageIdentity holds the fields of model storage that identify it, each in the identity's
-// spelling, before defaults. It is no API type: nothing stores it.
-// +kubebuilder:object:generate=false
-type StorageIdentity struct {
-	// Type is the storage type (IdentityTypeNFS, ...); empty is IdentityTypeNFS.
-	Type string
-	// StorageClassName is the StorageClass that provisions the claim.
-	StorageClassName string
-	// Capacity is the size of the volume and claim; nil is DefaultCapacity.
-	Capacity *resource.Quantity
-	// AccessModes are those of the volume and claim; none is DefaultAccessMode.
-	AccessModes []corev1.PersistentVolumeAccessMode
-	// Parameters describe the volume: an NFS export's server and share, a CSI volume's driver
-	// and attributes.
-	Parameters map[string]string
-	// ModelStorageClassName is the ModelStorageClass the volume is made from.
-	ModelStorageClassName string
-}
-
-// Parts are the identity as the names hash it: the type, the StorageClass, the capacity, the
-// access modes, every parameter as key=value in the order of the keys, and for ModelStorageClass
-// storage only, modelStorageClass=<name> (the identity of the other types stays what it was
-// before the type existed).
-func (s StorageIdentity) Parts() []string {
-	t := s.Type
-	if t == "" {
-		t = IdentityTypeNFS
+// StorageIdentityParts are the identity of storage as the names hash it, from the fields that
+// identify storage, each in the identity's spelling: the type (empty is IdentityTypeNFS), the
+// StorageClass, the capacity (nil is DefaultCapacity), the access modes (none is
+// DefaultAccessMode), every parameter as key=value in the order of the keys (an NFS export's
+// server and share, a CSI volume's driver and attributes), and for ModelStorageClass storage
+// only, modelStorageClass=<name> (the identity of the other types stays what it was before the
+// type existed).
+func StorageIdentityParts(storageType, storageClassName string, capacity *resource.Quantity,
+	accessModes []corev1.PersistentVolumeAccessMode, parameters map[string]string, modelStorageClassName string) []string {
+	if storageType == "" {
+		storageType = IdentityTypeNFS
 	}
 	size := resource.MustParse(DefaultCapacity)
-	if s.Capacity != nil {
-		size = *s.Capacity
+	if capacity != nil {
+		size = *capacity
 	}
-	modes := s.AccessModes
-	if len(modes) == 0 {
-		modes = []corev1.PersistentVolumeAccessMode{DefaultAccessMode}
+	if len(accessModes) == 0 {
+		accessModes = []corev1.PersistentVolumeAccessMode{DefaultAccessMode}
 	}
-	parts := []string{t, s.StorageClassName, size.String()}
-	for _, m := range modes {
+	parts := []string{storageType, storageClassName, size.String()}
+	for _, m := range accessModes {
 		parts = append(parts, string(m))
 	}
-	keys := make([]string, 0, len(s.Parameters))
-	for k := range s.Parameters {
+	keys := make([]string, 0, len(parameters))
+	for k := range parameters {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		parts = append(parts, k+"="+s.Parameters[k])
+		parts = append(parts, k+"="+parameters[k])
 	}
-	if t == IdentityTypeModelStorageClass && s.ModelStorageClassName != "" {
-		parts = append(parts, IdentityTypeModelStorageClass+"="+s.ModelStorageClassName)
+	if storageType == IdentityTypeModelStorageClass && modelStorageClassName != "" {
+		parts = append(parts, IdentityTypeModelStorageClass+"="+modelStorageClassName)
 	}
 	return parts
 }
 
-// StorageIdentityOf is the identity of storage m by the recipe: the type in the identity's
-// spelling (one it does not know as it is), an NFS export's server and path as the parameters
-// server and share, a CSI volume's attributes and its driver as parameters, the StorageClass and
-// ModelStorageClass names, and the capacity and access modes of the member that sets them.
-func StorageIdentityOf(m ModelStorage) StorageIdentity {
-	out := StorageIdentity{Type: string(m.Type)}
+// StorageIdentityOf is the identity of storage m by the recipe (StorageIdentityParts): the type
+// in the identity's spelling (one it does not know as it is), an NFS export's server and path as
+// the parameters server and share, a CSI volume's attributes and its driver as parameters, the
+// StorageClass and ModelStorageClass names, and the capacity and access modes of the member that
+// sets them.
+func StorageIdentityOf(m ModelStorage) []string {
+	storageType := string(m.Type)
 	if t, ok := identityTypes[m.Type]; ok {
-		out.Type = t
+		storageType = t
 	}
+	var class, modelStorageClass string
+	var capacity *resource.Quantity
+	var modes []corev1.PersistentVolumeAccessMode
 	params := map[string]string{}
 	if s := m.NFS; s != nil {
 		if s.Server != "" {
@@ -129,46 +116,37 @@ func StorageIdentityOf(m ModelStorage) StorageIdentity {
 		if s.Path != "" {
 			params[IdentityShareParameter] = s.Path
 		}
-		out.Capacity, out.AccessModes = s.Capacity, s.AccessModes
+		capacity, modes = s.Capacity, s.AccessModes
 	}
 	if s := m.CSI; s != nil {
 		for k, v := range s.VolumeAttributes {
 			params[k] = v
 		}
 		params[IdentityDriverParameter] = s.Driver
-		out.Capacity, out.AccessModes = s.Capacity, s.AccessModes
+		capacity, modes = s.Capacity, s.AccessModes
 	}
 	if s := m.StorageClass; s != nil {
-		out.StorageClassName, out.Capacity, out.AccessModes = s.Name, s.Capacity, s.AccessModes
+		class, capacity, modes = s.Name, s.Capacity, s.AccessModes
 	}
 	if s := m.ModelStorageClass; s != nil {
-		out.ModelStorageClassName, out.Capacity, out.AccessModes = s.Name, s.Capacity, s.AccessModes
+		modelStorageClass, capacity, modes = s.Name, s.Capacity, s.AccessModes
 	}
-	if len(params) > 0 {
-		out.Parameters = params
-	}
-	return out
+	return StorageIdentityParts(storageType, class, capacity, modes, params, modelStorageClass)
 }
 
 // StorageFingerprint identifies storage m for StorageIdentityAnnotation: the SHA-256 (hex) of
-// the parts of StorageIdentityOf(m), each preceded by its length. It changes whenever the names
+// StorageIdentityOf(m), each part preceded by its length. It changes whenever the names
 // the recipe gives m change, and only then: defaults written into the spec after the identity
 // was recorded (a capacity of 1Gi, access mode ReadOnlyMany) and a new mountPath keep it.
 func StorageFingerprint(m ModelStorage) string {
 	h := sha256.New()
 	var n [8]byte
-	for _, p := range StorageIdentityOf(m).Parts() {
+	for _, p := range StorageIdentityOf(m) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
 		h.Write(n[:])
 		h.Write([]byte(p))
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// recordedIdentity is the value of StorageIdentityAnnotation.
-type recordedIdentity struct {
-	Parts   []string `json:"parts"`
-	Storage string   `json:"storage"`
 }
 
 // StorageIdentity is the identity of p's model storage: the parts StorageIdentityAnnotation
@@ -178,7 +156,7 @@ func (p *Pipeline) StorageIdentity() []string {
 	if parts, ok := p.RecordedStorageIdentity(); ok {
 		return parts
 	}
-	return StorageIdentityOf(p.Spec.ModelStorage).Parts()
+	return StorageIdentityOf(p.Spec.ModelStorage)
 }
 
 // RecordedStorageIdentity is the identity StorageIdentityAnnotation records, when it parses and
@@ -188,7 +166,10 @@ func (p *Pipeline) RecordedStorageIdentity() ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	var r recordedIdentity
+	var r struct {
+		Parts   []string `json:"parts"`
+		Storage string   `json:"storage"`
+	}
 	if json.Unmarshal([]byte(raw), &r) != nil || len(r.Parts) == 0 || r.Storage != StorageFingerprint(p.Spec.ModelStorage) {
 		return nil, false
 	}
@@ -198,7 +179,10 @@ func (p *Pipeline) RecordedStorageIdentity() ([]string, bool) {
 // SetStorageIdentity records parts as the identity of p's storage, for the storage p's spec
 // describes now. It returns whether it changed p.
 func (p *Pipeline) SetStorageIdentity(parts []string) bool {
-	raw, err := json.Marshal(recordedIdentity{Parts: slices.Clone(parts), Storage: StorageFingerprint(p.Spec.ModelStorage)})
+	raw, err := json.Marshal(struct {
+		Parts   []string `json:"parts"`
+		Storage string   `json:"storage"`
+	}{Parts: slices.Clone(parts), Storage: StorageFingerprint(p.Spec.ModelStorage)})
 	if err != nil {
 		return false // a list of strings always encodes
 	}

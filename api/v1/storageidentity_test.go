@@ -40,7 +40,7 @@ func TestStorageIdentityOf(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, StorageIdentityOf(tt.storage).Parts()); diff != "" {
+			if diff := cmp.Diff(tt.want, StorageIdentityOf(tt.storage)); diff != "" {
 				t.Errorf("parts (-want +got):\n%s", diff)
 			}
 		})
@@ -56,7 +56,7 @@ func csiPipeline() *Pipeline {
 // A recorded identity names the storage only while the storage is the one it was recorded for.
 func TestRecordedStorageIdentity(t *testing.T) {
 	p := csiPipeline()
-	recipe := StorageIdentityOf(p.Spec.ModelStorage).Parts()
+	recipe := StorageIdentityOf(p.Spec.ModelStorage)
 	if diff := cmp.Diff(recipe, p.StorageIdentity()); diff != "" {
 		t.Fatalf("nothing recorded: the recipe's parts (-want +got):\n%s", diff)
 	}
@@ -83,7 +83,7 @@ func TestRecordedStorageIdentity(t *testing.T) {
 	if _, ok := p.RecordedStorageIdentity(); ok {
 		t.Error("the record applies to another export")
 	}
-	if diff := cmp.Diff(StorageIdentityOf(p.Spec.ModelStorage).Parts(), p.StorageIdentity()); diff != "" {
+	if diff := cmp.Diff(StorageIdentityOf(p.Spec.ModelStorage), p.StorageIdentity()); diff != "" {
 		t.Errorf("another export (-want +got):\n%s", diff)
 	}
 	p.Spec.ModelStorage.CSI.VolumeAttributes["server"] = "s"

@@ -30,10 +30,10 @@ func RecordStorageIdentity(p *pipelinev1.Pipeline) bool {
 		return false
 	}
 	if kept := keptStorage(p); kept != nil && apiequality.Semantic.DeepEqual(storageTo(*kept), p.Spec.ModelStorage) {
-		return p.SetStorageIdentity(storageIdentity(*kept).Parts())
+		return p.SetStorageIdentity(storageIdentity(*kept))
 	}
 	if p.StorageIdentityPending() {
-		return p.SetStorageIdentity(pipelinev1.StorageIdentityOf(p.Spec.ModelStorage).Parts())
+		return p.SetStorageIdentity(pipelinev1.StorageIdentityOf(p.Spec.ModelStorage))
 	}
 	return false
 }
@@ -56,13 +56,7 @@ func keptStorage(p *pipelinev1.Pipeline) *ModelStorage {
 
 // storageIdentity is the identity of v1beta1 storage m: its type, class, capacity, access modes,
 // every csiParameter entry and its ModelStorageClass, as they are.
-func storageIdentity(m ModelStorage) pipelinev1.StorageIdentity {
-	return pipelinev1.StorageIdentity{
-		Type:                  string(m.EffectiveType()),
-		StorageClassName:      m.StorageClassName,
-		Capacity:              m.Capacity,
-		AccessModes:           m.AccessModes,
-		Parameters:            m.CSIParameter,
-		ModelStorageClassName: m.ModelStorageClassName,
-	}
+func storageIdentity(m ModelStorage) []string {
+	return pipelinev1.StorageIdentityParts(string(m.EffectiveType()), m.StorageClassName, m.Capacity, m.AccessModes,
+		m.CSIParameter, m.ModelStorageClassName)
 }

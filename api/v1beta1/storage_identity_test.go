@@ -140,7 +140,7 @@ func TestRecordStorageIdentity(t *testing.T) {
 	if !RecordStorageIdentity(changed) {
 		t.Fatal("nothing recorded")
 	}
-	if diff := cmp.Diff(pipelinev1.StorageIdentityOf(changed.Spec.ModelStorage).Parts(), changed.StorageIdentity()); diff != "" {
+	if diff := cmp.Diff(pipelinev1.StorageIdentityOf(changed.Spec.ModelStorage), changed.StorageIdentity()); diff != "" {
 		t.Errorf("changed in v1 (-want +got):\n%s", diff)
 	}
 
