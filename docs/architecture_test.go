@@ -2,8 +2,11 @@ package docs
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -218,5 +221,81 @@ func TestImportViolations(t *testing.T) {
 				t.Errorf("violations %q, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// The files of the operator that import api/v1beta1: the registration of the version in the
+// manager, and what it is without it; the seed sample, deleted with the version. Retiring
+// v1beta1 is deleting api/v1beta1, the seed and the registration's contents.
+const (
+	v1beta1Registration = "internal/manager/v1beta1.go"
+	v1beta1Seed         = "config/samples/v1beta1.go"
+	withoutV1beta1      = `package manager
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+
+	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
+	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
+)
+
+func addV1beta1(*runtime.Scheme) {}
+
+var recordStorageIdentity func(*pipelinev1.Pipeline) bool
+
+var spellings = map[string]pipelineadmission.Spelling{}
+`
+)
+
+// The operator and the router build with api/v1beta1 deleted and its registration emptied: no
+// other package of theirs knows the deprecated version. (The generated client and the kubectl
+// plugin, which reads clusters of the release that served v1beta1 alone, keep it until then.)
+func TestOperatorBuildsWithoutV1beta1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the operator")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the operator: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := map[string]string{}
+	files, err := filepath.Glob(filepath.Join(root, spoke, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s (%v)", spoke, err)
+	}
+	for _, f := range append(files, filepath.Join(root, v1beta1Seed)) {
+		replace[f] = "" // deleted
+	}
+	stub := filepath.Join(t.TempDir(), "v1beta1.go")
+	if err := os.WriteFile(stub, []byte(withoutV1beta1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replace[filepath.Join(root, v1beta1Registration)] = stub
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, "build", "-overlay", overlayFile, "-o", os.DevNull, "./cmd", "./cmd/router")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the operator does not build without %s: %v\n%s", spoke, err, out)
+	}
+	// The overlay does remove the version: the operator's dependencies no longer hold it.
+	list := exec.Command(goTool, "list", "-overlay", overlayFile, "-deps", "./cmd")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if strings.Contains(string(out), "/"+spoke+"\n") {
+		t.Fatalf("the operator still depends on %s under the overlay", spoke)
 	}
 }

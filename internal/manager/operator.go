@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 	"github.com/ndsl-cn/pipeline-operator/config/crd"
 	pipelineadmission "github.com/ndsl-cn/pipeline-operator/internal/admission"
 	"github.com/ndsl-cn/pipeline-operator/internal/apply"
@@ -144,7 +143,7 @@ func (w WebhookOptions) serves() bool { return w.Enabled || w.ConversionCRD != "
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(pipelinev1beta1.AddToScheme(s))
+	addV1beta1(s)
 	utilruntime.Must(pipelinev1.AddToScheme(s))
 	utilruntime.Must(apiv2.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
@@ -222,7 +221,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 
 		StorageRevocationGrace:     o.StorageRevocationGrace,
 		DisableStepNetworkPolicies: o.DisableStepNetworkPolicies,
-		RecordStorageIdentity:      pipelinev1beta1.RecordStorageIdentity,
+		RecordStorageIdentity:      recordStorageIdentity,
 	}
 	if r.RouterImage == "" {
 		log.Info("No router image: Pipelines with dataPath.mode Router get no router until it is set", "env", resources.EnvRouterImage)
@@ -248,7 +247,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create a client without cache: %w", err)
 	}
-	if err := mgr.Add(&storageversion.Migration{Client: direct, RecordStorageIdentity: pipelinev1beta1.RecordStorageIdentity}); err != nil {
+	if err := mgr.Add(&storageversion.Migration{Client: direct, RecordStorageIdentity: recordStorageIdentity}); err != nil {
 		return nil, fmt.Errorf("add the storage version migration: %w", err)
 	}
 	if err := setupOperatorCondition(mgr, direct); err != nil {
@@ -360,10 +359,6 @@ func (w WebhookOptions) server(tlsOpts []func(*tls.Config), c certificates, reg 
 	}
 	return srv, nil
 }
-
-// spellings name the fields of the admission webhooks' refusals and warnings for requests made
-// in v1beta1, the version the operator converts.
-var spellings = map[string]pipelineadmission.Spelling{pipelinev1beta1.GroupVersion.Version: pipelinev1beta1.FieldSpelling{}}
 
 // setupWebhooks registers the conversion webhook and the admission webhooks as w says, the
 // certificate's provisioning and their readiness checks.
