@@ -297,36 +297,6 @@ func answerError(resp *stepResponse) string {
 // maxAnswerErrorBytes is the largest 4xx answer whose error is read for the gRPC status.
 const maxAnswerErrorBytes = 64 << 10
 
-// grpcCodeOf is the gRPC status code of an HTTP status the router answers.
-func grpcCodeOf(httpStatus int) codes.Code {
-	switch httpStatus {
-	case http.StatusBadRequest, http.StatusRequestTimeout:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusConflict:
-		return codes.Aborted
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case statusClientClosedRequest:
-		return codes.Canceled
-	case http.StatusNotImplemented:
-		return codes.Unimplemented
-	case http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
-	}
-	if httpStatus >= 400 && httpStatus < 500 {
-		return codes.FailedPrecondition
-	}
-	return codes.Internal
-}
-
 // headerOf is gRPC metadata as HTTP headers, for the headers the router passes on to steps.
 func headerOf(md metadata.MD) http.Header {
 	h := make(http.Header, len(md))

@@ -297,50 +297,6 @@ func (r *Router) grpcFailure(s *step, err error) (*stepResponse, *attemptError) 
 	return &stepResponse{payload: payload{body: buf, contentType: "application/json"}, status: code, header: h}, nil
 }
 
-// grpcCodeName is a gRPC status code as the protocol writes it (UNAVAILABLE).
-func grpcCodeName(c codes.Code) string {
-	if c == codes.Canceled {
-		return "CANCELLED"
-	}
-	var b strings.Builder
-	for i, ch := range c.String() {
-		if i > 0 && ch >= 'A' && ch <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(ch)
-	}
-	return strings.ToUpper(b.String())
-}
-
-// httpStatusOf is the HTTP status of a gRPC status code, as gRPC's HTTP mapping gives it.
-func httpStatusOf(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return statusClientClosedRequest
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
-
 // outgoingMetadata is the headers passed on to a step as gRPC metadata.
 func outgoingMetadata(h http.Header) metadata.MD {
 	md := make(metadata.MD, len(h))
