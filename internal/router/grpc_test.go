@@ -145,14 +145,7 @@ func (m *grpcModel) ModelInfer(ctx context.Context, req *inferencepb.ModelInferR
 func grpcAdd(t *testing.T) *grpcModel {
 	return newGRPCModel(t, "add",
 		[]modelTensor{{"a", "FP32", fp32x4}, {"b", "FP32", fp32x4}},
-		[]modelTensor{{"sum", "FP32", fp32x4}},
-		func(in map[string][]float32) map[string][]float32 {
-			sum := make([]float32, len(in["a"]))
-			for i := range sum {
-				sum[i] = in["a"][i] + in["b"][i]
-			}
-			return map[string][]float32{"sum": sum}
-		})
+		[]modelTensor{{"sum", "FP32", fp32x4}}, add)
 }
 
 // grpcEcho answers its input x as y.

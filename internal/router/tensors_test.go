@@ -173,14 +173,16 @@ func scaleModel(t *testing.T, loadFor time.Duration) *modelServer {
 func addModel(t *testing.T, bType string) *modelServer {
 	return newModelServer(t, "add", 0,
 		[]modelTensor{{"a", "FP32", fp32x4}, {"b", bType, fp32x4}},
-		[]modelTensor{{"sum", "FP32", fp32x4}},
-		func(in map[string][]float32) map[string][]float32 {
-			sum := make([]float32, len(in["a"]))
-			for i := range sum {
-				sum[i] = in["a"][i] + in["b"][i]
-			}
-			return map[string][]float32{"sum": sum}
-		})
+		[]modelTensor{{"sum", "FP32", fp32x4}}, add)
+}
+
+// add is the add model's computation: sum is a + b.
+func add(in map[string][]float32) map[string][]float32 {
+	sum := make([]float32, len(in["a"]))
+	for i := range sum {
+		sum[i] = in["a"][i] + in["b"][i]
+	}
+	return map[string][]float32{"sum": sum}
 }
 
 // mappedConfig is scale then add: add's a is scale's output y and its b the request's
