@@ -147,12 +147,16 @@ func jsonData(g *GRPCTensor, n int64) ([]byte, error) {
 	case "BOOL":
 		count, write = len(c.BoolContents), func(d []byte, i int) ([]byte, error) { return strconv.AppendBool(d, c.BoolContents[i]), nil }
 	case "INT8", "INT16", "INT32":
-		count, write = len(c.IntContents), func(d []byte, i int) ([]byte, error) { return strconv.AppendInt(d, int64(c.IntContents[i]), 10), nil }
+		count, write = len(c.IntContents), func(d []byte, i int) ([]byte, error) {
+			v, err := inRange(int64(c.IntContents[i]), g.Datatype)
+			return strconv.AppendInt(d, v, 10), err
+		}
 	case "INT64":
 		count, write = len(c.Int64Contents), func(d []byte, i int) ([]byte, error) { return strconv.AppendInt(d, c.Int64Contents[i], 10), nil }
 	case "UINT8", "UINT16", "UINT32":
 		count, write = len(c.UintContents), func(d []byte, i int) ([]byte, error) {
-			return strconv.AppendUint(d, uint64(c.UintContents[i]), 10), nil
+			v, err := inRange(int64(c.UintContents[i]), g.Datatype)
+			return strconv.AppendInt(d, v, 10), err
 		}
 	case "UINT64":
 		count, write = len(c.Uint64Contents), func(d []byte, i int) ([]byte, error) { return strconv.AppendUint(d, c.Uint64Contents[i], 10), nil }
