@@ -9,7 +9,9 @@
 // servers of older and newer releases alike. The files, one concern each:
 //
 //	document.go  the summary and the versioned JSON document of `status -o json`
-//	mapping.go   a Pipeline read in v1 or v1beta1 (the API's types) to the summary
+//	mapping.go   a Pipeline read in v1 (the API's types) to the summary
+//	v1beta1.go   a cluster that serves v1beta1 alone: its client, and its Pipelines converted
+//	             to v1 (the plugin's only file that knows the deprecated version)
 //	render.go    the tree of `status`, coloured or not
 //	server.go    which versions the cluster serves (discovery), and the clients: Pipelines read,
 //	             listed, watched and patched through the generated client of that version

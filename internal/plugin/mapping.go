@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pipelinev1 "github.com/ndsl-cn/pipeline-operator/api/v1"
-	pipelinev1beta1 "github.com/ndsl-cn/pipeline-operator/api/v1beta1"
 )
 
 // The API versions of the Pipeline the plugin reads and writes.
@@ -31,17 +30,6 @@ const (
 // FromV1 maps a Pipeline read in v1 onto the summary.
 func FromV1(p *pipelinev1.Pipeline) Pipeline {
 	return summary(p, p.Annotations, VersionV1)
-}
-
-// FromV1beta1 maps a Pipeline read in v1beta1, from a cluster that serves only that version,
-// onto the summary: through the API's own conversion to v1, as the apiserver would serve it in
-// v1.
-func FromV1beta1(p *pipelinev1beta1.Pipeline) (Pipeline, error) {
-	hub := &pipelinev1.Pipeline{}
-	if err := p.ConvertTo(hub); err != nil {
-		return Pipeline{}, fmt.Errorf("pipeline %s/%s: convert from %s: %w", p.Namespace, p.Name, VersionV1beta1, err)
-	}
-	return summary(hub, p.Annotations, VersionV1beta1), nil
 }
 
 // summary is the summary of p, read in version with annotations (those of the object as read,

@@ -18,7 +18,6 @@ import (
 
 	"github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned"
 	clientv1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1"
-	clientv1beta1 "github.com/ndsl-cn/pipeline-operator/pkg/client/clientset/versioned/typed/api/v1beta1"
 )
 
 // resource is the Pipeline's resource name.
@@ -169,7 +168,7 @@ func (s *Server) client(namespace string) (pipelineClient, error) {
 	case VersionV1:
 		return v1Client{s.Pipelines.DistriInferV1().Pipelines(namespace), namespace}, nil
 	case VersionV1beta1:
-		return v1beta1Client{s.Pipelines.DistriInferV1beta1().Pipelines(namespace), namespace}, nil
+		return s.v1beta1Client(namespace), nil
 	}
 	return nil, fmt.Errorf("version %q is neither %s nor %s", s.Version, VersionV1, VersionV1beta1)
 }
@@ -205,45 +204,6 @@ func (c v1Client) watch(ctx context.Context, opts metav1.ListOptions) (watch.Int
 }
 
 func (c v1Client) patch(ctx context.Context, name string, mergePatch []byte) error {
-	_, err := c.c.Patch(ctx, name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
-	return err
-}
-
-// v1beta1Client reads Pipelines in v1beta1, from a cluster that serves only that version.
-type v1beta1Client struct {
-	c         clientv1beta1.PipelineInterface
-	namespace string
-}
-
-func (c v1beta1Client) get(ctx context.Context, name string) (Pipeline, error) {
-	p, err := c.c.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return Pipeline{}, getError(err, c.namespace, name)
-	}
-	return FromV1beta1(p)
-}
-
-func (c v1beta1Client) list(ctx context.Context, opts metav1.ListOptions) ([]Pipeline, string, error) {
-	list, err := c.c.List(ctx, opts)
-	if err != nil {
-		return nil, "", fmt.Errorf("list pipelines: %w", err)
-	}
-	items := make([]Pipeline, 0, len(list.Items))
-	for i := range list.Items {
-		p, err := FromV1beta1(&list.Items[i])
-		if err != nil {
-			return nil, "", err
-		}
-		items = append(items, p)
-	}
-	return items, list.ResourceVersion, nil
-}
-
-func (c v1beta1Client) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.c.Watch(ctx, opts)
-}
-
-func (c v1beta1Client) patch(ctx context.Context, name string, mergePatch []byte) error {
 	_, err := c.c.Patch(ctx, name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
 	return err
 }
