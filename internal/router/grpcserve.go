@@ -219,16 +219,11 @@ func (r *Router) infer(ctx context.Context, req *inferencepb.ModelInferRequest, 
 
 // grpcRequest is the REST request of the Open Inference Protocol made of req.
 func (r *Router) grpcRequest(req *inferencepb.ModelInferRequest) (payload, error) {
-	tensors := make([]oip.GRPCTensor, len(req.GetInputs()))
-	for i, t := range req.GetInputs() {
-		tensors[i] = oip.GRPCTensor{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape(),
-			Parameters: t.GetParameters(), Contents: t.GetContents()}
-	}
 	outputs := make([]string, len(req.GetOutputs()))
 	for i, o := range req.GetOutputs() {
 		outputs[i] = o.GetName()
 	}
-	d, binary, err := r.restBody(tensors, req.GetRawInputContents(), func(w *bodies.Buffer, ts []oip.Tensor) error {
+	d, binary, err := r.restBody(oip.GRPCTensorsOf(req.GetInputs()), req.GetRawInputContents(), func(w *bodies.Buffer, ts []oip.Tensor) error {
 		_, err := oip.WriteRequest(w, ts, outputs, false)
 		return err
 	})

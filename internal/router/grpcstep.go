@@ -199,12 +199,7 @@ func (r *Router) inferRequestOf(s *step, in payload, size, length int64,
 // Protocol: typed contents as JSON data, raw contents as binary data after the document.
 func (r *Router) restAnswer(s *step, model string, outputs []*inferencepb.ModelInferResponse_InferOutputTensor,
 	raw [][]byte) (*stepResponse, *attemptError) {
-	tensors := make([]oip.GRPCTensor, len(outputs))
-	for i, o := range outputs {
-		tensors[i] = oip.GRPCTensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape(),
-			Parameters: o.GetParameters(), Contents: o.GetContents()}
-	}
-	body, binary, err := r.restBody(tensors, raw, func(w *bodies.Buffer, ts []oip.Tensor) error {
+	body, binary, err := r.restBody(oip.GRPCTensorsOf(outputs), raw, func(w *bodies.Buffer, ts []oip.Tensor) error {
 		_, err := oip.WriteResponse(w, model, ts)
 		return err
 	})

@@ -10,25 +10,36 @@ import (
 	"strconv"
 )
 
-// elements are the fixed-size datatypes of the binary data extension: the size of one element
-// and how it reads (little-endian).
+// elements are the fixed-size datatypes of the binary data extension: the size of one element,
+// how it reads (little-endian) and how an element as it reads is appended in that form (none
+// for FP16 and BF16, which the router never writes).
 var elements = map[string]struct {
-	size int
-	read func([]byte) any
+	size   int
+	read   func([]byte) any
+	append func([]byte, any) []byte
 }{
-	"BOOL":   {1, func(e []byte) any { return e[0] != 0 }},
-	"INT8":   {1, func(e []byte) any { return int64(int8(e[0])) }},
-	"UINT8":  {1, func(e []byte) any { return int64(e[0]) }},
-	"INT16":  {2, func(e []byte) any { return int64(int16(le.Uint16(e))) }},
-	"UINT16": {2, func(e []byte) any { return int64(le.Uint16(e)) }},
-	"INT32":  {4, func(e []byte) any { return int64(int32(le.Uint32(e))) }},
-	"UINT32": {4, func(e []byte) any { return int64(le.Uint32(e)) }},
-	"INT64":  {8, func(e []byte) any { return int64(le.Uint64(e)) }},
-	"UINT64": {8, func(e []byte) any { return le.Uint64(e) }},
-	"FP16":   {2, func(e []byte) any { return halfToFloat(le.Uint16(e)) }},
-	"BF16":   {2, func(e []byte) any { return float64(math.Float32frombits(uint32(le.Uint16(e)) << 16)) }},
-	"FP32":   {4, func(e []byte) any { return float64(math.Float32frombits(le.Uint32(e))) }},
-	"FP64":   {8, func(e []byte) any { return math.Float64frombits(le.Uint64(e)) }},
+	"BOOL": {1, func(e []byte) any { return e[0] != 0 }, func(b []byte, v any) []byte {
+		if v.(bool) {
+			return append(b, 1)
+		}
+		return append(b, 0)
+	}},
+	"INT8":   {1, func(e []byte) any { return int64(int8(e[0])) }, func(b []byte, v any) []byte { return append(b, byte(v.(int64))) }},
+	"UINT8":  {1, func(e []byte) any { return int64(e[0]) }, func(b []byte, v any) []byte { return append(b, byte(v.(int64))) }},
+	"INT16":  {2, func(e []byte) any { return int64(int16(le.Uint16(e))) }, func(b []byte, v any) []byte { return le.AppendUint16(b, uint16(v.(int64))) }},
+	"UINT16": {2, func(e []byte) any { return int64(le.Uint16(e)) }, func(b []byte, v any) []byte { return le.AppendUint16(b, uint16(v.(int64))) }},
+	"INT32":  {4, func(e []byte) any { return int64(int32(le.Uint32(e))) }, func(b []byte, v any) []byte { return le.AppendUint32(b, uint32(v.(int64))) }},
+	"UINT32": {4, func(e []byte) any { return int64(le.Uint32(e)) }, func(b []byte, v any) []byte { return le.AppendUint32(b, uint32(v.(int64))) }},
+	"INT64":  {8, func(e []byte) any { return int64(le.Uint64(e)) }, func(b []byte, v any) []byte { return le.AppendUint64(b, uint64(v.(int64))) }},
+	"UINT64": {8, func(e []byte) any { return le.Uint64(e) }, func(b []byte, v any) []byte { return le.AppendUint64(b, v.(uint64)) }},
+	"FP16":   {2, func(e []byte) any { return halfToFloat(le.Uint16(e)) }, nil},
+	"BF16":   {2, func(e []byte) any { return float64(math.Float32frombits(uint32(le.Uint16(e)) << 16)) }, nil},
+	"FP32": {4, func(e []byte) any { return float64(math.Float32frombits(le.Uint32(e))) }, func(b []byte, v any) []byte {
+		return le.AppendUint32(b, math.Float32bits(float32(v.(float64))))
+	}},
+	"FP64": {8, func(e []byte) any { return math.Float64frombits(le.Uint64(e)) }, func(b []byte, v any) []byte {
+		return le.AppendUint64(b, math.Float64bits(v.(float64)))
+	}},
 }
 
 var le = binary.LittleEndian
@@ -61,10 +72,11 @@ func Decode(t *Tensor, binary []byte, maxElements int64) ([]any, error) {
 	var out []any
 	var err error
 	if t.Binary {
-		if t.Offset+t.Size > int64(len(binary)) {
-			return nil, fmt.Errorf("tensor %s: its %d bytes at %d are not in the %d bytes of binary data", t.Name, t.Size, t.Offset, len(binary))
+		data, berr := binaryData(t, binary)
+		if berr != nil {
+			return nil, berr
 		}
-		out, err = decodeBinary(t, binary[t.Offset:t.Offset+t.Size], n)
+		out, err = decodeBinary(t, data, n)
 	} else {
 		out, err = decodeJSON(t, n)
 	}
@@ -72,6 +84,14 @@ func Decode(t *Tensor, binary []byte, maxElements int64) ([]any, error) {
 		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}
 	return out, nil
+}
+
+// binaryData is the bytes of binary tensor t among binary, the bytes after its document.
+func binaryData(t *Tensor, binary []byte) ([]byte, error) {
+	if t.Offset+t.Size > int64(len(binary)) {
+		return nil, fmt.Errorf("tensor %s: its %d bytes at %d are not in the %d bytes of binary data", t.Name, t.Size, t.Offset, len(binary))
+	}
+	return binary[t.Offset : t.Offset+t.Size], nil
 }
 
 // decodeJSON reads the elements of a JSON tensor token by token, so that data longer than its

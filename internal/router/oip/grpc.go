@@ -21,6 +21,25 @@ type GRPCTensor struct {
 	Contents   *inferencepb.InferTensorContents
 }
 
+// grpcMessageTensor is what an InferInputTensor and an InferOutputTensor have alike.
+type grpcMessageTensor interface {
+	GetName() string
+	GetDatatype() string
+	GetShape() []int64
+	GetParameters() map[string]*inferencepb.InferParameter
+	GetContents() *inferencepb.InferTensorContents
+}
+
+// GRPCTensorsOf are the tensors of a gRPC message (its inputs or its outputs) as GRPCTensors.
+func GRPCTensorsOf[T grpcMessageTensor](tensors []T) []GRPCTensor {
+	out := make([]GRPCTensor, len(tensors))
+	for i, t := range tensors {
+		out[i] = GRPCTensor{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape(),
+			Parameters: t.GetParameters(), Contents: t.GetContents()}
+	}
+	return out
+}
+
 // FromGRPC makes the tensors of a gRPC message into tensors of a REST body: typed contents
 // become JSON data, raw contents (raw, one per tensor, or none) binary tensors whose bytes
 // are raw[i] as they are, following each other in order (Offset, Size). It checks what the
@@ -116,11 +135,10 @@ func ToGRPC(tensors []Tensor, binary []byte) ([]GRPCTensor, [][]byte, error) {
 		var err error
 		switch {
 		case t.Binary:
-			if t.Offset+t.Size > int64(len(binary)) {
-				return nil, nil, fmt.Errorf("tensor %s: its %d bytes at %d are not in the %d bytes of binary data", t.Name, t.Size, t.Offset, len(binary))
+			if raw[i], err = binaryData(t, binary); err != nil {
+				return nil, nil, err
 			}
-			raw[i] = binary[t.Offset : t.Offset+t.Size]
-			err = checkRaw(&Tensor{Datatype: t.Datatype, Shape: t.Shape}, raw[i], n)
+			err = checkRaw(t, raw[i], n)
 		case useRaw:
 			raw[i], err = rawOfJSON(t, n)
 		default:
@@ -165,7 +183,8 @@ func jsonData(g *GRPCTensor, n int64) ([]byte, error) {
 	case "FP64":
 		count, write = len(c.Fp64Contents), func(d []byte, i int) ([]byte, error) { return appendFloat(d, c.Fp64Contents[i], 64) }
 	case "BYTES":
-		count, write = len(c.BytesContents), func(d []byte, i int) ([]byte, error) { return appendJSONString(d, c.BytesContents[i]), nil }
+		// The protocol's REST API carries BYTES elements as strings.
+		count, write = len(c.BytesContents), func(d []byte, i int) ([]byte, error) { return appendString(d, string(c.BytesContents[i])), nil }
 	case "FP16", "BF16":
 		return nil, fmt.Errorf("%s has no typed contents: its data is the message's raw contents", g.Datatype)
 	default:
@@ -211,12 +230,6 @@ func appendFloat(dst []byte, f float64, bits int) ([]byte, error) {
 		return nil, fmt.Errorf("%v has no JSON form: send the tensor as raw contents", f)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, bits), nil
-}
-
-// appendJSONString appends b as a JSON string: the protocol's REST API carries BYTES elements
-// as strings.
-func appendJSONString(dst, b []byte) []byte {
-	return appendString(dst, string(b))
 }
 
 // contentsOfJSON is the typed contents of the n elements of JSON tensor t.
@@ -277,44 +290,27 @@ func inRange(v int64, datatype string) (int64, error) {
 // rawOfJSON is the raw contents of the n elements of JSON tensor t: little-endian, BYTES as a
 // 4-byte length and the bytes of each element.
 func rawOfJSON(t *Tensor, n int64) ([]byte, error) {
-	if t.Datatype == "FP16" || t.Datatype == "BF16" {
+	if t.Datatype == "BYTES" {
+		var out []byte
+		err := eachJSON(t, n, func(e any) error {
+			out = le.AppendUint32(out, uint32(len(e.(string))))
+			out = append(out, e.(string)...)
+			return nil
+		})
+		return out, err
+	}
+	el, ok := elements[t.Datatype]
+	if ok && el.append == nil {
 		return nil, fmt.Errorf("%s data in JSON has no gRPC form but raw bytes: send the tensor as binary data", t.Datatype)
 	}
-	el, fixed := elements[t.Datatype]
-	var out []byte
-	if fixed {
-		out = make([]byte, 0, n*int64(el.size))
-	}
+	out := make([]byte, 0, n*int64(el.size))
 	err := eachJSON(t, n, func(e any) error {
-		switch v := e.(type) {
-		case bool:
-			out = append(out, map[bool]byte{false: 0, true: 1}[v])
-		case string:
-			out = le.AppendUint32(out, uint32(len(v)))
-			out = append(out, v...)
-		case uint64:
-			out = le.AppendUint64(out, v)
-		case float64:
-			if el.size == 4 {
-				out = le.AppendUint32(out, math.Float32bits(float32(v)))
-			} else {
-				out = le.AppendUint64(out, math.Float64bits(v))
-			}
-		case int64:
+		if v, isInt := e.(int64); isInt {
 			if _, err := inRange(v, t.Datatype); err != nil {
 				return err
 			}
-			switch el.size {
-			case 1:
-				out = append(out, byte(v))
-			case 2:
-				out = le.AppendUint16(out, uint16(v))
-			case 4:
-				out = le.AppendUint32(out, uint32(v))
-			default:
-				out = le.AppendUint64(out, uint64(v))
-			}
 		}
+		out = el.append(out, e)
 		return nil
 	})
 	return out, err

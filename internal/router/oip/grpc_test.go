@@ -195,11 +195,7 @@ func FuzzGRPCRequest(f *testing.F) {
 		if proto.Unmarshal(data, &req) != nil {
 			return
 		}
-		tensors := make([]GRPCTensor, len(req.GetInputs()))
-		for i, in := range req.GetInputs() {
-			tensors[i] = GRPCTensor{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape(),
-				Parameters: in.GetParameters(), Contents: in.GetContents()}
-		}
+		tensors := GRPCTensorsOf(req.GetInputs())
 		r := grpcReader()
 		bg := r.Budget.(*budget)
 		_, held, err := r.FromGRPC(tensors, req.GetRawInputContents())
