@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -236,36 +235,13 @@ func (r *Router) grpcRequest(req *inferencepb.ModelInferRequest) (payload, error
 // grpcAnswer is the ModelInferResponse made of the pipeline's answer, a REST answer of the Open
 // Inference Protocol.
 func (r *Router) grpcAnswer(resp *stepResponse) (*inferencepb.ModelInferResponse, error) {
-	if resp.contentEncoding != "" {
-		return nil, fmt.Errorf("it is encoded (Content-Encoding %q)", resp.contentEncoding)
-	}
-	length, err := oip.ParseHeaderLength(resp.inferenceHeader)
+	// gRPC writes the answer after the handler returned and the body's blocks went to other
+	// requests: its raw contents are slices of a copy of their own, whose budget is released
+	// once the answer is made.
+	outputs, raw, held, err := r.grpcTensorsOf(resp.payload, r.reader.Response, "answer")
+	r.budget.Release(held)
 	if err != nil {
-		return nil, err
-	}
-	// The answer's raw contents are slices of a copy of the body of their own: gRPC writes them
-	// after the handler returned and the body's blocks went to other requests.
-	size := resp.body.Len()
-	if !r.budget.TryAcquire(size) {
-		return nil, bodies.ErrBudgetExceeded
-	}
-	defer r.budget.Release(size)
-	body := bytes.NewBuffer(make([]byte, 0, size))
-	if _, err := resp.body.WriteTo(body); err != nil {
-		return nil, err
-	}
-	doc, binary, err := oip.Split(body.Bytes(), length)
-	if err != nil {
-		return nil, err
-	}
-	tensors, held, err := r.reader.Response(doc, int64(len(binary)))
-	defer r.budget.Release(held)
-	if err != nil {
-		return nil, fmt.Errorf("not an Open Inference Protocol answer: %w", err)
-	}
-	outputs, raw, err := oip.ToGRPC(tensors, binary)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("it %w", err)
 	}
 	res := &inferencepb.ModelInferResponse{ModelName: r.modelName, RawOutputContents: raw}
 	for _, t := range outputs {

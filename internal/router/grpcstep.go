@@ -134,55 +134,20 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 // Protocol request is the caller's error when it is the pipeline's request as it came (the first
 // step's, without inputs), else a failure to map tensors.
 func (r *Router) inferRequest(s *step, in payload) (*inferencepb.ModelInferRequest, int64, *attemptError) {
-	refuse := func(what string, err error) *attemptError {
+	// The body is copied, not joined: another step may be sending it at the same time.
+	inputs, raw, held, err := r.grpcTensorsOf(in, r.reader.Request, "request")
+	var be *bodyError
+	switch {
+	case errors.Is(err, bodies.ErrBudgetExceeded):
+		return nil, 0, &attemptError{reason: ReasonBufferBudget,
+			what: "could not be called: the router holds maxBufferedBytes of bodies already", err: err}
+	case errors.As(err, &be):
 		reason := ReasonTensorMapping
 		if s.index == 1 && s.inputs == nil {
 			reason = ReasonBadRequest
 		}
-		return &attemptError{reason: reason, what: "could not be called over gRPC: its request " + what,
-			err: fmt.Errorf("make the ModelInfer request of %s: %w", s.url, err)}
-	}
-	if in.contentEncoding != "" {
-		return nil, 0, refuse("is encoded (Content-Encoding "+strconv.Quote(in.contentEncoding)+")", errors.New("encoded body"))
-	}
-	length, err := oip.ParseHeaderLength(in.inferenceHeader)
-	if err != nil {
-		return nil, 0, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
-	}
-	// The body is copied, not joined: another step may be sending it at the same time.
-	size := in.body.Len()
-	if !r.budget.TryAcquire(size) {
-		return nil, 0, &attemptError{reason: ReasonBufferBudget,
-			what: "could not be called: the router holds maxBufferedBytes of bodies already", err: bodies.ErrBudgetExceeded}
-	}
-	req, held, aerr := r.inferRequestOf(s, in, size, length, refuse)
-	if aerr != nil {
-		r.budget.Release(size)
-		return nil, 0, aerr
-	}
-	return req, size + held, nil
-}
-
-// inferRequestOf makes the request of a copy of in's body (size bytes, its JSON document length
-// bytes long, or all of it when length is negative).
-func (r *Router) inferRequestOf(s *step, in payload, size, length int64,
-	refuse func(string, error) *attemptError) (*inferencepb.ModelInferRequest, int64, *attemptError) {
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	if _, err := in.body.WriteTo(buf); err != nil {
-		return nil, 0, refuse("could not be read", err)
-	}
-	doc, binary, err := oip.Split(buf.Bytes(), length)
-	if err != nil {
-		return nil, 0, refuse("has a wrong "+oip.HeaderInferenceHeaderLength, err)
-	}
-	tensors, held, err := r.reader.Request(doc, int64(len(binary)))
-	if err != nil {
-		return nil, 0, refuse("is not an Open Inference Protocol request", err)
-	}
-	inputs, raw, err := oip.ToGRPC(tensors, binary)
-	if err != nil {
-		r.budget.Release(held)
-		return nil, 0, refuse("has a tensor gRPC cannot carry", err)
+		return nil, 0, &attemptError{reason: reason, what: "could not be called over gRPC: its request " + be.what,
+			err: fmt.Errorf("make the ModelInfer request of %s: %w", s.url, be.err)}
 	}
 	req := &inferencepb.ModelInferRequest{ModelName: s.grpc.model, RawInputContents: raw}
 	for _, t := range inputs {
@@ -193,6 +158,61 @@ func (r *Router) inferRequestOf(s *step, in payload, size, length int64,
 		req.Outputs = append(req.Outputs, &inferencepb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
 	}
 	return req, held, nil
+}
+
+// bodyError is a REST body of the protocol that cannot be made a gRPC message: what is wrong
+// with it, in fixed words that complete "its request ..." or "it ...", and the detail.
+type bodyError struct {
+	what string
+	err  error
+}
+
+func (e *bodyError) Error() string { return e.what + ": " + e.err.Error() }
+
+// grpcTensorsOf reads p, a REST body of the Open Inference Protocol (a request or an answer,
+// as kind says, read by read), into the tensors of a gRPC message, from a copy of the body of
+// their own: the raw contents are slices of it, which neither a step sending the same body nor
+// the reuse of its blocks once released changes. held is what the copy and the reading hold of
+// the router's budget, to be released once the message is no longer needed. The error is
+// bodies.ErrBudgetExceeded when the budget is full, else a *bodyError.
+func (r *Router) grpcTensorsOf(p payload, read func([]byte, int64) ([]oip.Tensor, int64, error),
+	kind string) (tensors []oip.GRPCTensor, raw [][]byte, held int64, err error) {
+	if p.contentEncoding != "" {
+		return nil, nil, 0, &bodyError{what: "is encoded (Content-Encoding " + strconv.Quote(p.contentEncoding) + ")",
+			err: errors.New("the router neither decodes nor encodes bodies")}
+	}
+	length, err := oip.ParseHeaderLength(p.inferenceHeader)
+	if err != nil {
+		return nil, nil, 0, &bodyError{what: "has a wrong " + oip.HeaderInferenceHeaderLength, err: err}
+	}
+	size := p.body.Len()
+	if !r.budget.TryAcquire(size) {
+		return nil, nil, 0, bodies.ErrBudgetExceeded
+	}
+	defer func() {
+		if err != nil {
+			r.budget.Release(held)
+			held = 0
+		}
+	}()
+	held = size
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := p.body.WriteTo(buf); err != nil {
+		return nil, nil, held, &bodyError{what: "could not be read", err: err}
+	}
+	doc, binary, err := oip.Split(buf.Bytes(), length)
+	if err != nil {
+		return nil, nil, held, &bodyError{what: "has a wrong " + oip.HeaderInferenceHeaderLength, err: err}
+	}
+	ts, reading, err := read(doc, int64(len(binary)))
+	if err != nil {
+		return nil, nil, held, &bodyError{what: "is not an Open Inference Protocol " + kind, err: err}
+	}
+	held += reading
+	if tensors, raw, err = oip.ToGRPC(ts, binary); err != nil {
+		return nil, nil, held, &bodyError{what: "has a tensor gRPC cannot carry", err: err}
+	}
+	return tensors, raw, held, nil
 }
 
 // restAnswer is the answer of a ModelInfer call as a REST answer of the Open Inference
