@@ -78,28 +78,23 @@ func StepProbes(p *pipelinev1.Pipeline, i int) (readiness, liveness, startup *co
 		return readiness, liveness, startup
 	}
 	port := intstr.FromInt32(StepPort(p, i))
-	// Each probe gets its own handler: none shares a pointer with another.
-	ready := func() corev1.ProbeHandler {
+	// get is the handler that GETs path, or for gRPC opens a connection to the port; each probe
+	// gets its own: none shares a pointer with another.
+	get := func(path string) corev1.ProbeHandler {
 		if GRPC(p, i) {
 			return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}
 		}
-		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: oipModelPath(p, i, "/ready"), Port: port}}
-	}
-	live := func() corev1.ProbeHandler {
-		if GRPC(p, i) {
-			return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}
-		}
-		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: oipLivePath, Port: port}}
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: port}}
 	}
 	if readiness == nil {
-		readiness = defaultProbe(ready(), oipReadinessPeriod, oipFailureThreshold)
+		readiness = defaultProbe(get(oipModelPath(p, i, "/ready")), oipReadinessPeriod, oipFailureThreshold)
 	}
 	if liveness == nil {
-		liveness = defaultProbe(live(), oipLivenessPeriod, oipFailureThreshold)
+		liveness = defaultProbe(get(oipLivePath), oipLivenessPeriod, oipFailureThreshold)
 	}
 	if startup == nil {
 		patience := ptr.Deref(s.ModelLoadTimeoutSeconds, DefaultModelLoadTimeoutSeconds)
-		startup = defaultProbe(ready(), oipStartupPeriod, (patience+oipStartupPeriod-1)/oipStartupPeriod)
+		startup = defaultProbe(get(oipModelPath(p, i, "/ready")), oipStartupPeriod, (patience+oipStartupPeriod-1)/oipStartupPeriod)
 	}
 	return readiness, liveness, startup
 }

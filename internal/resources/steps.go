@@ -41,13 +41,18 @@ const StepPortName = portName
 // domain: http://<service>.<namespace>.svc.<domain>.:<port>, an absolute name (see
 // ClusterDomain.ServiceHost).
 func StepURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
-	return fmt.Sprintf("http://%s:%d", domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
+	return stepServiceURL("http", p, i, domain)
 }
 
 // stepGRPCURL is the address at which the router calls the gRPC service of step i:
 // grpc://<service>.<namespace>.svc.<domain>.:<port>, the host and port of StepURL.
 func stepGRPCURL(p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
-	return fmt.Sprintf("grpc://%s:%d", domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
+	return stepServiceURL("grpc", p, i, domain)
+}
+
+// stepServiceURL is scheme://<service>.<namespace>.svc.<domain>.:<port> of step i's Service.
+func stepServiceURL(scheme string, p *pipelinev1.Pipeline, i int, domain ClusterDomain) string {
+	return fmt.Sprintf("%s://%s:%d", scheme, domain.ServiceHost(StepObjectName(p, i), p.Namespace), StepPort(p, i))
 }
 
 // nextStepURL is the URL step i forwards to: the next step's Service; empty for the last step,
