@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -78,13 +77,9 @@ func measureGraph(ctx context.Context, o options, stepURLs []string) (*graphBenc
 			return nil, procs, fmt.Errorf("%s: %w", v.name, err)
 		}
 	}
-	for round := range gb.rounds {
-		for k := range gb.variants {
-			v := gb.variants[(k+round)%len(gb.variants)]
-			fmt.Fprintf(os.Stderr, ">> round %d/%d, graph: %s\n", round+1, gb.rounds, v.name)
-			v.measure(ctx, o.warmup, o.duration, v.call)
-		}
-	}
+	interleave(gb.rounds, "graph", gb.variants, func(v *graphVariant) string { return v.name }, func(v *graphVariant) {
+		v.measure(ctx, o.warmup, o.duration, v.call)
+	})
 	return gb, procs, nil
 }
 

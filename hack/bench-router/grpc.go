@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -144,13 +143,9 @@ func measureGRPC(ctx context.Context, o options, steps *stepsProcess) (*grpcBenc
 	if err != nil {
 		return nil, procs, err
 	}
-	for round := range gb.rounds {
-		for k := range gb.variants {
-			v := gb.variants[(k+round)%len(gb.variants)]
-			fmt.Fprintf(os.Stderr, ">> round %d/%d, gRPC: %s\n", round+1, gb.rounds, v.name)
-			v.measure(ctx, o.warmup, o.duration, v.call)
-		}
-	}
+	interleave(gb.rounds, "gRPC", gb.variants, func(v *grpcVariant) string { return v.name }, func(v *grpcVariant) {
+		v.measure(ctx, o.warmup, o.duration, v.call)
+	})
 	return gb, procs, nil
 }
 

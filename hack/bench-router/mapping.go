@@ -160,16 +160,12 @@ func measureMapping(ctx context.Context, o options, stepURLs []string) (*mapping
 			return nil, procs, fmt.Errorf("%s: %w", v.name, err)
 		}
 	}
-	for round := range mb.rounds {
-		for k := range mb.variants {
-			v := mb.variants[(k+round)%len(mb.variants)]
-			fmt.Fprintf(os.Stderr, ">> round %d/%d, tensor mapping: %s\n", round+1, mb.rounds, v.name)
-			v.measure(ctx, o.warmup, o.duration, func(ctx context.Context) error {
-				_, err := v.call(ctx)
-				return err
-			})
-		}
-	}
+	interleave(mb.rounds, "tensor mapping", mb.variants, func(v *mappingVariant) string { return v.name }, func(v *mappingVariant) {
+		v.measure(ctx, o.warmup, o.duration, func(ctx context.Context) error {
+			_, err := v.call(ctx)
+			return err
+		})
+	})
 	return mb, procs, nil
 }
 
@@ -225,6 +221,19 @@ func (v *mappingVariant) call(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("answered %d outputs, not the tensor x back", len(outputs))
 	}
 	return len(b), nil
+}
+
+// interleave measures each of variants in each of rounds (what names the measurement in the
+// progress lines), each round starting one variant later than the one before: no variant is
+// always first, or always right after another.
+func interleave[V any](rounds int, what string, variants []V, name func(V) string, measure func(V)) {
+	for round := range rounds {
+		for k := range variants {
+			v := variants[(k+round)%len(variants)]
+			fmt.Fprintf(os.Stderr, ">> round %d/%d, %s: %s\n", round+1, rounds, what, name(v))
+			measure(v)
+		}
+	}
 }
 
 // measure calls call for warmup, then for d, and records the calls of d.
