@@ -47,7 +47,7 @@ func (s *Server) newGRPCServer(g *guard) *grpc.Server {
 	limit := int(min(s.Router.bodyLimit, int64(maxGRPCMessage)))
 	longest := s.LongestRequest()
 	srv := grpc.NewServer(
-		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
+		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit), grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.MaxConcurrentStreams(uint32(min(g.maxInFlight, 1<<20))),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
@@ -66,7 +66,7 @@ func (s *Server) newGRPCServer(g *guard) *grpc.Server {
 			return ctx, nil
 		}),
 	)
-	inferencepb.RegisterGRPCInferenceServiceServer(srv, &grpcService{r: s.Router, ready: s.ready.Load})
+	srv.RegisterService(grpcServiceDesc(), &grpcService{r: s.Router, ready: s.ready.Load})
 	return srv
 }
 
@@ -154,32 +154,32 @@ func (r *Router) pipelineTensors() (in, out []oip.TensorMetadata) {
 	return in, out
 }
 
-// ModelInfer runs one request through the pipeline: the message made a REST request of the
-// Open Inference Protocol (typed contents as JSON data, raw contents as binary data, as they
-// are), and the pipeline's answer made a ModelInferResponse the same way back.
-func (g *grpcService) ModelInfer(ctx context.Context, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
+// modelInfer runs one request through the pipeline (ModelInfer, grpcServiceDesc): the message,
+// decoded once its encoding is within the router's bounds, made a REST request of the Open
+// Inference Protocol (typed contents as JSON data, raw contents as binary data, as they are),
+// and the pipeline's answer made a ModelInferResponse the same way back.
+func (g *grpcService) modelInfer(ctx context.Context, wire *wireMessage) (*inferencepb.ModelInferResponse, error) {
 	r := g.r
 	start := time.Now()
 	md, _ := metadata.FromIncomingContext(ctx)
 	header := headerOf(md)
 	id := requestID(header)
-	res, code, err := r.infer(ctx, req, header, id)
+	res, code, err := r.infer(ctx, wire, header, id)
 	r.metrics.answered(code, start)
 	return res, err
 }
 
-func (r *Router) infer(ctx context.Context, req *inferencepb.ModelInferRequest, header http.Header, id string) (*inferencepb.ModelInferResponse, int, error) {
+func (r *Router) infer(ctx context.Context, wire *wireMessage, header http.Header, id string) (*inferencepb.ModelInferResponse, int, error) {
 	trailer := metadata.Pairs(grpcHeaderRequestID, id)
 	defer func() { _ = grpc.SetTrailer(ctx, trailer) }()
 	refuse := func(code int, msg string) (*inferencepb.ModelInferResponse, int, error) {
 		return nil, code, status.Error(grpcCodeOf(code), msg)
 	}
-	if err := r.servesModel(req.GetModelName()); err != nil {
-		return nil, http.StatusNotFound, err
-	}
-	body, err := r.grpcRequest(req)
+	body, messageID, err := r.grpcRequest(wire)
 	var bound *oip.LimitError
 	switch {
+	case status.Code(err) == codes.NotFound:
+		return nil, http.StatusNotFound, err
 	case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
 		return refuse(http.StatusServiceUnavailable, bodies.ErrBudgetExceeded.Error())
 	case errors.As(err, &bound):
@@ -212,12 +212,23 @@ func (r *Router) infer(ctx context.Context, req *inferencepb.ModelInferRequest, 
 		r.log.Warn("pipeline answer not carried over gRPC", "pipeline", r.pipeline, "step", last, "requestID", id, "error", err)
 		return refuse(http.StatusBadGateway, fmt.Sprintf("the answer of step %s cannot be carried over gRPC: %v", last, err))
 	}
-	res.Id = req.GetId()
+	res.Id = messageID
 	return res, http.StatusOK, nil
 }
 
-// grpcRequest is the REST request of the Open Inference Protocol made of req.
-func (r *Router) grpcRequest(req *inferencepb.ModelInferRequest) (payload, error) {
+// grpcRequest is the REST request of the Open Inference Protocol made of wire, a
+// ModelInferRequest decoded once within the router's bounds, and the id it gives. The request
+// names the pipeline, or is refused NotFound.
+func (r *Router) grpcRequest(wire *wireMessage) (payload, string, error) {
+	req, decoded, err := r.reader.UnmarshalGRPCRequest(wire.bytes())
+	wire.free()
+	if err != nil {
+		return payload{}, "", err
+	}
+	defer r.budget.Release(decoded)
+	if err := r.servesModel(req.GetModelName()); err != nil {
+		return payload{}, "", err
+	}
 	outputs := make([]string, len(req.GetOutputs()))
 	for i, o := range req.GetOutputs() {
 		outputs[i] = o.GetName()
@@ -227,9 +238,9 @@ func (r *Router) grpcRequest(req *inferencepb.ModelInferRequest) (payload, error
 		return err
 	})
 	if err != nil {
-		return payload{}, err
+		return payload{}, "", err
 	}
-	return d.payload(binary), nil
+	return d.payload(binary), req.GetId(), nil
 }
 
 // grpcAnswer is the ModelInferResponse made of the pipeline's answer, a REST answer of the Open

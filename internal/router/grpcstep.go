@@ -45,9 +45,8 @@ type grpcStep struct {
 
 // grpcConn is one connection to a gRPC step and when it was made.
 type grpcConn struct {
-	conn   *grpc.ClientConn
-	client inferencepb.GRPCInferenceServiceClient
-	made   time.Time
+	conn *grpc.ClientConn
+	made time.Time
 }
 
 // The connections to a gRPC step.
@@ -66,26 +65,26 @@ func newGRPCStep(rawURL, model string, bodyLimit int64, timeout time.Duration, n
 	limit := int(min(bodyLimit, int64(maxGRPCMessage)))
 	g := &grpcStep{target: u.Host, model: model, drain: max(timeout, metadataTimeout) + time.Second, now: now,
 		opts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit), grpc.ForceCodecV2(newWireCodec())),
 			grpc.WithUserAgent("pipeline-router")}}
 	// The target is checked once here: a connection made later cannot fail to be made.
 	c, err := grpc.NewClient(g.target, g.opts...)
 	if err != nil {
 		return nil, err
 	}
-	g.conns[0] = grpcConn{conn: c, client: inferencepb.NewGRPCInferenceServiceClient(c), made: now()}
+	g.conns[0] = grpcConn{conn: c, made: now()}
 	return g, nil
 }
 
-// client is the client of the next connection in turn, replacing it first when it is old; the
-// connection replaced is closed once the calls on it are done.
-func (g *grpcStep) client() inferencepb.GRPCInferenceServiceClient {
+// conn is the next connection in turn, replacing it first when it is old; the connection
+// replaced is closed once the calls on it are done.
+func (g *grpcStep) conn() *grpc.ClientConn {
 	i := g.next.Add(1) % grpcConnections
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := &g.conns[i]
 	if c.conn != nil && g.now().Sub(c.made) < grpcConnectionAge {
-		return c.client
+		return c.conn
 	}
 	if old := c.conn; old != nil {
 		time.AfterFunc(g.drain, func() { _ = old.Close() })
@@ -93,10 +92,10 @@ func (g *grpcStep) client() inferencepb.GRPCInferenceServiceClient {
 	conn, err := grpc.NewClient(g.target, g.opts...)
 	if err != nil {
 		// The target was made a client of once: keep the old connection rather than none.
-		return c.client
+		return c.conn
 	}
-	*c = grpcConn{conn: conn, client: inferencepb.NewGRPCInferenceServiceClient(conn), made: g.now()}
-	return c.client
+	*c = grpcConn{conn: conn, made: g.now()}
+	return c.conn
 }
 
 // maxGRPCMessage is the largest message gRPC is asked to take: its sizes are ints.
@@ -115,18 +114,21 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 	defer r.budget.Release(held)
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := s.grpc.client().ModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), req)
+	var wire wireMessage
+	err := invokeModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), s.grpc.conn(), req, &wire)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, classify(ctx, err, s.timeout)
 		}
 		return r.grpcFailure(s, err)
 	}
-	out, aerr := r.restAnswer(s, res.GetModelName(), res.GetOutputs(), res.GetRawOutputContents())
-	if aerr != nil {
-		return nil, aerr
+	res, decoded, err := r.reader.UnmarshalGRPCResponse(wire.bytes())
+	wire.free()
+	if err != nil {
+		return nil, r.grpcAnswerFailure(s, err)
 	}
-	return out, nil
+	defer r.budget.Release(decoded)
+	return r.restAnswer(s, res.GetModelName(), res.GetOutputs(), res.GetRawOutputContents())
 }
 
 // inferRequest is the ModelInfer request of step s made of in, and what it holds of the
@@ -223,16 +225,26 @@ func (r *Router) restAnswer(s *step, model string, outputs []*inferencepb.ModelI
 		_, err := oip.WriteResponse(w, model, ts)
 		return err
 	})
-	switch {
-	case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
-		return nil, &attemptError{reason: ReasonBufferBudget, what: "answered while the router holds maxBufferedBytes of bodies already",
-			err: fmt.Errorf("read the ModelInfer answer of %s: %w", s.url, err)}
-	case err != nil:
-		return nil, &attemptError{reason: ReasonServerError, status: http.StatusBadGateway,
-			what: "answered a ModelInfer response that is not a valid one",
-			err:  fmt.Errorf("read the ModelInfer answer of %s: %w", s.url, err)}
+	if err != nil {
+		return nil, r.grpcAnswerFailure(s, err)
 	}
 	return &stepResponse{payload: body.payload(binary), status: http.StatusOK, header: http.Header{}}, nil
+}
+
+// grpcAnswerFailure is the ModelInfer answer of step s that could not be decoded or made a REST
+// answer, err why.
+func (r *Router) grpcAnswerFailure(s *step, err error) *attemptError {
+	detail := fmt.Errorf("read the ModelInfer answer of %s: %w", s.url, err)
+	var bound *oip.LimitError
+	switch {
+	case errors.Is(err, bodies.ErrBudgetExceeded), errors.Is(err, oip.ErrBudgetExceeded):
+		return &attemptError{reason: ReasonBufferBudget, what: "answered while the router holds maxBufferedBytes of bodies already", err: detail}
+	case errors.As(err, &bound):
+		return &attemptError{reason: ReasonServerError, status: http.StatusBadGateway,
+			what: "answered a ModelInfer response that " + overBound(bound), err: detail}
+	}
+	return &attemptError{reason: ReasonServerError, status: http.StatusBadGateway,
+		what: "answered a ModelInfer response that is not a valid one", err: detail}
 }
 
 // restDoc is a REST body made of gRPC tensors: its buffer and the length of its JSON document.
@@ -326,7 +338,7 @@ func outgoingMetadata(h http.Header) metadata.MD {
 
 // grpcMetadata reads the model metadata of a gRPC step with ModelMetadata.
 func grpcMetadata(ctx context.Context, g *grpcStep) (*oip.ModelMetadata, error) {
-	res, err := g.client().ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
+	res, err := inferencepb.NewGRPCInferenceServiceClient(g.conn()).ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
 	if err != nil {
 		return nil, err
 	}

@@ -307,6 +307,8 @@ func overBound(e *oip.LimitError) string {
 		return fmt.Sprintf("has more than %d tensors (maxTensors)", e.Limit)
 	case oip.BoundRank:
 		return fmt.Sprintf("has a tensor whose shape has more than %d dimensions (maxTensorRank)", e.Limit)
+	case oip.BoundMessageParameters:
+		return fmt.Sprintf("has more than %d parameters", e.Limit)
 	default:
 		return fmt.Sprintf("has a tensor of more than %d parameters", e.Limit)
 	}

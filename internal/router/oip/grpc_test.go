@@ -3,6 +3,7 @@ package oip
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -173,9 +174,10 @@ func TestFromGRPCRefuses(t *testing.T) {
 	}
 }
 
-// FuzzGRPCRequest decodes any bytes as a ModelInferRequest: what FromGRPC admits comes back the
-// same through a REST request (the router's way between a gRPC caller and a gRPC step), and
-// what it refuses holds nothing.
+// FuzzGRPCRequest decodes any bytes as a ModelInferRequest, as the router does: what
+// UnmarshalGRPCRequest admits is what protobuf decodes, within the bounds, and what it refuses
+// over a bound is over it; what FromGRPC admits comes back the same through a REST request (the
+// router's way between a gRPC caller and a gRPC step); a refusal holds nothing.
 func FuzzGRPCRequest(f *testing.F) {
 	seeds := []*inferencepb.ModelInferRequest{
 		{Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{2},
@@ -191,13 +193,29 @@ func FuzzGRPCRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req inferencepb.ModelInferRequest
-		if proto.Unmarshal(data, &req) != nil {
-			return
-		}
-		tensors := GRPCTensorsOf(req.GetInputs())
 		r := grpcReader()
 		bg := r.Budget.(*budget)
+		var plain inferencepb.ModelInferRequest
+		plainErr := proto.Unmarshal(data, &plain)
+		req, decoded, err := r.UnmarshalGRPCRequest(data)
+		if err != nil {
+			if bg.used.Load() != 0 {
+				t.Fatalf("a refused message holds %d bytes", bg.used.Load())
+			}
+			var bound *LimitError
+			if errors.As(err, &bound) && plainErr == nil && !exceeds(&plain, bound.Bound, r) {
+				t.Fatalf("refused %v, but the message is within the bound", err)
+			}
+			return
+		}
+		if plainErr != nil || !sameMessage(req, &plain) {
+			t.Fatalf("decoded %v, protobuf decodes %v (%v)", req, &plain, plainErr)
+		}
+		if exceeds(req, BoundTensors, r) || exceeds(req, BoundRank, r) {
+			t.Fatalf("admitted a message over the bounds: %v", req)
+		}
+		r.Budget.Release(decoded)
+		tensors := GRPCTensorsOf(req.GetInputs())
 		_, held, err := r.FromGRPC(tensors, req.GetRawInputContents())
 		if err != nil {
 			if held != 0 || bg.used.Load() != 0 {
@@ -229,6 +247,31 @@ func FuzzGRPCRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// exceeds reports whether m is over the Reader's bound b, for the bounds a decoded message
+// tells exactly (parameters given twice are one when decoded).
+func exceeds(m *inferencepb.ModelInferRequest, b Bound, r Reader) bool {
+	switch b {
+	case BoundTensors:
+		return max(len(m.GetInputs()), len(m.GetOutputs()), len(m.GetRawInputContents())) > r.MaxTensors
+	case BoundRank:
+		for _, t := range m.GetInputs() {
+			if len(t.GetShape()) > r.MaxRank {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// sameMessage compares messages by their deterministic encoding (NaNs included).
+func sameMessage(a, b proto.Message) bool {
+	o := proto.MarshalOptions{Deterministic: true}
+	x, errX := o.Marshal(a)
+	y, errY := o.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // sameContents compares contents as values: an empty list is no list.

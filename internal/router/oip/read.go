@@ -49,6 +49,9 @@ const (
 	BoundTensors    Bound = "tensors"
 	BoundRank       Bound = "rank"
 	BoundParameters Bound = "parameters"
+	// BoundMessageParameters bounds the parameters of a gRPC message itself (the REST
+	// protocol's are not read).
+	BoundMessageParameters Bound = "message parameters"
 )
 
 // LimitError is a body over one of the Reader's bounds.
@@ -66,6 +69,8 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("%s has more than %d tensors", e.Where, e.Limit)
 	case BoundRank:
 		return fmt.Sprintf("%s: a shape of more than %d dimensions", e.Where, e.Limit)
+	case BoundMessageParameters:
+		return fmt.Sprintf("more than %d parameters", e.Limit)
 	default:
 		return fmt.Sprintf("%s: more than %d parameters", e.Where, e.Limit)
 	}
