@@ -12,8 +12,9 @@ import (
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
 )
 
-// wireMessage is a ModelInfer message as it came, not decoded: the router checks its encoding
-// against its bounds before protobuf makes its tensors (oip.Reader.UnmarshalGRPCRequest).
+// wireMessage is a ModelInfer or ModelMetadata message as it came, not decoded: the router
+// checks its encoding against its bounds before protobuf makes its tensors
+// (oip.Reader.UnmarshalGRPCRequest and its siblings).
 type wireMessage struct {
 	buf mem.Buffer
 }
@@ -60,9 +61,9 @@ func grpcServiceDesc() *grpc.ServiceDesc {
 	return &desc
 }
 
-// invokeModelInfer calls ModelInfer on conn with req, its answer received undecoded into res.
-func invokeModelInfer(ctx context.Context, conn *grpc.ClientConn, req *inferencepb.ModelInferRequest, res *wireMessage) error {
-	err := conn.Invoke(ctx, inferencepb.GRPCInferenceService_ModelInfer_FullMethodName, req, res)
+// invoke calls method on conn with req, its answer received undecoded into res.
+func invoke(ctx context.Context, conn *grpc.ClientConn, method string, req any, res *wireMessage, opts ...grpc.CallOption) error {
+	err := conn.Invoke(ctx, method, req, res, opts...)
 	if err != nil {
 		// The answer may have come before the call failed.
 		res.free()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,15 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+func marshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // forgedInput is a ModelInferRequest for model, of one INT64 input x of shape [n] whose
 // contents come in parts packed parts of n/parts elements: what an encoder never writes, and
@@ -79,13 +89,6 @@ func TestGRPCCallerMessageCheckedBeforeDecoding(t *testing.T) {
 		var res []byte
 		return conn.Invoke(ctx, inferencepb.GRPCInferenceService_ModelInfer_FullMethodName, msg, &res, grpc.ForceCodecV2(rawCodec{}))
 	}
-	marshal := func(m proto.Message) []byte {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 
 	// 20,000 parts of 1 element: 60 KB that would take protobuf seconds of copying.
 	start := time.Now()
@@ -101,7 +104,7 @@ func TestGRPCCallerMessageCheckedBeforeDecoding(t *testing.T) {
 		three.Inputs = append(three.Inputs, &inferencepb.ModelInferRequest_InferInputTensor{Name: name, Datatype: "INT64", Shape: []int64{1},
 			Contents: &inferencepb.InferTensorContents{Int64Contents: []int64{1}}})
 	}
-	if st := status.Convert(call(marshal(three))); st.Code() != codes.InvalidArgument || st.Message() != "the request has more than 2 tensors (maxTensors)" {
+	if st := status.Convert(call(marshal(t, three))); st.Code() != codes.InvalidArgument || st.Message() != "the request has more than 2 tensors (maxTensors)" {
 		t.Fatalf("three inputs: %v", st)
 	}
 
@@ -112,35 +115,37 @@ func TestGRPCCallerMessageCheckedBeforeDecoding(t *testing.T) {
 	}
 
 	ok := &inferencepb.ModelInferRequest{ModelName: "p", Inputs: []*inferencepb.ModelInferRequest_InferInputTensor{fp32Input("x", 1, 2, 3, 4)}}
-	if err := call(marshal(ok)); err != nil {
+	if err := call(marshal(t, ok)); err != nil {
 		t.Fatalf("a message in bounds: %v", err)
 	}
 }
 
 // A gRPC step's answer is checked as a caller's message is: one over maxTensors, or forged, fails
-// the request naming the step, as an answer that is not valid does.
+// the request naming the step, as an answer that is not valid does. Its model metadata is
+// checked too.
 func TestGRPCStepAnswerCheckedBeforeDecoding(t *testing.T) {
-	var answer []byte
+	// What the step answers ModelInfer and ModelMetadata with, whatever it is asked.
+	var answer, metadata atomic.Pointer[[]byte]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	metadata, err := proto.Marshal(&inferencepb.ModelMetadataResponse{Name: "forge",
+	md, err := proto.Marshal(&inferencepb.ModelMetadataResponse{Name: "forge",
 		Inputs:  []*inferencepb.ModelMetadataResponse_TensorMetadata{{Name: "x", Datatype: "INT64", Shape: []int64{-1}}},
 		Outputs: []*inferencepb.ModelMetadataResponse_TensorMetadata{{Name: "y", Datatype: "INT64", Shape: []int64{-1}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A step that answers ModelInfer with the bytes of answer, whatever it is asked.
+	metadata.Store(&md)
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		var req []byte
 		if err := stream.RecvMsg(&req); err != nil {
 			return err
 		}
 		if m, _ := grpc.MethodFromServerStream(stream); m == inferencepb.GRPCInferenceService_ModelMetadata_FullMethodName {
-			return stream.SendMsg(metadata)
+			return stream.SendMsg(*metadata.Load())
 		}
-		return stream.SendMsg(answer)
+		return stream.SendMsg(*answer.Load())
 	}))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -153,22 +158,35 @@ func TestGRPCStepAnswerCheckedBeforeDecoding(t *testing.T) {
 		return &inferencepb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: "INT64", Shape: []int64{1},
 			Contents: &inferencepb.InferTensorContents{Int64Contents: []int64{1}}}
 	}
-	answer, _ = proto.Marshal(&inferencepb.ModelInferResponse{ModelName: "forge", Outputs: []*inferencepb.ModelInferResponse_InferOutputTensor{output("y")}})
+	answerWith := func(b []byte) { answer.Store(&b) }
+	answerWith(marshal(t, &inferencepb.ModelInferResponse{ModelName: "forge", Outputs: []*inferencepb.ModelInferResponse_InferOutputTensor{output("y")}}))
 	if a := post(t, tr.url, "application/json", request, nil); a.status != http.StatusOK {
 		t.Fatalf("an answer in bounds: %d %s", a.status, a.body)
 	}
 
-	answer, _ = proto.Marshal(&inferencepb.ModelInferResponse{ModelName: "forge",
-		Outputs: []*inferencepb.ModelInferResponse_InferOutputTensor{output("y"), output("z"), output("w")}})
+	answerWith(marshal(t, &inferencepb.ModelInferResponse{ModelName: "forge",
+		Outputs: []*inferencepb.ModelInferResponse_InferOutputTensor{output("y"), output("z"), output("w")}}))
 	a := post(t, tr.url, "application/json", request, nil)
 	if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Reason != ReasonServerError ||
 		e.Error != "step 1 (forge) answered a ModelInfer response that has more than 2 tensors (maxTensors)" {
 		t.Fatalf("three outputs: %d %s", a.status, a.body)
 	}
 
-	answer = forgedInput("forge", 20_000, 20_000) // an output is encoded as an input is
+	answerWith(forgedInput("forge", 20_000, 20_000)) // an output is encoded as an input is
 	a = post(t, tr.url, "application/json", request, nil)
 	if e := a.errorBody(t); a.status != http.StatusBadGateway || e.Error != "step 1 (forge) answered a ModelInfer response that is not a valid one" {
 		t.Fatalf("outputs in 20,000 parts: %d %s", a.status, a.body)
+	}
+
+	// Model metadata whose input's shape comes in 20,000 parts.
+	var shape []byte
+	for range 20_000 {
+		shape = protowire.AppendBytes(protowire.AppendTag(shape, 3, protowire.BytesType), []byte{1})
+	}
+	md = protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), shape)
+	metadata.Store(&md)
+	if _, err := tr.steps[0].readModel(context.Background(), nil); err == nil ||
+		err.Error() != "ModelMetadata: not a ModelMetadataResponse: shape: packed in more than 16 parts" {
+		t.Fatalf("metadata with a shape in 20,000 parts: %v", err)
 	}
 }

@@ -115,7 +115,8 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var wire wireMessage
-	err := invokeModelInfer(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), s.grpc.conn(), req, &wire)
+	err := invoke(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), s.grpc.conn(),
+		inferencepb.GRPCInferenceService_ModelInfer_FullMethodName, req, &wire)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, classify(ctx, err, s.timeout)
@@ -336,9 +337,17 @@ func outgoingMetadata(h http.Header) metadata.MD {
 	return md
 }
 
-// grpcMetadata reads the model metadata of a gRPC step with ModelMetadata.
+// grpcMetadata reads the model metadata of a gRPC step with ModelMetadata: an answer of at
+// most maxMetadataBytes, as a REST step's, checked before it is decoded.
 func grpcMetadata(ctx context.Context, g *grpcStep) (*oip.ModelMetadata, error) {
-	res, err := inferencepb.NewGRPCInferenceServiceClient(g.conn()).ModelMetadata(ctx, &inferencepb.ModelMetadataRequest{Name: g.model})
+	var wire wireMessage
+	err := invoke(ctx, g.conn(), inferencepb.GRPCInferenceService_ModelMetadata_FullMethodName,
+		&inferencepb.ModelMetadataRequest{Name: g.model}, &wire, grpc.MaxCallRecvMsgSize(maxMetadataBytes))
+	if err != nil {
+		return nil, err
+	}
+	res, err := oip.UnmarshalGRPCMetadata(wire.bytes())
+	wire.free()
 	if err != nil {
 		return nil, err
 	}

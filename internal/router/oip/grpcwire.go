@@ -39,6 +39,34 @@ func (r Reader) UnmarshalGRPCResponse(wire []byte) (*inferencepb.ModelInferRespo
 	return m, held, nil
 }
 
+// UnmarshalGRPCMetadata decodes wire, a ModelMetadataResponse as it came, once no shape of it
+// is packed in more parts than an encoder writes (see UnmarshalGRPCResponse).
+func UnmarshalGRPCMetadata(wire []byte) (*inferencepb.ModelMetadataResponse, error) {
+	err := eachField(wire, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if (num != metadataInputs && num != metadataOutputs) || typ != protowire.BytesType {
+			return nil
+		}
+		var shape list
+		return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			if num != fieldShape {
+				return nil
+			}
+			if err := shape.add(typ, protowire.VarintType, v); err != nil {
+				return fmt.Errorf("shape: %w", err)
+			}
+			return nil
+		})
+	})
+	m := new(inferencepb.ModelMetadataResponse)
+	if err == nil {
+		err = proto.Unmarshal(wire, m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("not a ModelMetadataResponse: %w", err)
+	}
+	return m, nil
+}
+
 func (r Reader) unmarshalGRPC(wire []byte, form messageWire, m proto.Message) (int64, error) {
 	c := wireCheck{maxTensors: r.MaxTensors, maxRank: r.MaxRank}
 	if c.maxTensors <= 0 {
@@ -94,6 +122,9 @@ const (
 	fieldTensorParameters   protowire.Number = 4
 	fieldContents           protowire.Number = 5
 	fieldRequestedParameter protowire.Number = 2
+	// A ModelMetadataResponse's inputs and outputs, whose shape is field 3 as a tensor's.
+	metadataInputs  protowire.Number = 4
+	metadataOutputs protowire.Number = 5
 	// InferTensorContents' bytes_contents, the one of its lists that is not packed.
 	fieldBytesContents protowire.Number = 8
 )

@@ -221,3 +221,25 @@ func TestUnmarshalGRPCCostBoundsAllocation(t *testing.T) {
 		})
 	}
 }
+
+// Model metadata decodes as protobuf decodes it, unless a shape comes in more parts than an
+// encoder writes.
+func TestUnmarshalGRPCMetadata(t *testing.T) {
+	want := &inferencepb.ModelMetadataResponse{Name: "m", Platform: "p",
+		Inputs:  []*inferencepb.ModelMetadataResponse_TensorMetadata{{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}}},
+		Outputs: []*inferencepb.ModelMetadataResponse_TensorMetadata{{Name: "y", Datatype: "FP32", Shape: []int64{-1}}}}
+	wire, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := UnmarshalGRPCMetadata(wire); err != nil || !proto.Equal(got, want) {
+		t.Fatalf("decoded %v, %v; want %v", got, err, want)
+	}
+	parts := field(nil, 5, repeatField(17, 3, []byte{1}))
+	if _, err := UnmarshalGRPCMetadata(parts); err == nil || err.Error() != "not a ModelMetadataResponse: shape: packed in more than 16 parts" {
+		t.Fatalf("an output's shape in 17 parts: %v", err)
+	}
+	if _, err := UnmarshalGRPCMetadata(wire[:len(wire)-1]); err == nil || !strings.HasPrefix(err.Error(), "not a ModelMetadataResponse: ") {
+		t.Fatalf("cut: %v", err)
+	}
+}
