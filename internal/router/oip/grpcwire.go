@@ -12,8 +12,12 @@ import (
 )
 
 // UnmarshalGRPCRequest decodes wire, a ModelInferRequest as it came, once its encoded form is
-// within the Reader's bounds (see UnmarshalGRPCResponse); held is what the message holds of
-// the budget, to be released once it is dropped.
+// within the Reader's bounds: protobuf makes every tensor, dimension and parameter of a message,
+// and copies a packed list again for each part it comes in (time in the square of their
+// number), so they are counted on the wire first. A message over a bound is a *LimitError; one
+// whose decoded form the budget cannot hold (an estimate from the wire, charged before it is
+// decoded) ErrBudgetExceeded; held is what it holds of the budget, to be released once the
+// message is dropped.
 func (r Reader) UnmarshalGRPCRequest(wire []byte) (*inferencepb.ModelInferRequest, int64, error) {
 	m := new(inferencepb.ModelInferRequest)
 	held, err := r.unmarshalGRPC(wire, requestWire, m)
@@ -23,13 +27,8 @@ func (r Reader) UnmarshalGRPCRequest(wire []byte) (*inferencepb.ModelInferReques
 	return m, held, nil
 }
 
-// UnmarshalGRPCResponse decodes wire, a ModelInferResponse as it came, once its encoded form
-// is within the Reader's bounds: protobuf makes every tensor, dimension and parameter of a
-// message (and a packed field sent in many parts costs it time in the square of their number),
-// so they are counted on the wire first. A message over a bound is a *LimitError; one whose
-// decoded form the budget cannot hold (an estimate from the wire, charged before it is
-// decoded) ErrBudgetExceeded; held is what it holds of the budget, to be released once the
-// message is dropped.
+// UnmarshalGRPCResponse decodes wire, a ModelInferResponse as it came, as UnmarshalGRPCRequest
+// decodes a request.
 func (r Reader) UnmarshalGRPCResponse(wire []byte) (*inferencepb.ModelInferResponse, int64, error) {
 	m := new(inferencepb.ModelInferResponse)
 	held, err := r.unmarshalGRPC(wire, answerWire, m)
@@ -40,7 +39,7 @@ func (r Reader) UnmarshalGRPCResponse(wire []byte) (*inferencepb.ModelInferRespo
 }
 
 // UnmarshalGRPCMetadata decodes wire, a ModelMetadataResponse as it came, once no shape of it
-// is packed in more parts than an encoder writes (see UnmarshalGRPCResponse).
+// is packed in more parts than an encoder writes (see UnmarshalGRPCRequest).
 func UnmarshalGRPCMetadata(wire []byte) (*inferencepb.ModelMetadataResponse, error) {
 	err := eachField(wire, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if (num != metadataInputs && num != metadataOutputs) || typ != protowire.BytesType {
@@ -67,6 +66,8 @@ func UnmarshalGRPCMetadata(wire []byte) (*inferencepb.ModelMetadataResponse, err
 	return m, nil
 }
 
+// unmarshalGRPC decodes wire, a message of the form given, into m once it is within the bounds
+// and its cost is charged.
 func (r Reader) unmarshalGRPC(wire []byte, form messageWire, m proto.Message) (int64, error) {
 	c := wireCheck{maxTensors: r.MaxTensors, maxRank: r.MaxRank}
 	if c.maxTensors <= 0 {
@@ -98,9 +99,9 @@ func (r Reader) unmarshalGRPC(wire []byte, form messageWire, m proto.Message) (i
 // grpc_predict_v2.proto): the numbers of its fields the check reads.
 type messageWire struct {
 	name string
-	// tensors are its inputs or outputs, list their name in the REST protocol.
-	tensors protowire.Number
-	list    string
+	// tensors are its inputs or outputs, listName their name in the REST protocol.
+	tensors  protowire.Number
+	listName string
 	// requested are a request's requested outputs (0: none).
 	requested protowire.Number
 	raw       protowire.Number
@@ -108,9 +109,9 @@ type messageWire struct {
 }
 
 var (
-	requestWire = messageWire{name: "ModelInferRequest", tensors: 5, list: "inputs", requested: 6,
+	requestWire = messageWire{name: "ModelInferRequest", tensors: 5, listName: "inputs", requested: 6,
 		raw: 7, rawName: "raw_input_contents"}
-	answerWire = messageWire{name: "ModelInferResponse", tensors: 5, list: "outputs", raw: 6,
+	answerWire = messageWire{name: "ModelInferResponse", tensors: 5, listName: "outputs", raw: 6,
 		rawName: "raw_output_contents"}
 )
 
@@ -125,8 +126,6 @@ const (
 	// A ModelMetadataResponse's inputs and outputs, whose shape is field 3 as a tensor's.
 	metadataInputs  protowire.Number = 4
 	metadataOutputs protowire.Number = 5
-	// InferTensorContents' bytes_contents, the one of its lists that is not packed.
-	fieldBytesContents protowire.Number = 8
 )
 
 // contentsWidth is the size in memory of an element of each typed list of InferTensorContents,
@@ -188,9 +187,9 @@ func (c wireCheck) message(b []byte, form messageWire) (int64, error) {
 		}
 		switch num {
 		case form.tensors:
-			where := fmt.Sprintf("%s[%d]", form.list, tensors)
+			where := fmt.Sprintf("%s[%d]", form.listName, tensors)
 			if tensors++; tensors > c.maxTensors {
-				return &LimitError{Bound: BoundTensors, Limit: c.maxTensors, Where: form.list}
+				return &LimitError{Bound: BoundTensors, Limit: c.maxTensors, Where: form.listName}
 			}
 			n, err := c.tensor(v, where)
 			cost += tensorObjectBytes + n
@@ -203,7 +202,10 @@ func (c wireCheck) message(b []byte, form messageWire) (int64, error) {
 			cost += requestedObjectBytes + n
 			return err
 		case form.raw:
-			if raw.add(typ, protowire.BytesType, v) == nil && raw.n > int64(c.maxTensors) {
+			if err := raw.add(typ, protowire.BytesType, v); err != nil {
+				return err
+			}
+			if raw.n > int64(c.maxTensors) {
 				return &LimitError{Bound: BoundTensors, Limit: c.maxTensors, Where: form.rawName}
 			}
 		case fieldParameters:
