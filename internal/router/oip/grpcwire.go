@@ -293,11 +293,11 @@ type list struct {
 // want: one element, or when want is not BytesType a packed part. A field of another wire type
 // is not the list's (protobuf keeps it as an unknown field).
 func (l *list) add(typ, want protowire.Type, v []byte) error {
-	switch {
-	case typ == want:
+	switch typ {
+	case want:
 		l.n++
 		l.appended = true
-	case typ == protowire.BytesType:
+	case protowire.BytesType:
 		n, err := packedElements(want, v)
 		if err != nil {
 			return err
