@@ -44,9 +44,9 @@ var importRules = []importRule{
 		from:      []string{""},
 		except:    []string{"internal/router", "cmd/router", "hack/bench-router"},
 		forbidden: []string{"internal/router"},
-		// The protocol's generated gRPC code is no part of the engine: the reference model
-		// server serves it.
-		allowed: []string{"internal/router/config", "internal/router/stopwhen", "internal/router/oip/inferencepb"},
+		// The protocol (its bodies, its generated gRPC code and the check of its gRPC messages)
+		// is no part of the engine: the reference model server serves it.
+		allowed: []string{"internal/router/config", "internal/router/stopwhen", "internal/router/oip", "internal/router/jsonscan"},
 	},
 	{
 		why:       "the router's client to the steps and its bodies know nothing of its engine: the engine imports them",

@@ -5,11 +5,28 @@ import (
 	"encoding/binary"
 	"math"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ndsl-cn/pipeline-operator/internal/router/oip"
 	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
 )
+
+// newGRPCServer is the gRPC server of s: requests of at most maxRequest, a ModelInfer message
+// checked within the protocol's default bounds (oip.Reader) before it is decoded.
+func newGRPCServer(s *server) *grpc.Server {
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequest), grpc.ForceServerCodecV2(oip.WireCodec()))
+	srv.RegisterService(oip.ServiceDesc(func(srv any, ctx context.Context, m *oip.WireMessage) (any, error) {
+		req, _, err := oip.Reader{}.UnmarshalGRPCRequest(m.Bytes())
+		m.Free()
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return srv.(*grpcServer).ModelInfer(ctx, req)
+	}), &grpcServer{s: s})
+	return srv
+}
 
 // grpcServer serves the model by the Open Inference Protocol's gRPC service
 // (inference.GRPCInferenceService), as -grpc asks.

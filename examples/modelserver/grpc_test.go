@@ -32,8 +32,7 @@ func serveGRPCModel(t *testing.T, name string, loaded bool) inferencepb.GRPCInfe
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	inferencepb.RegisterGRPCInferenceServiceServer(srv, &grpcServer{s: s})
+	srv := newGRPCServer(s)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -93,5 +92,19 @@ func TestGRPCNotReadyWhileLoading(t *testing.T) {
 	}
 	if _, err := c.ModelReady(ctx, &inferencepb.ModelReadyRequest{Name: "other"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("ModelReady of another model: %v, want NOT_FOUND", err)
+	}
+}
+
+// A ModelInfer message is checked within the protocol's default bounds before it is decoded: a
+// shape of 33 dimensions is refused with the bound's words, not read.
+func TestGRPCRequestCheckedBeforeDecoding(t *testing.T) {
+	c := serveGRPCModel(t, "iris-scaler", true)
+	req := &inferencepb.ModelInferRequest{ModelName: "iris-scaler"}
+	shape := slices.Repeat([]int64{1}, 31)
+	req.Inputs = append(req.Inputs, &inferencepb.ModelInferRequest_InferInputTensor{Name: "features", Datatype: "FP32", Shape: append(shape, 1, 4),
+		Contents: &inferencepb.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}})
+	_, err := c.ModelInfer(context.Background(), req)
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != "inputs[0]: a shape of more than 32 dimensions" {
+		t.Fatalf("a shape of 33 dimensions: %v", err)
 	}
 }

@@ -30,10 +30,6 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-
-	"github.com/ndsl-cn/pipeline-operator/internal/router/oip/inferencepb"
 )
 
 // terminationLog is where the kubelet reads a container's termination message.
@@ -98,8 +94,7 @@ func serveGRPC(ctx context.Context, listen string, s *server) {
 	if err != nil {
 		fail(err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequest))
-	inferencepb.RegisterGRPCInferenceServiceServer(srv, &grpcServer{s: s})
+	srv := newGRPCServer(s)
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()

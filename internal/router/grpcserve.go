@@ -47,7 +47,7 @@ func (s *Server) newGRPCServer(g *guard) *grpc.Server {
 	limit := int(min(s.Router.bodyLimit, int64(maxGRPCMessage)))
 	longest := s.LongestRequest()
 	srv := grpc.NewServer(
-		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit), grpc.ForceServerCodecV2(newWireCodec()),
+		grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit), grpc.ForceServerCodecV2(oip.WireCodec()),
 		grpc.MaxConcurrentStreams(uint32(min(g.maxInFlight, 1<<20))),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 2 * time.Minute}),
@@ -158,7 +158,7 @@ func (r *Router) pipelineTensors() (in, out []oip.TensorMetadata) {
 // decoded once its encoding is within the router's bounds, made a REST request of the Open
 // Inference Protocol (typed contents as JSON data, raw contents as binary data, as they are),
 // and the pipeline's answer made a ModelInferResponse the same way back.
-func (g *grpcService) modelInfer(ctx context.Context, wire *wireMessage) (*inferencepb.ModelInferResponse, error) {
+func (g *grpcService) modelInfer(ctx context.Context, wire *oip.WireMessage) (*inferencepb.ModelInferResponse, error) {
 	r := g.r
 	start := time.Now()
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -169,7 +169,7 @@ func (g *grpcService) modelInfer(ctx context.Context, wire *wireMessage) (*infer
 	return res, err
 }
 
-func (r *Router) infer(ctx context.Context, wire *wireMessage, header http.Header, id string) (*inferencepb.ModelInferResponse, int, error) {
+func (r *Router) infer(ctx context.Context, wire *oip.WireMessage, header http.Header, id string) (*inferencepb.ModelInferResponse, int, error) {
 	trailer := metadata.Pairs(grpcHeaderRequestID, id)
 	defer func() { _ = grpc.SetTrailer(ctx, trailer) }()
 	refuse := func(code int, msg string) (*inferencepb.ModelInferResponse, int, error) {
@@ -219,9 +219,9 @@ func (r *Router) infer(ctx context.Context, wire *wireMessage, header http.Heade
 // grpcRequest is the REST request of the Open Inference Protocol made of wire, a
 // ModelInferRequest decoded once within the router's bounds, and the id it gives. The request
 // names the pipeline, or is refused NotFound.
-func (r *Router) grpcRequest(wire *wireMessage) (payload, string, error) {
-	req, decoded, err := r.reader.UnmarshalGRPCRequest(wire.bytes())
-	wire.free()
+func (r *Router) grpcRequest(wire *oip.WireMessage) (payload, string, error) {
+	req, decoded, err := r.reader.UnmarshalGRPCRequest(wire.Bytes())
+	wire.Free()
 	if err != nil {
 		return payload{}, "", err
 	}

@@ -65,7 +65,7 @@ func newGRPCStep(rawURL, model string, bodyLimit int64, timeout time.Duration, n
 	limit := int(min(bodyLimit, int64(maxGRPCMessage)))
 	g := &grpcStep{target: u.Host, model: model, drain: max(timeout, metadataTimeout) + time.Second, now: now,
 		opts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit), grpc.ForceCodecV2(newWireCodec())),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit), grpc.ForceCodecV2(oip.WireCodec())),
 			grpc.WithUserAgent("pipeline-router")}}
 	// The target is checked once here: a connection made later cannot fail to be made.
 	c, err := grpc.NewClient(g.target, g.opts...)
@@ -114,7 +114,7 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 	defer r.budget.Release(held)
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var wire wireMessage
+	var wire oip.WireMessage
 	err := invoke(metadata.NewOutgoingContext(callCtx, outgoingMetadata(header)), s.grpc.conn(),
 		inferencepb.GRPCInferenceService_ModelInfer_FullMethodName, req, &wire)
 	if err != nil {
@@ -123,8 +123,8 @@ func (r *Router) attemptGRPC(ctx context.Context, s *step, header http.Header, i
 		}
 		return r.grpcFailure(s, err)
 	}
-	res, decoded, err := r.reader.UnmarshalGRPCResponse(wire.bytes())
-	wire.free()
+	res, decoded, err := r.reader.UnmarshalGRPCResponse(wire.Bytes())
+	wire.Free()
 	if err != nil {
 		return nil, r.grpcAnswerFailure(s, err)
 	}
@@ -340,14 +340,14 @@ func outgoingMetadata(h http.Header) metadata.MD {
 // grpcMetadata reads the model metadata of a gRPC step with ModelMetadata: an answer of at
 // most maxMetadataBytes, as a REST step's, checked before it is decoded.
 func grpcMetadata(ctx context.Context, g *grpcStep) (*oip.ModelMetadata, error) {
-	var wire wireMessage
+	var wire oip.WireMessage
 	err := invoke(ctx, g.conn(), inferencepb.GRPCInferenceService_ModelMetadata_FullMethodName,
 		&inferencepb.ModelMetadataRequest{Name: g.model}, &wire, grpc.MaxCallRecvMsgSize(maxMetadataBytes))
 	if err != nil {
 		return nil, err
 	}
-	res, err := oip.UnmarshalGRPCMetadata(wire.bytes())
-	wire.free()
+	res, err := oip.UnmarshalGRPCMetadata(wire.Bytes())
+	wire.Free()
 	if err != nil {
 		return nil, err
 	}
