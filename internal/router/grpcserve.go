@@ -70,6 +70,14 @@ func (s *Server) newGRPCServer(g *guard) *grpc.Server {
 	return srv
 }
 
+// grpcServiceDesc is the protocol's service whose ModelInfer is grpcService.modelInfer, its
+// message undecoded.
+func grpcServiceDesc() *grpc.ServiceDesc {
+	return oip.ServiceDesc(func(srv any, ctx context.Context, m *oip.WireMessage) (any, error) {
+		return srv.(*grpcService).modelInfer(ctx, m)
+	})
+}
+
 // errCallTooLong ends a gRPC call that lasted longer than any request may.
 var errCallTooLong = errors.New("the call lasted longer than a request may")
 

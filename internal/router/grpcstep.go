@@ -98,6 +98,17 @@ func (g *grpcStep) conn() *grpc.ClientConn {
 	return c.conn
 }
 
+// invoke calls method on conn with req, its answer received undecoded into res (the
+// connection's codec is oip.WireCodec).
+func invoke(ctx context.Context, conn *grpc.ClientConn, method string, req any, res *oip.WireMessage, opts ...grpc.CallOption) error {
+	err := conn.Invoke(ctx, method, req, res, opts...)
+	if err != nil {
+		// The answer may have come before the call failed.
+		res.Free()
+	}
+	return err
+}
+
 // maxGRPCMessage is the largest message gRPC is asked to take: its sizes are ints.
 const maxGRPCMessage = 1<<31 - 1
 
